@@ -1,0 +1,15 @@
+"""The ``forecaster`` command."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="ashare-seq2seq-toolkit")
+def main() -> None:
+    """Forecast daily A-share log returns with a causal Transformer."""
+
+
+if __name__ == "__main__":
+    main()

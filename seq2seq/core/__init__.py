@@ -1,0 +1,39 @@
+"""The shared Transformer core: masks, positional encodings, attention, layers and stacks.
+
+Mask convention (everywhere): boolean, **True means "may attend"**.
+"""
+
+from .attention import KVCache, MultiHeadAttention, scaled_dot_product_attention
+from .config import LayerConfig, StackConfig
+from .feedforward import FeedForward
+from .layers import Decoder, DecoderLayer, Encoder, EncoderLayer, LayerCache, StackCache
+from .masks import causal_mask, combine_masks, lengths_mask, padding_mask
+from .positions import (
+    LearnedPositionalEncoding,
+    RotaryEmbedding,
+    SinusoidalPositionalEncoding,
+    sinusoidal_table,
+)
+
+__all__ = [
+    "Decoder",
+    "DecoderLayer",
+    "Encoder",
+    "EncoderLayer",
+    "FeedForward",
+    "KVCache",
+    "LayerCache",
+    "LayerConfig",
+    "LearnedPositionalEncoding",
+    "MultiHeadAttention",
+    "RotaryEmbedding",
+    "SinusoidalPositionalEncoding",
+    "StackCache",
+    "StackConfig",
+    "causal_mask",
+    "combine_masks",
+    "lengths_mask",
+    "padding_mask",
+    "scaled_dot_product_attention",
+    "sinusoidal_table",
+]
