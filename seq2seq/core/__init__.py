@@ -4,7 +4,9 @@ Mask convention (everywhere): boolean, **True means "may attend"**.
 """
 
 from .attention import KVCache, MultiHeadAttention, scaled_dot_product_attention
+from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from .config import LayerConfig, StackConfig
+from .device import resolve_device
 from .feedforward import FeedForward
 from .layers import Decoder, DecoderLayer, Encoder, EncoderLayer, LayerCache, StackCache
 from .masks import causal_mask, combine_masks, lengths_mask, padding_mask
@@ -34,6 +36,10 @@ __all__ = [
     "combine_masks",
     "lengths_mask",
     "padding_mask",
+    "load_checkpoint",
+    "save_checkpoint",
+    "CheckpointError",
+    "resolve_device",
     "scaled_dot_product_attention",
     "sinusoidal_table",
 ]

@@ -1,0 +1,134 @@
+"""The CSV layouts people export A-share bars in, and how each maps to the canonical frame.
+
+Canonical frame: a ``DatetimeIndex`` named ``date`` and lower snake-case columns
+``open, high, low, close`` (required) plus, where the source has them, ``preclose``
+(previous close adjusted for ex-rights), ``adj_close``, ``volume`` (shares), ``amount`` (CNY),
+``turnover`` (percent), ``trade_status``, ``is_st``, ``pct_chg``, ``code`` and valuation fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class CsvFormat:
+    """How one exporter names and scales its columns.
+
+    Attributes:
+        name: format name reported to the user.
+        columns: source column -> canonical column.
+        date_column: source column holding the trading date.
+        date_format: ``strftime`` pattern of that column.
+        scale: canonical column -> multiplier into canonical units (lots -> shares, ...).
+        markers: source columns whose presence identifies the format.
+    """
+
+    name: str
+    columns: dict[str, str]
+    date_column: str
+    date_format: str
+    markers: tuple[str, ...]
+    scale: dict[str, float] = field(default_factory=dict)
+
+    def matches(self, header: set[str]) -> bool:
+        return all(m in header for m in self.markers)
+
+
+BAOSTOCK = CsvFormat(
+    name="baostock",
+    columns={
+        "date": "date", "code": "code", "open": "open", "high": "high", "low": "low",
+        "close": "close", "preclose": "preclose", "volume": "volume", "amount": "amount",
+        "adjustflag": "adjust_flag", "turn": "turnover", "tradestatus": "trade_status",
+        "pctChg": "pct_chg", "isST": "is_st", "peTTM": "pe_ttm", "pbMRQ": "pb_mrq",
+        "psTTM": "ps_ttm", "pcfNcfTTM": "pcf_ncf_ttm",
+    },
+    date_column="date",
+    date_format="%Y-%m-%d",
+    markers=("date", "code"),
+)
+
+TUSHARE = CsvFormat(
+    name="tushare",
+    columns={
+        "ts_code": "code", "trade_date": "date", "open": "open", "high": "high", "low": "low",
+        "close": "close", "pre_close": "preclose", "change": "change", "pct_chg": "pct_chg",
+        "vol": "volume", "amount": "amount",
+    },
+    date_column="trade_date",
+    date_format="%Y%m%d",
+    markers=("ts_code", "trade_date"),
+    # tushare's daily(): vol in lots of 100 shares, amount in thousands of CNY.
+    scale={"volume": 100.0, "amount": 1000.0},
+)
+
+AKSHARE = CsvFormat(
+    name="akshare",
+    columns={
+        "日期": "date", "股票代码": "code", "开盘": "open", "收盘": "close", "最高": "high",
+        "最低": "low", "成交量": "volume", "成交额": "amount", "振幅": "amplitude",
+        "涨跌幅": "pct_chg", "涨跌额": "change", "换手率": "turnover",
+    },
+    date_column="日期",
+    date_format="%Y-%m-%d",
+    markers=("日期",),
+    # akshare's stock_zh_a_hist: volume in lots of 100 shares.
+    scale={"volume": 100.0},
+)
+
+YAHOO = CsvFormat(
+    name="yahoo",
+    columns={
+        "Date": "date", "Open": "open", "High": "high", "Low": "low", "Close": "close",
+        "Adj Close": "adj_close", "Volume": "volume",
+    },
+    date_column="Date",
+    date_format="%Y-%m-%d",
+    markers=("Date",),
+)
+
+# Lower-case OHLCV files from other tools (e.g. pandas' to_csv of a yfinance frame, lowered).
+OHLCV = CsvFormat(
+    name="ohlcv",
+    columns={**BAOSTOCK.columns, "adj_close": "adj_close", "adj close": "adj_close"},
+    date_column="date",
+    date_format="%Y-%m-%d",
+    markers=("date",),
+)
+
+FORMATS: tuple[CsvFormat, ...] = (TUSHARE, AKSHARE, YAHOO, BAOSTOCK, OHLCV)
+
+REQUIRED = ("open", "high", "low", "close")
+PRICE_COLUMNS = ("open", "high", "low", "close", "preclose", "adj_close")
+
+
+def detect_format(header: list[str], path: str) -> CsvFormat:
+    """Pick the format whose marker columns are all in ``header``."""
+    names = set(header)
+    for fmt in FORMATS:
+        if fmt.matches(names):
+            return fmt
+    expected = "; ".join(f"{f.name}: {', '.join(f.markers)}" for f in FORMATS)
+    raise ValueError(
+        f"{path}: unrecognised header {header!r}; expected the columns of one of these exports "
+        f"({expected})"
+    )
+
+
+def canonical_code(raw: str) -> str:
+    """``600000.SH`` / ``sh600000`` / ``600000`` / ``sh.600000`` -> ``sh.600000``."""
+    s = str(raw).strip().lower()
+    if "." in s:
+        a, b = s.split(".", 1)
+        if a in ("sh", "sz", "bj"):
+            return f"{a}.{b}"
+        if b in ("sh", "sz", "bj"):
+            return f"{b}.{a}"
+    if s[:2] in ("sh", "sz", "bj") and s[2:].isdigit():
+        return f"{s[:2]}.{s[2:]}"
+    if s.isdigit() and len(s) <= 6:
+        s = s.zfill(6)
+        exchange = "sh" if s[0] in "569" else "bj" if s[0] in "48" else "sz"
+        return f"{exchange}.{s}"
+    return str(raw).strip()

@@ -1,0 +1,81 @@
+"""The private network behind :class:`forecaster.CausalTransformerForecaster`: an input
+projection, positions and the core's encoder stack with ``causal=True``, and a head on every
+position."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+from seq2seq.core import (
+    Encoder,
+    LearnedPositionalEncoding,
+    SinusoidalPositionalEncoding,
+    StackConfig,
+)
+from seq2seq.core.config import POSITIONALS
+
+
+@dataclass
+class NetConfig:
+    """Everything needed to rebuild the network (stored in checkpoints)."""
+
+    n_features: int
+    n_outputs: int
+    window: int = 60
+    d_model: int = 64
+    n_heads: int = 4
+    n_layers: int = 2
+    d_ff: int = 256
+    dropout: float = 0.1
+    positional: str = "sinusoidal"
+    norm_first: bool = True
+
+    def __post_init__(self) -> None:
+        if self.n_features < 1 or self.n_outputs < 1 or self.window < 1:
+            raise ValueError("n_features, n_outputs and window must be positive")
+        if self.positional not in POSITIONALS:
+            raise ValueError(f"positional must be one of {POSITIONALS}, got {self.positional!r}")
+        self.stack()  # validates the layer sizes
+
+    def stack(self) -> StackConfig:
+        return StackConfig(
+            d_model=self.d_model, n_heads=self.n_heads, d_ff=self.d_ff, n_layers=self.n_layers,
+            dropout=self.dropout, norm_first=self.norm_first, causal=True,
+            rotary=self.positional == "rotary", max_len=self.window,
+        )
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class CausalTransformerNet(nn.Module):
+    """``[batch, window, n_features]`` -> ``[batch, window, n_outputs]``; output ``t`` sees
+    inputs ``0..t`` only."""
+
+    def __init__(self, config: NetConfig):
+        super().__init__()
+        self.config = config
+        self.input_proj = nn.Linear(config.n_features, config.d_model)
+        if config.positional == "sinusoidal":
+            self.positions = SinusoidalPositionalEncoding(config.d_model, config.window)
+        elif config.positional == "learned":
+            self.positions = LearnedPositionalEncoding(config.d_model, config.window)
+        else:  # rotary: applied inside attention by the encoder stack
+            self.positions = None
+        self.encoder = Encoder(config.stack())
+        self.head = nn.Linear(config.d_model, config.n_outputs)
+
+    def _embed(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.input_proj(x)  # (B, T, F) -> (B, T, C)
+        return h if self.positions is None else self.positions(h)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.encoder(self._embed(x)))  # (B, T, n_outputs)
+
+    def forward_with_weights(self, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Also returns each layer's self-attention ``[batch, heads, window, window]``."""
+        h, weights = self.encoder.forward_with_weights(self._embed(x))
+        return self.head(h), [w["self"] for w in weights]

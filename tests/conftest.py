@@ -1,0 +1,34 @@
+"""Shared fixtures: paths to the real data beside the checkout, and small frames."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "data"
+
+
+def shared_path(*parts: str) -> Path:
+    """A path under ../shared/data; skips the test when it is absent (outside CI)."""
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"real data {path} is missing on CI")
+        pytest.skip(f"real data {path} not present beside this checkout")
+    return path
+
+
+@pytest.fixture
+def ashare_dir() -> Path:
+    return shared_path("ashare")
+
+
+@pytest.fixture(scope="session")
+def synthetic_frame():
+    from forecaster.data import load_csv
+
+    frame, _ = load_csv(REPO / "data" / "synthetic_ashare.csv")
+    return frame
