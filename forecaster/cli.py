@@ -1,14 +1,196 @@
-"""The ``forecaster`` command."""
+"""The ``forecaster`` command: train, predict, plot, fetch."""
 
 from __future__ import annotations
 
+import json
+import logging
+from pathlib import Path
+
 import click
+import numpy as np
+import pandas as pd
+
+from .data import DataError, default_series_path, load_csv
+from .features import FEATURES, log_returns
+
+MODEL_FILE = "model.pt"
+RUN_FILE = "run.json"
+
+
+def _load(csv: str | None, on_bad: str = "raise"):
+    path = Path(csv) if csv else default_series_path()
+    try:
+        frame, report = load_csv(path, on_bad=on_bad)
+    except (DataError, FileNotFoundError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(report.summary(), err=True)
+    return path, frame
+
+
+def _run_info(run: Path) -> dict:
+    info = run / RUN_FILE
+    if not (run / MODEL_FILE).is_file() or not info.is_file():
+        raise click.ClickException(f"{run}: not a run folder (expected {MODEL_FILE} and {RUN_FILE}); "
+                                   "create one with `forecaster train --out RUN_DIR`")
+    return json.loads(info.read_text())
+
+
+def _model(run: Path, device: str):
+    from .estimator import CausalTransformerForecaster
+
+    try:
+        return CausalTransformerForecaster.load(run / MODEL_FILE, device=device)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _predictions_table(model, frame: pd.DataFrame) -> pd.DataFrame:
+    pred = model.predict(frame)
+    table = pred.to_frame() if isinstance(pred, pd.Series) else pred
+    table["actual"] = log_returns(frame).reindex(table.index)
+    table["suspended"] = frame["suspended"].reindex(table.index)
+    table["in_training"] = table.index <= model.train_end_
+    return table
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="ashare-seq2seq-toolkit")
-def main() -> None:
-    """Forecast daily A-share log returns with a causal Transformer."""
+@click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
+def main(verbose: int) -> None:
+    """Forecast daily A-share log returns with a causal Transformer.
+
+    With no CSV argument, commands use the embedded deterministic synthetic series.
+    """
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+
+
+@main.command()
+@click.argument("csv", required=False, type=click.Path(dir_okay=False))
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Run folder to write.")
+@click.option("--window", default=60, show_default=True, help="Input days per forecast.")
+@click.option("--horizon", default=1, show_default=True, help="Forecast the return H days ahead.")
+@click.option("--features", default="log_return", show_default=True,
+              help=f"Comma-separated inputs from: {', '.join(FEATURES)}.")
+@click.option("--d-model", default=64, show_default=True)
+@click.option("--heads", "n_heads", default=4, show_default=True)
+@click.option("--layers", "n_layers", default=2, show_default=True)
+@click.option("--dropout", default=0.1, show_default=True)
+@click.option("--positional", type=click.Choice(["sinusoidal", "learned", "rotary"]),
+              default="sinusoidal", show_default=True)
+@click.option("--loss", type=click.Choice(["mse", "gaussian", "quantile"]), default="mse",
+              show_default=True)
+@click.option("--epochs", "max_epochs", default=30, show_default=True)
+@click.option("--batch-size", default=256, show_default=True)
+@click.option("--lr", default=1e-3, show_default=True)
+@click.option("--val-fraction", default=0.15, show_default=True,
+              help="Latest share of windows held out for early stopping.")
+@click.option("--patience", default=5, show_default=True)
+@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda, cuda:N.")
+@click.option("--seed", "random_state", default=0, show_default=True)
+@click.option("--on-bad", type=click.Choice(["raise", "drop"]), default="raise", show_default=True,
+              help="Bad rows: stop with an error, or drop and count them.")
+def train(csv, out, features, on_bad, **params):
+    """Fit a forecaster on CSV (default: embedded synthetic series) and save it to --out."""
+    from .estimator import CausalTransformerForecaster
+    from .plots import plot_history
+
+    path, frame = _load(csv, on_bad)
+    model = CausalTransformerForecaster(features=tuple(f.strip() for f in features.split(",")),
+                                        **params)
+    try:
+        model.fit(frame)
+    except ValueError as exc:
+        raise click.ClickException(f"{path}: {exc}") from exc
+    run = Path(out)
+    run.mkdir(parents=True, exist_ok=True)
+    model.save(run / MODEL_FILE)
+    pd.DataFrame(model.history_).to_csv(run / "history.csv", index=False)
+    plot_history(model.history_, run / "loss.png")
+    info = {"csv": str(path.resolve()), "on_bad": on_bad, "train_end": str(model.train_end_.date()),
+            "best_epoch": model.best_epoch_, "epochs_run": len(model.history_),
+            "params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in model.get_params().items()}}
+    (run / RUN_FILE).write_text(json.dumps(info, indent=2))
+    best = model.history_[model.best_epoch_ - 1]
+    click.echo(f"trained on {path.name}: {len(model.history_)} epochs (best {model.best_epoch_}, "
+               f"val loss {best.get('val_loss', float('nan')):.4f}), training data up to "
+               f"{model.train_end_.date()}; saved {run / MODEL_FILE}")
+
+
+@main.command()
+@click.argument("csv", required=False, type=click.Path(dir_okay=False))
+@click.option("--run", "run", required=True, type=click.Path(file_okay=False), help="Run folder from train.")
+@click.option("--out", "out", type=click.Path(dir_okay=False),
+              help="CSV to write (default RUN/predictions.csv).")
+@click.option("--device", default="auto", show_default=True)
+def predict(csv, run, out, device):
+    """Forecast every day of CSV (default: the training CSV) and the next trading day."""
+    run = Path(run)
+    info = _run_info(run)
+    path, frame = _load(csv or info["csv"], info.get("on_bad", "raise"))
+    model = _model(run, device)
+    table = _predictions_table(model, frame)
+    out = Path(out) if out else run / "predictions.csv"
+    table.to_csv(out, index_label="date")
+    nxt = model.predict_next(frame)
+    value = nxt.iloc[0] if isinstance(nxt, pd.Series) else nxt.iloc[0].to_dict()
+    test = table[~table["in_training"] & table["actual"].notna() & ~table["suspended"]]
+    col = "forecast" if "forecast" in table else table.columns[0]
+    if len(test) > 2:
+        mse, zero = float(((test[col] - test["actual"]) ** 2).mean()), float((test["actual"] ** 2).mean())
+        click.echo(f"after the training cut-off ({len(test)} days): MSE {mse:.3e} vs zero forecast "
+                   f"{zero:.3e} (R^2 vs zero {1 - mse / zero:+.4f}), corr "
+                   f"{np.corrcoef(test[col], test['actual'])[0, 1]:+.3f}")
+    click.echo(f"wrote {len(table)} forecasts to {out}")
+    click.echo(f"next trading day after {frame.index[-1].date()} ({nxt.index[0].date()} if no holiday): "
+               f"{value}")
+
+
+@main.command()
+@click.argument("csv", required=False, type=click.Path(dir_okay=False))
+@click.option("--run", "run", required=True, type=click.Path(file_okay=False), help="Run folder from train.")
+@click.option("--out", "out", type=click.Path(file_okay=False), help="Folder for PNGs (default RUN).")
+@click.option("--device", default="auto", show_default=True)
+def plot(csv, run, out, device):
+    """PNGs: forecast vs actual, implied price path, attention over the last input window."""
+    from .plots import plot_attention, plot_forecast_vs_actual, plot_price_path
+
+    run = Path(run)
+    info = _run_info(run)
+    path, frame = _load(csv or info["csv"], info.get("on_bad", "raise"))
+    model = _model(run, device)
+    out = Path(out) if out else run
+    pred = model.predict(frame)
+    point = pred if isinstance(pred, pd.Series) else pred.iloc[:, 0 if "mean" in pred else pred.shape[1] // 2]
+    test = point[point.index > model.train_end_]
+    shown = test if len(test) > 20 else point
+    files = [
+        plot_forecast_vs_actual(shown, log_returns(frame), out / "forecast_vs_actual.png",
+                                f"{path.name}: forecasts after the training cut-off {model.train_end_.date()}"
+                                if shown is test else f"{path.name}: all forecasts (in-sample included)"),
+        plot_price_path(frame, shown, out / "price_path.png"),
+        plot_attention(*model.attention(frame), out / "attention.png"),
+    ]
+    for f in files:
+        click.echo(f"wrote {f}")
+
+
+@main.command()
+@click.argument("code")
+@click.option("--start", required=True, help="YYYY-MM-DD")
+@click.option("--end", required=True, help="YYYY-MM-DD")
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False), help="CSV to write.")
+@click.option("--adjustflag", type=click.Choice(["1", "2", "3"]), default="3", show_default=True,
+              help="3 unadjusted, 2 forward-, 1 backward-adjusted.")
+def fetch(code, start, end, out, adjustflag):
+    """Download daily bars of CODE (e.g. sh.600000) with baostock."""
+    from .data.fetch import FetchError, fetch_baostock
+
+    try:
+        path = fetch_baostock(code, start, end, out, adjustflag)
+    except FetchError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ class NetConfig:
     n_layers: int = 2
     d_ff: int = 256
     dropout: float = 0.1
+    attention_dropout: float = 0.0
     positional: str = "sinusoidal"
     norm_first: bool = True
 
@@ -43,7 +44,8 @@ class NetConfig:
     def stack(self) -> StackConfig:
         return StackConfig(
             d_model=self.d_model, n_heads=self.n_heads, d_ff=self.d_ff, n_layers=self.n_layers,
-            dropout=self.dropout, norm_first=self.norm_first, causal=True,
+            dropout=self.dropout, attention_dropout=self.attention_dropout,
+            norm_first=self.norm_first, causal=True,
             rotary=self.positional == "rotary", max_len=self.window,
         )
 

@@ -58,11 +58,11 @@ class _TransformerLayer(nn.Module):
         self.config = config
         c = config
         self.norm_first = c.norm_first
-        self.self_attn = MultiHeadAttention(c.d_model, c.n_heads, c.dropout, c.bias, rotary)
+        self.self_attn = MultiHeadAttention(c.d_model, c.n_heads, c.attn_dropout, c.bias, rotary)
         self.norm1 = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps, bias=c.bias)
         self.dropout1 = nn.Dropout(c.dropout)
         if cross_attention:
-            self.cross_attn = MultiHeadAttention(c.d_model, c.n_heads, c.dropout, c.bias)
+            self.cross_attn = MultiHeadAttention(c.d_model, c.n_heads, c.attn_dropout, c.bias)
             self.norm_cross = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps, bias=c.bias)
             self.dropout_cross = nn.Dropout(c.dropout)
         else:
