@@ -71,24 +71,37 @@ def plot_price_path(frame: pd.DataFrame, forecast: pd.Series, path: str | Path) 
 
 
 def plot_attention(weights: list[np.ndarray], dates: pd.DatetimeIndex, path: str | Path) -> Path:
-    """Self-attention over the input window, one heatmap per layer (mean over heads).
+    """Self-attention over the input window, per layer (mean over heads): the full causal map,
+    and below it the row that makes the forecast (the last query).
 
     Args:
         weights: per layer ``[heads, window, window]``.
         dates: the window's dates (axis labels).
     """
     n = len(weights)
-    fig, axes = plt.subplots(1, n, figsize=(5.2 * n, 4.8), squeeze=False)
+    fig, axes = plt.subplots(2, n, figsize=(5.2 * n, 8), squeeze=False,
+                             gridspec_kw={"height_ratios": [3, 1]})
     labels = [d.strftime("%m-%d") for d in dates]
     step = max(1, len(labels) // 12)
-    for i, (ax, w) in enumerate(zip(axes[0], weights, strict=True)):
-        im = ax.imshow(w.mean(0), cmap="viridis", aspect="auto")
+    ticks = range(0, len(labels), step)
+    for i, w in enumerate(weights):
+        mean = w.mean(0)
+        # The first queries see only a few keys and take all the weight; clip the colour
+        # scale so the structure of the later rows stays visible.
+        lower = mean[np.tril_indices_from(mean)][min(len(mean), 15):]
+        vmax = float(np.quantile(lower, 0.99)) if lower.size else None
+        ax = axes[0, i]
+        im = ax.imshow(mean, cmap="viridis", aspect="auto", vmin=0, vmax=vmax)
         ax.set_title(f"layer {i + 1} (mean of {w.shape[0]} heads)")
-        ax.set_xticks(range(0, len(labels), step), labels[::step], rotation=90, fontsize=7)
-        ax.set_yticks(range(0, len(labels), step), labels[::step], fontsize=7)
+        ax.set_xticks(ticks, labels[::step], rotation=90, fontsize=7)
+        ax.set_yticks(ticks, labels[::step], fontsize=7)
         ax.set_xlabel("attended day (key)")
-        ax.set_ylabel("forecasting day (query)")
-        fig.colorbar(im, ax=ax, fraction=0.046)
+        ax.set_ylabel("query day")
+        fig.colorbar(im, ax=ax, fraction=0.046, extend="max")
+        bar = axes[1, i]
+        bar.bar(range(len(labels)), mean[-1], color="C0")
+        bar.set_xticks(ticks, labels[::step], rotation=90, fontsize=7)
+        bar.set_title(f"weights of the forecasting query ({labels[-1]})", fontsize=9)
     return _save(fig, path)
 
 
