@@ -11,6 +11,7 @@ import copy
 import logging
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 
 CHECKPOINT_KIND = "forecaster.CausalTransformerForecaster"
 CHECKPOINT_VERSION = 1
+_SINGLE = "series"  # the name a single-stock fit files its statistics under
 
 
 @dataclass
@@ -170,52 +172,110 @@ class CausalTransformerForecaster(BaseEstimator):
                                  "or CausalTransformerForecaster.load(path) first")
 
     def _scaled(self, s: _Series) -> torch.Tensor:
-        return torch.as_tensor(self.scaler_.transform(s.x), dtype=torch.float32)
+        return torch.as_tensor(self.scalers_[s.name].transform(s.x), dtype=torch.float32)
+
+    # Single-stock views of the per-stock statistics (a panel model has one per stock).
+    def _only(self, attr: str):
+        table = getattr(self, attr)
+        if len(table) != 1:
+            raise AttributeError(f"a panel model has one entry per stock: use {attr}[code]")
+        return next(iter(table.values()))
+
+    @property
+    def scaler_(self) -> StandardScaler:
+        return self._only("scalers_")
+
+    @property
+    def target_mean_(self) -> float:
+        return self._only("target_stats_")[0]
+
+    @property
+    def target_scale_(self) -> float:
+        return self._only("target_stats_")[1]
+
+    def _inputs(self, data) -> list[_Series]:
+        if isinstance(data, Mapping):
+            if not data:
+                raise ValueError("an empty panel: expected {code: frame, ...}")
+            return [self._series(frame, str(name)) for name, frame in data.items()]
+        return [self._series(data, _SINGLE)]
 
     # ----------------------------------------------------------------------------- fitting
-    def fit(self, frame: pd.DataFrame) -> CausalTransformerForecaster:
-        """Fit on one stock's canonical frame (rows in date order). Returns ``self``."""
+    def fit(self, data: pd.DataFrame | Mapping[str, pd.DataFrame]) -> CausalTransformerForecaster:
+        """Fit on one stock's canonical frame, or on a panel ``{code: frame}`` (one global model
+        across stocks, each stock scaled by its own training statistics). Returns ``self``.
+
+        The latest ``val_fraction`` of windows (by the date they forecast, across all stocks)
+        is held out for early stopping; scalers see only rows up to the training cut-off
+        ``train_end_``. A stock with fewer than two usable training days is left out and
+        listed in ``excluded_``.
+        """
         self._validate_params()
         seed = (int(self.random_state) if self.random_state is not None
                 else int(np.random.SeedSequence().entropy % (2**31)))
         device = resolve_device(self.device)
-        s = self._series(frame)
+        series = self._inputs(data)
         L, H = self.window, self.horizon
-        ends = np.arange(L - 1, len(s.y) - H)
-        ends = ends[s.valid[ends + H]]
-        n_val = int(round(self.val_fraction * len(ends))) if self.val_fraction > 0 else 0
-        if len(ends) - n_val < 2 or (self.val_fraction > 0 and n_val < 1):
+        ends = []
+        for s in series:
+            e = np.arange(L - 1, len(s.y) - H)
+            ends.append(e[s.valid[e + H]])
+        target_days = np.sort(np.concatenate(
+            [s.dates[e + H].to_numpy() for s, e in zip(series, ends, strict=True)]))
+        total = len(target_days)
+        n_val = int(round(self.val_fraction * total)) if self.val_fraction > 0 else 0
+        if total - n_val < 2 or (self.val_fraction > 0 and n_val < 1):
             raise ValueError(
-                f"too little data: {len(s.y)} usable days give {len(ends)} training windows "
-                f"(window={L}, horizon={H}); need more rows or a shorter window"
+                f"too little data: {sum(len(s.y) for s in series)} usable days give {total} training "
+                f"windows (window={L}, horizon={H}); need more rows or a shorter window"
             )
-        train_ends, val_ends = ends[: len(ends) - n_val], ends[len(ends) - n_val :]
-        cut = int(train_ends[-1] + H)  # last day whose return the training windows see
-        # Scalers see the training segment only: rows up to the cut-off day.
-        self.scaler_ = StandardScaler().fit(s.x[: cut + 1])
-        y_train = s.y[: cut + 1][s.valid[: cut + 1]]
-        self.target_mean_ = float(y_train.mean())
-        self.target_scale_ = float(y_train.std()) or 1.0
-        self.train_end_ = s.dates[cut]
-        self.n_features_in_ = s.x.shape[1]
+        cut_day = pd.Timestamp(target_days[total - n_val - 1])  # last training target day
+
+        self.scalers_, self.target_stats_, self.excluded_ = {}, {}, []
+        xs, ys, oks, train_starts, val_starts, y_vals, offset = [], [], [], [], [], [], 0
+        for s, e in zip(series, ends, strict=True):
+            n_in = int(np.searchsorted(s.dates, cut_day, side="right"))  # rows up to the cut-off
+            y_in = s.y[:n_in][s.valid[:n_in]]
+            if n_in < 2 or len(y_in) < 2:
+                self.excluded_.append(s.name)
+                continue
+            # Scalers see the training segment only: this stock's rows up to the cut-off day.
+            self.scalers_[s.name] = StandardScaler().fit(s.x[:n_in])
+            mean, scale = float(y_in.mean()), float(y_in.std()) or 1.0
+            self.target_stats_[s.name] = (mean, scale)
+            y = torch.as_tensor((np.nan_to_num(s.y) - mean) / scale, dtype=torch.float32)
+            y_shift, ok = shift_targets(y, torch.as_tensor(s.valid), H)
+            is_val = s.dates[e + H] > cut_day
+            y_vals.append(y_shift[e[is_val]])
+            ok[max(n_in - H, 0) :] = False  # training targets end at the cut-off
+            xs.append(self._scaled(s))
+            ys.append(y_shift)
+            oks.append(ok)
+            train_starts.append(offset + e[~is_val] - L + 1)
+            val_starts.append(offset + e[is_val] - L + 1)
+            offset += len(s.y)
+        if self.excluded_:
+            log.warning("left out %d stock(s) with no training days before %s: %s",
+                        len(self.excluded_), cut_day.date(), ", ".join(self.excluded_))
+        if not xs:
+            raise ValueError("no stock has training data")
+        self.panel_ = isinstance(data, Mapping)
+        self.train_end_ = cut_day
+        self.n_features_in_ = series[0].x.shape[1]
         self.feature_names_in_ = list(self._features())
         self.random_state_ = seed
         self.device_ = device
         self.net_config_ = self._net_config(self.n_features_in_)
-
-        x = self._scaled(s)
-        y = torch.as_tensor((np.nan_to_num(s.y) - self.target_mean_) / self.target_scale_,
-                            dtype=torch.float32)
-        y_shift, ok = shift_targets(y, torch.as_tensor(s.valid), H)
-        ok[cut - H + 1 :] = False  # training targets end at the cut-off
-        xw, yw, mw = sliding_windows(x, L), sliding_windows(y_shift, L), sliding_windows(ok, L)
-        y_val = y_shift[val_ends].to(device)
-
+        # Windows over the concatenated stocks; their starts never cross a stock's boundary.
+        xw = sliding_windows(torch.cat(xs), L)
+        yw = sliding_windows(torch.cat(ys), L)
+        mw = sliding_windows(torch.cat(oks), L)
+        y_val = torch.cat(y_vals).to(device)
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             torch.manual_seed(seed)
             self.net_ = CausalTransformerNet(self.net_config_).to(device)
-            self.history_ = self._train(xw, yw, mw, train_ends - L + 1, val_ends - L + 1, y_val,
-                                        seed)
+            self.history_ = self._train(xw, yw, mw, np.concatenate(train_starts),
+                                        np.concatenate(val_starts), y_val, seed)
         return self
 
     def _train(self, xw, yw, mw, train_starts, val_starts, y_val, seed) -> list[dict]:
@@ -283,9 +343,9 @@ class CausalTransformerForecaster(BaseEstimator):
         return torch.cat(outs) if outs else torch.zeros(0, self.net_config_.n_outputs)
 
     # -------------------------------------------------------------------------- prediction
-    def _format(self, raw: torch.Tensor, index: pd.DatetimeIndex) -> pd.Series | pd.DataFrame:
+    def _format(self, raw: torch.Tensor, index, name: str) -> pd.Series | pd.DataFrame:
         raw = raw.double().cpu()
-        mu, sd = self.target_mean_, self.target_scale_
+        mu, sd = self.target_stats_[name]
         index = pd.DatetimeIndex(index, name="date")
         if self.loss == "mse":
             return pd.Series(raw[:, 0].numpy() * sd + mu, index=index, name="forecast")
@@ -295,40 +355,66 @@ class CausalTransformerForecaster(BaseEstimator):
         values = torch.sort(raw, dim=1).values.numpy() * sd + mu  # no crossing quantiles
         return pd.DataFrame(values, index=index, columns=[f"q{q:g}" for q in self.quantiles])
 
-    def predict(self, frame: pd.DataFrame) -> pd.Series | pd.DataFrame:
-        """Forecasts for every day of ``frame`` that has ``window`` earlier days (+ horizon).
+    def _known(self, data) -> list[_Series]:
+        if not isinstance(data, Mapping) and self.panel_:
+            data = {str(data["code"].iloc[0]): data}  # one stock of the panel
+        series = self._inputs(data)
+        unknown = [s.name for s in series if s.name not in self.scalers_]
+        if unknown:
+            raise ValueError(f"no training statistics for {unknown}: the model was fitted on "
+                             f"{sorted(self.scalers_)}")
+        return series
+
+    def predict(self, data: pd.DataFrame | Mapping[str, pd.DataFrame]):
+        """Forecasts for every day that has ``window`` earlier days (+ horizon).
+
+        Args:
+            data: one canonical frame, or ``{code: frame}`` for a panel model.
 
         Returns:
             Indexed by the date of the return being forecast; each value made only from rows
             before that date. A Series ``forecast`` for ``loss="mse"``, a DataFrame
-            (``mean``/``scale`` or one column per quantile) otherwise.
+            (``mean``/``scale`` or one column per quantile) otherwise; for a panel input, a
+            dict ``{code: that}``.
         """
         self._check_fitted()
-        s = self._series(frame)
+        series = self._known(data)
         L, H = self.window, self.horizon
-        ends = np.arange(L - 1, len(s.y) - H)
-        if len(ends) == 0:
-            raise ValueError(f"{len(s.y)} usable days are too few for window={L}, horizon={H}")
-        raw = self._forward_last(sliding_windows(self._scaled(s), L), torch.as_tensor(ends - L + 1))
-        return self._format(raw, s.dates[ends + H])
+        xs, starts, ends, offset = [], [], [], 0
+        for s in series:
+            e = np.arange(L - 1, len(s.y) - H)
+            xs.append(self._scaled(s))
+            starts.append(offset + e - L + 1)
+            ends.append(e)
+            offset += len(s.y)
+        if sum(len(e) for e in ends) == 0:
+            raise ValueError(f"too few usable days for window={L}, horizon={H}")
+        raw = self._forward_last(sliding_windows(torch.cat(xs), L), torch.as_tensor(np.concatenate(starts)))
+        out, at = {}, 0
+        for s, e in zip(series, ends, strict=True):
+            out[s.name] = self._format(raw[at : at + len(e)], s.dates[e + H], s.name)
+            at += len(e)
+        return out if isinstance(data, Mapping) else next(iter(out.values()))
 
-    def predict_next(self, frame: pd.DataFrame) -> pd.Series | pd.DataFrame:
+    def predict_next(self, data: pd.DataFrame | Mapping[str, pd.DataFrame]):
         """Forecast for the trading day ``horizon`` days after the last row. Its index is the
         next weekday(s): exchange holidays are not known here."""
         self._check_fitted()
-        s = self._series(frame)
-        if len(s.y) < self.window:
-            raise ValueError(f"{len(s.y)} usable days are fewer than window={self.window}")
-        x = self._scaled(s)[-self.window :].unsqueeze(0)
-        raw = self._forward_last(x, torch.tensor([0]))
-        return self._format(raw, [s.dates[-1] + pd.offsets.BDay(self.horizon)])
+        out = {}
+        for s in self._known(data):
+            if len(s.y) < self.window:
+                raise ValueError(f"{s.name}: {len(s.y)} usable days are fewer than window={self.window}")
+            x = self._scaled(s)[-self.window :].unsqueeze(0)
+            raw = self._forward_last(x, torch.tensor([0]))
+            out[s.name] = self._format(raw, [s.dates[-1] + pd.offsets.BDay(self.horizon)], s.name)
+        return out if isinstance(data, Mapping) else next(iter(out.values()))
 
     @torch.no_grad()
     def attention(self, frame: pd.DataFrame) -> tuple[list[np.ndarray], pd.DatetimeIndex]:
         """Self-attention of the last input window, per layer ``[heads, window, window]``,
         with the window's dates."""
         self._check_fitted()
-        s = self._series(frame)
+        s = self._known(frame)[0]
         x = self._scaled(s)[-self.window :].unsqueeze(0).to(self.device_)
         self.net_.eval()
         _, weights = self.net_.forward_with_weights(x)
@@ -343,11 +429,12 @@ class CausalTransformerForecaster(BaseEstimator):
             "params": params,
             "net_config": self.net_config_.to_dict(),
             "state_dict": {k: v.detach().cpu() for k, v in self.net_.state_dict().items()},
-            "scaler": {"mean": self.scaler_.mean_.tolist(), "scale": self.scaler_.scale_.tolist(),
-                       "var": self.scaler_.var_.tolist(),
-                       "n_samples_seen": int(self.scaler_.n_samples_seen_)},
-            "target": {"mean": self.target_mean_, "scale": self.target_scale_},
-            "fitted": {"train_end": str(self.train_end_.date()), "random_state": self.random_state_,
+            "scalers": {name: {"mean": sc.mean_.tolist(), "scale": sc.scale_.tolist(),
+                               "var": sc.var_.tolist(), "n_samples_seen": int(sc.n_samples_seen_)}
+                        for name, sc in self.scalers_.items()},
+            "targets": {name: list(stats) for name, stats in self.target_stats_.items()},
+            "fitted": {"panel": self.panel_, "excluded": self.excluded_,
+                       "train_end": str(self.train_end_.date()), "random_state": self.random_state_,
                        "best_epoch": self.best_epoch_, "history": self.history_,
                        "feature_names": self.feature_names_in_},
         }
@@ -367,16 +454,16 @@ class CausalTransformerForecaster(BaseEstimator):
             model.net_ = CausalTransformerNet(model.net_config_)
             model.net_.load_state_dict(data["state_dict"])
             model.net_.to(model.device_).eval()
-            sc = data["scaler"]
-            model.scaler_ = StandardScaler()
-            model.scaler_.mean_ = np.asarray(sc["mean"])
-            model.scaler_.scale_ = np.asarray(sc["scale"])
-            model.scaler_.var_ = np.asarray(sc["var"])
-            model.scaler_.n_samples_seen_ = sc["n_samples_seen"]
-            model.scaler_.n_features_in_ = len(sc["mean"])
-            model.target_mean_ = data["target"]["mean"]
-            model.target_scale_ = data["target"]["scale"]
+            model.scalers_ = {}
+            for name, sc in data["scalers"].items():
+                scaler = StandardScaler()
+                scaler.mean_, scaler.scale_ = np.asarray(sc["mean"]), np.asarray(sc["scale"])
+                scaler.var_, scaler.n_samples_seen_ = np.asarray(sc["var"]), sc["n_samples_seen"]
+                scaler.n_features_in_ = len(sc["mean"])
+                model.scalers_[name] = scaler
+            model.target_stats_ = {name: tuple(v) for name, v in data["targets"].items()}
             fitted = data["fitted"]
+            model.panel_, model.excluded_ = fitted["panel"], list(fitted["excluded"])
             model.train_end_ = pd.Timestamp(fitted["train_end"])
             model.random_state_ = fitted["random_state"]
             model.best_epoch_ = fitted["best_epoch"]

@@ -24,8 +24,6 @@ from torch import nn
 
 from seq2seq.core import sinusoidal_table
 
-from .features import log_returns
-
 log = logging.getLogger(__name__)
 
 
@@ -47,7 +45,7 @@ class _SeedNet(nn.Module):
 
 class SeedRecipe(BaseEstimator):
     """Forecast next-day log returns the seed's way: predict tomorrow's cumulative log price,
-    then read the return off as ``predicted level - today's level``.
+    then read the return off as ``predicted level - today's level`` (log closes).
 
     ``predict(frame)`` returns a Series indexed by the forecast day, like
     :class:`forecaster.CausalTransformerForecaster`; the level forecasts are in ``levels_``.
@@ -69,8 +67,9 @@ class SeedRecipe(BaseEstimator):
 
     @staticmethod
     def _levels(frame: pd.DataFrame) -> pd.Series:
-        # Cumulative log price, anchored at the frame's first day.
-        return log_returns(frame).fillna(0.0).cumsum()
+        # The log close: the seed's cumulative log price, anchored so that any slice of the
+        # history gives the same level on the same day.
+        return np.log(frame["close"])
 
     def _sequences(self, values: np.ndarray) -> list[tuple[torch.Tensor, torch.Tensor]]:
         # One (input, label) pair per window, kept in a Python list as the seed did.

@@ -1,0 +1,166 @@
+"""Walk-forward: fold layout, no leakage for the model and every baseline, parallel == serial,
+panel models."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from forecaster import CausalTransformerForecaster
+from forecaster.baselines import (
+    ARForecast,
+    HistoricalMean,
+    LowVolatility,
+    PerStock,
+    Reversal,
+    RidgeForecast,
+    ZeroForecast,
+)
+from forecaster.data import SyntheticConfig, load_csv, load_dir, synthetic_prices
+from forecaster.seed import SeedRecipe
+from forecaster.walkforward import WalkForwardConfig, make_folds, walk_forward
+
+TINY = dict(window=20, d_model=16, n_heads=2, n_layers=1, d_ff=32, max_epochs=2, batch_size=128,
+            random_state=0, progress=False)
+
+
+@pytest.fixture(scope="module")
+def frames(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("panel")
+    out = {}
+    for i, code in enumerate(["sh.600000", "sz.000001", "sz.300001"]):
+        path = folder / f"{code}.csv"
+        synthetic_prices(SyntheticConfig(n_days=420, seed=10 + i, code=code)).to_csv(path, index=False)
+        out[code] = load_csv(path)[0]
+    return out
+
+
+def models():
+    return {
+        "transformer": CausalTransformerForecaster(**TINY),
+        "zero": ZeroForecast(),
+        "hist_mean": HistoricalMean(),
+        "ar3": ARForecast(p=3),
+        "ridge": RidgeForecast(window=20),
+        "reversal": Reversal(1),
+        "low_vol": LowVolatility(20),
+    }
+
+
+CONFIG = dict(train_days=300, retrain_every=40, min_stock_days=100, margin_days=60, progress=False)
+
+
+def test_folds_tile_the_calendar_with_a_purge_gap():
+    cal = pd.bdate_range("2021-01-01", periods=100)
+    cfg = WalkForwardConfig(train_days=50, retrain_every=20, horizon=2, purge=3)
+    folds = make_folds(cal, cfg)
+    assert [len(f.test_days) for f in folds] == [20, 20, 8]
+    for f in folds:
+        assert cal.get_loc(f.test_days[0]) - cal.get_loc(f.cut) == 3  # the purge gap
+        assert f.train_start == cal[0]
+    assert folds[1].test_days[0] == folds[0].test_days[-1] + pd.offsets.BDay(1)  # contiguous
+    rolling = make_folds(cal, WalkForwardConfig(scheme="rolling", train_days=50, retrain_every=20))
+    assert all(cal.get_loc(f.cut) - cal.get_loc(f.train_start) == 49 for f in rolling)
+    assert len(make_folds(cal, WalkForwardConfig(train_days=50, retrain_every=20, step=5))[0].test_days) == 4
+    with pytest.raises(ValueError, match="purge"):
+        WalkForwardConfig(horizon=2, purge=1)
+
+
+def test_fitted_state_ignores_data_after_the_cutoff(frames):
+    res = walk_forward(frames, models(), WalkForwardConfig(**CONFIG), keep_models=True)
+    cut = pd.Timestamp(res.folds.loc[0, "train_end"])
+    changed = {}
+    for code, f in frames.items():
+        f = f.copy()
+        later = f.index > cut
+        f.loc[later, ["open", "high", "low", "close"]] *= np.linspace(0.7, 1.6, later.sum())[:, None]
+        changed[code] = f
+    res2 = walk_forward(changed, models(), WalkForwardConfig(**CONFIG), keep_models=True)
+    a, b = res.models[(0, "transformer")], res2.models[(0, "transformer")]
+    for k, v in a.net_.state_dict().items():
+        assert torch.equal(v, b.net_.state_dict()[k]), k
+    for code in frames:
+        np.testing.assert_array_equal(a.scalers_[code].mean_, b.scalers_[code].mean_)
+        np.testing.assert_array_equal(res.models[(0, "ar3")].params_[code]["coef"],
+                                      res2.models[(0, "ar3")].params_[code]["coef"])
+        np.testing.assert_array_equal(res.models[(0, "ridge")].params_[code]["model"].coef_,
+                                      res2.models[(0, "ridge")].params_[code]["model"].coef_)
+        assert res.models[(0, "hist_mean")].params_[code] == res2.models[(0, "hist_mean")].params_[code]
+    # The next fold sees the change.
+    assert not torch.equal(res.models[(1, "transformer")].net_.input_proj.weight,
+                           res2.models[(1, "transformer")].net_.input_proj.weight)
+
+
+def test_forecasts_up_to_a_day_ignore_that_day_and_later(frames):
+    base = walk_forward(frames, models(), WalkForwardConfig(**CONFIG)).predictions
+    day = base.index.unique().sort_values()[55]
+    changed = {}
+    for code, f in frames.items():
+        f = f.copy()
+        later = f.index >= day
+        f.loc[later, ["open", "high", "low", "close", "preclose"]] *= 1.3
+        f.loc[later, "volume"] *= 3
+        changed[code] = f
+    new = walk_forward(changed, models(), WalkForwardConfig(**CONFIG)).predictions
+    for name in base["model"].unique():
+        b = base[(base["model"] == name) & (base.index <= day)]
+        n = new[(new["model"] == name) & (new.index <= day)]
+        pd.testing.assert_frame_equal(b.drop(columns="actual"), n.drop(columns="actual"), obj=name)
+        assert len(b) > 0
+
+
+def test_parallel_equals_serial(frames):
+    serial = walk_forward(frames, models(), WalkForwardConfig(**CONFIG, n_jobs=1)).predictions
+    parallel = walk_forward(frames, models(), WalkForwardConfig(**CONFIG, n_jobs=2)).predictions
+    pd.testing.assert_frame_equal(serial, parallel)
+
+
+def test_output_frame(frames):
+    res = walk_forward(frames, {"zero": ZeroForecast(), "mean": HistoricalMean()},
+                       WalkForwardConfig(**CONFIG))
+    p = res.predictions
+    assert p.index.name == "date" and list(p.columns) == ["code", "model", "fold", "forecast", "actual"]
+    assert set(p["fold"]) == set(res.folds["fold"])
+    # The truth is the day's log return.
+    f = frames["sh.600000"]
+    row = p[(p["code"] == "sh.600000") & (p["model"] == "zero")].iloc[3]
+    assert row["actual"] == pytest.approx(np.log(f.loc[row.name, "close"] / f.loc[row.name, "preclose"]))
+    # Each fold's forecasts lie after its cut-off plus the purge.
+    merged = p.reset_index().merge(res.folds, on="fold")
+    assert (merged["date"] > merged["train_end"]).all()
+
+
+def test_panel_model_scales_each_stock_on_its_own_training_rows(frames):
+    model = CausalTransformerForecaster(**TINY).fit(frames)
+    assert model.panel_ and sorted(model.scalers_) == sorted(frames)
+    for code, f in frames.items():
+        r = np.log(f["close"] / f["preclose"]).loc[: model.train_end_]
+        np.testing.assert_allclose(model.scalers_[code].mean_, [r.mean()])
+        trading = r[~f["suspended"].loc[: model.train_end_]]  # suspended days are no targets
+        assert model.target_stats_[code][1] == pytest.approx(trading.std(ddof=0))
+    pred = model.predict(frames)
+    assert set(pred) == set(frames) and all(len(p) == 400 for p in pred.values())
+    with pytest.raises(ValueError, match="no training statistics"):
+        model.predict({"sh.999999": frames["sh.600000"]})
+    # One stock of the panel alone gives the same forecasts as within the panel.
+    alone = model.predict(frames["sz.000001"])
+    pd.testing.assert_series_equal(alone, pred["sz.000001"])
+
+
+def test_per_stock_seed_recipe(frames):
+    res = walk_forward(frames, {"seed": PerStock(SeedRecipe(d_model=20, n_heads=2, max_epochs=1,
+                                                            random_state=0))},
+                       WalkForwardConfig(**{**CONFIG, "retrain_every": 80}))
+    assert res.predictions["forecast"].notna().all() and res.predictions["code"].nunique() == 3
+
+
+def test_real_panel_runs(ashare_dir):
+    frames, _ = load_dir(ashare_dir)
+    few = {c: frames[c] for c in ("sh.600000", "sh.603296", "sz.300832")}  # 603296 lists late
+    res = walk_forward(few, {"mean": HistoricalMean(), "rev": Reversal(1)},
+                       WalkForwardConfig(train_days=750, retrain_every=63, progress=False))
+    counts = res.predictions[res.predictions["model"] == "mean"].groupby("code").size()
+    assert counts["sh.600000"] == 1273 - 750
+    assert counts["sh.603296"] < counts["sh.600000"]  # joins once it has 120 days of history
