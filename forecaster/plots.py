@@ -116,3 +116,98 @@ def plot_history(history: list[dict], path: str | Path) -> Path:
     ax.set_ylabel("loss (scaled units)")
     ax.legend()
     return _save(fig, path)
+
+
+def plot_scatter(forecast: pd.Series, actual: pd.Series, path: str | Path, title: str = "") -> Path:
+    """Forecast vs realised return, one point per (day, stock), with a binned mean."""
+    ok = forecast.notna() & actual.notna()
+    f, a = forecast[ok].to_numpy(), actual[ok].to_numpy()
+    fig, ax = plt.subplots(figsize=(6.5, 5))
+    ax.scatter(f, a, s=2, alpha=0.25)
+    if len(f) > 50:
+        edges = np.quantile(f, np.linspace(0, 1, 11))
+        bins = np.clip(np.searchsorted(edges, f, side="right") - 1, 0, 9)
+        centres = [f[bins == b].mean() for b in range(10)]
+        means = [a[bins == b].mean() for b in range(10)]
+        ax.plot(centres, means, "o-", color="C3", label="mean actual per forecast decile")
+        ax.legend(loc="upper left")
+    ax.axhline(0, color="k", lw=0.5)
+    ax.axvline(0, color="k", lw=0.5)
+    corr = float(np.corrcoef(f, a)[0, 1]) if len(f) > 2 else float("nan")
+    ax.set_xlabel("forecast")
+    ax.set_ylabel("actual")
+    ax.set_title(f"{title}\npooled corr {corr:+.3f}, n={len(f)}", fontsize=10)
+    return _save(fig, path)
+
+
+def plot_equity(equity: pd.Series, benchmark: pd.Series, path: str | Path, title: str = "") -> Path:
+    """Equity of the strategy and its benchmark (normalised to 1), and their drawdowns."""
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(12, 6.5), sharex=True,
+                                   gridspec_kw={"height_ratios": [3, 1.3]})
+    for series, label, color in ((equity, "strategy", "C0"), (benchmark, "benchmark", "0.4")):
+        s = series.dropna()
+        if s.empty:
+            continue
+        norm = s / s.iloc[0]
+        ax1.plot(norm.index, norm, color=color, lw=1, label=label)
+        ax2.fill_between(norm.index, norm / norm.cummax() - 1, 0, color=color, alpha=0.35, label=label)
+    ax1.set_ylabel("growth of 1")
+    ax1.set_title(title)
+    ax1.legend(loc="upper left")
+    ax2.set_ylabel("drawdown")
+    ax2.legend(loc="lower left")
+    return _save(fig, path)
+
+
+def plot_rolling_ic(predictions: pd.DataFrame, daily_ic: pd.DataFrame, path: str | Path,
+                    window: int = 63) -> Path:
+    """Rolling mean IC per model: the daily cross-sectional rank IC for panels, else the
+    rolling time-series correlation of forecast and actual."""
+    fig, ax = plt.subplots(figsize=(12, 4.5))
+    if len(daily_ic.columns):
+        curves = daily_ic.rolling(window, min_periods=window // 2).mean()
+        ylabel = f"{window}-day mean of daily rank IC"
+    else:
+        curves = {}
+        for name, g in predictions.groupby("model"):
+            g = g[g["actual"].notna()]
+            curves[name] = g["forecast"].rolling(window, min_periods=window // 2).corr(g["actual"])
+        curves = pd.DataFrame(curves)
+        ylabel = f"{window}-day correlation of forecast and actual"
+    for name in curves.columns:
+        ax.plot(curves.index, curves[name], lw=1.4 if name == "transformer" else 0.8, label=name)
+    ax.axhline(0, color="k", lw=0.5)
+    ax.set_ylabel(ylabel)
+    ax.legend(loc="upper left", ncol=4, fontsize=8)
+    return _save(fig, path)
+
+
+def plot_fold_metrics(per_fold: pd.DataFrame, path: str | Path) -> Path:
+    """R^2 against zero and IC per fold for each return forecast."""
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(12, 6), sharex=True)
+    for name, g in per_fold.groupby("model"):
+        if g["r2_oos_zero"].notna().any():
+            ax1.plot(g["fold"], g["r2_oos_zero"], marker=".", lw=0.8, label=name)
+        col = "daily_rank_ic_mean" if "daily_rank_ic_mean" in g else "pearson_ic"
+        ax2.plot(g["fold"], g[col], marker=".", lw=0.8, label=name)
+    ax1.axhline(0, color="k", lw=0.5)
+    ax1.set_ylabel("R^2 vs zero forecast")
+    ax1.legend(loc="lower left", ncol=4, fontsize=8)
+    ax2.axhline(0, color="k", lw=0.5)
+    ax2.set_ylabel("daily rank IC" if "daily_rank_ic_mean" in per_fold else "IC")
+    ax2.set_xlabel("fold")
+    return _save(fig, path)
+
+
+def plot_dm(dm: pd.DataFrame, model: str, path: str | Path) -> Path:
+    """Diebold-Mariano p-values of the model against each baseline (bars), with the sign of
+    the statistic (negative = the model's squared error is lower)."""
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    colors = ["C2" if s < 0 else "C3" for s in dm["dm_stat"]]
+    ax.bar(dm["baseline"], dm["p_value"], color=colors)
+    ax.axhline(0.05, color="k", ls="--", lw=0.8, label="p = 0.05")
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("two-sided p-value")
+    ax.set_title(f"Diebold-Mariano: {model} vs baseline (green: {model} better, red: worse)", fontsize=9)
+    ax.legend()
+    return _save(fig, path)
