@@ -193,7 +193,8 @@ def plot(csv, run, out, device):
 @click.option("--scheme", type=click.Choice(["expanding", "rolling"]), default="expanding", show_default=True)
 @click.option("--train-days", default=500, show_default=True,
               help="Days before the first cut-off (the window length when rolling).")
-@click.option("--retrain-every", default=21, show_default=True, help="Days between refits (21 ~ monthly).")
+@click.option("--retrain-every", default=63, show_default=True,
+              help="Days between refits (21 ~ monthly, 63 ~ quarterly).")
 @click.option("--purge", type=int, default=None, help="Days from cut-off to first forecast [horizon].")
 @click.option("--step", default=1, show_default=True, help="Forecast every n-th day of each fold.")
 @click.option("--horizon", default=1, show_default=True)

@@ -183,19 +183,32 @@ def plot_rolling_ic(predictions: pd.DataFrame, daily_ic: pd.DataFrame, path: str
 
 
 def plot_fold_metrics(per_fold: pd.DataFrame, path: str | Path) -> Path:
-    """R^2 against zero and IC per fold for each return forecast."""
+    """R^2 against zero and IC per fold for each model. The R^2 axis is clipped around the
+    bulk of the models so that one wild baseline (the seed recipe) cannot flatten the rest;
+    clipped models are marked in the legend."""
+    panel = "daily_rank_ic_mean" in per_fold and per_fold["daily_rank_ic_mean"].notna().any()
+    ic_col = "daily_rank_ic_mean" if panel else "pearson_ic"
+    r2 = per_fold.dropna(subset=["r2_oos_zero"])
+    typical = r2.groupby("model")["r2_oos_zero"].median().abs() <= 0.5  # sane forecasters
+    bulk = r2.loc[r2["model"].map(typical), "r2_oos_zero"]
+    lo, hi = (bulk.min(), bulk.max()) if len(bulk) else (-0.1, 0.1)
+    pad = max(0.25 * (hi - lo), 0.01)
+    lo, hi = lo - pad, hi + pad
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(12, 6), sharex=True)
     for name, g in per_fold.groupby("model"):
         if g["r2_oos_zero"].notna().any():
-            ax1.plot(g["fold"], g["r2_oos_zero"], marker=".", lw=0.8, label=name)
-        col = "daily_rank_ic_mean" if "daily_rank_ic_mean" in g else "pearson_ic"
-        ax2.plot(g["fold"], g[col], marker=".", lw=0.8, label=name)
+            clipped = ((g["r2_oos_zero"] < lo) | (g["r2_oos_zero"] > hi)).any()
+            ax1.plot(g["fold"], g["r2_oos_zero"].clip(lo, hi), marker=".", lw=0.8,
+                     label=f"{name} (clipped)" if clipped else name)
+        ax2.plot(g["fold"], g[ic_col], marker=".", lw=0.8, label=name)
+    ax1.set_ylim(lo, hi)
     ax1.axhline(0, color="k", lw=0.5)
     ax1.set_ylabel("R^2 vs zero forecast")
     ax1.legend(loc="lower left", ncol=4, fontsize=8)
     ax2.axhline(0, color="k", lw=0.5)
-    ax2.set_ylabel("daily rank IC" if "daily_rank_ic_mean" in per_fold else "IC")
+    ax2.set_ylabel("mean daily rank IC" if panel else "correlation of forecast and actual")
     ax2.set_xlabel("fold")
+    ax2.legend(loc="lower left", ncol=5, fontsize=8)
     return _save(fig, path)
 
 

@@ -73,3 +73,48 @@ def test_seed_recipe_forecasts_levels(synthetic_frame):
     # ... while the implied return is read off as level forecast minus today's level.
     today = level.shift(1).reindex(pred.index).to_numpy()
     np.testing.assert_allclose(pred + today, seed.levels_, atol=1e-9)
+
+
+def _backtest_args(tmp_path, data):
+    return ["backtest", *([str(data)] if data else []), "--out", str(tmp_path / "report"),
+            "--window", "16", "--d-model", "16", "--heads", "2", "--layers", "1", "--epochs", "1",
+            "--train-days", "200", "--retrain-every", "50", "--jobs", "1"]
+
+
+def test_backtest_one_stock_writes_the_report(tmp_path, small_csv):
+    res = CliRunner().invoke(main, [*_backtest_args(tmp_path, small_csv), "--no-seed-recipe"])
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "report"
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["model"] == "transformer"
+    baselines = {"zero", "hist_mean", "ar5", "ridge"}
+    assert {row["model"] for row in metrics["overall"]} == baselines | {"transformer"}
+    assert {row["baseline"] for row in metrics["diebold_mariano"]} == baselines
+    assert any("the zero forecast" in line for line in metrics["verdict"])
+    pred = pd.read_csv(out / "predictions.csv", parse_dates=["date"])
+    assert pred["date"].min() > pd.Timestamp(metrics["folds"][0]["train_end"])
+    trades = pd.read_csv(out / "trades.csv")
+    assert {"status", "reason", "commission", "stamp_duty"} <= set(trades.columns)
+    equity = pd.read_csv(out / "equity.csv", index_col="date")
+    assert {"transformer", "benchmark"} <= set(equity.columns)
+    for name in ("equity.png", "predicted_vs_actual.png", "rolling_ic.png", "fold_metrics.png",
+                 "dm_pvalues.png"):
+        assert (out / name).read_bytes()[:4] == b"\x89PNG"
+    assert "does NOT beat" in res.output or "beats" in res.output
+
+
+def test_backtest_panel(tmp_path):
+    from forecaster.data import SyntheticConfig, synthetic_prices
+
+    folder = tmp_path / "panel"
+    folder.mkdir()
+    for i, code in enumerate(["sh.600000", "sz.000001", "sz.300001", "sh.688001", "sh.601000", "sz.002001"]):
+        bars = synthetic_prices(SyntheticConfig(n_days=300, seed=i, code=code))
+        bars.to_csv(folder / f"{code}.csv", index=False)
+    res = CliRunner().invoke(main, _backtest_args(tmp_path, folder))
+    assert res.exit_code == 0, res.output
+    metrics = json.loads((tmp_path / "report" / "metrics.json").read_text())
+    assert {"low_vol_20d", "reversal_1d", "momentum_20d", "transformer"} <= set(metrics["daily_rank_ic"])
+    factor = next(r for r in metrics["overall"] if r["model"] == "low_vol_20d")
+    assert factor["mse"] is None  # a score, not a return forecast: no error metrics
+    assert "equal-weight" in metrics["backtest"]["transformer"]["benchmark_name"]
