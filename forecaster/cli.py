@@ -187,6 +187,8 @@ def plot(csv, run, out, device):
 @click.option("--epochs", "max_epochs", default=8, show_default=True, help="Max epochs per fold.")
 @click.option("--patience", default=3, show_default=True)
 @click.option("--batch-size", default=256, show_default=True)
+@click.option("--train-stride", type=int, default=None,
+              help="Train on every n-th window [1 for one stock, window/4 for panels].")
 @click.option("--lr", default=1e-3, show_default=True)
 @click.option("--positional", type=click.Choice(["sinusoidal", "learned", "rotary"]), default="sinusoidal",
               show_default=True)
@@ -246,6 +248,8 @@ def backtest(data, out, features, scheme, train_days, retrain_every, purge, step
         frames = {str(frame["code"].iloc[0]): frame}
         source = str(path.resolve())
     panel = len(frames) > 1
+    if params["train_stride"] is None:
+        params["train_stride"] = max(1, params["window"] // 4) if panel else 1
     try:
         wf = WalkForwardConfig(scheme=scheme, train_days=train_days, retrain_every=retrain_every,
                                purge=purge, step=step, horizon=horizon, n_jobs=n_jobs,

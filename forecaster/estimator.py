@@ -63,6 +63,10 @@ class CausalTransformerForecaster(BaseEstimator):
         loss: ``"mse"`` (point forecast), ``"gaussian"`` (mean and scale) or ``"quantile"``.
         quantiles: levels for ``loss="quantile"``.
         max_epochs, batch_size, lr, weight_decay: AdamW training.
+        train_stride: use every n-th training window (counted back from the latest). The loss
+            covers every position of a window, so a stride up to ``window`` still trains on
+            every target each epoch, with fewer, less overlapping windows (much faster on
+            panels).
         lr_step_size, lr_gamma: step decay of the learning rate (every ``lr_step_size`` epochs).
         grad_clip: max gradient norm.
         val_fraction: the latest fraction of training windows held out, in time order, for
@@ -76,8 +80,9 @@ class CausalTransformerForecaster(BaseEstimator):
     def __init__(self, window=60, horizon=1, features=("log_return",), d_model=64, n_heads=4,
                  n_layers=2, d_ff=None, dropout=0.1, attention_dropout=0.0, norm_first=True,
                  positional="sinusoidal", loss="mse", quantiles=(0.1, 0.5, 0.9), max_epochs=30,
-                 batch_size=256, lr=1e-3, weight_decay=0.01, lr_step_size=10, lr_gamma=0.5, grad_clip=1.0,
-                 val_fraction=0.15, patience=5, device="auto", random_state=None, progress=True):
+                 batch_size=256, train_stride=1, lr=1e-3, weight_decay=0.01, lr_step_size=10,
+                 lr_gamma=0.5, grad_clip=1.0, val_fraction=0.15, patience=5, device="auto",
+                 random_state=None, progress=True):
         self.window = window
         self.horizon = horizon
         self.features = features
@@ -93,6 +98,7 @@ class CausalTransformerForecaster(BaseEstimator):
         self.quantiles = quantiles
         self.max_epochs = max_epochs
         self.batch_size = batch_size
+        self.train_stride = train_stride
         self.lr = lr
         self.weight_decay = weight_decay
         self.lr_step_size = lr_step_size
@@ -111,7 +117,8 @@ class CausalTransformerForecaster(BaseEstimator):
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")
 
-        for name in ("window", "horizon", "max_epochs", "batch_size", "lr_step_size", "patience"):
+        for name in ("window", "horizon", "max_epochs", "batch_size", "train_stride", "lr_step_size",
+                     "patience"):
             positive_int(name)
         feats = tuple(self.features) if not isinstance(self.features, str) else (self.features,)
         bad = [f for f in feats if f not in FEATURES]
@@ -251,7 +258,8 @@ class CausalTransformerForecaster(BaseEstimator):
             xs.append(self._scaled(s))
             ys.append(y_shift)
             oks.append(ok)
-            train_starts.append(offset + e[~is_val] - L + 1)
+            train_ends = e[~is_val][::-1][:: self.train_stride][::-1]
+            train_starts.append(offset + train_ends - L + 1)
             val_starts.append(offset + e[is_val] - L + 1)
             offset += len(s.y)
         if self.excluded_:

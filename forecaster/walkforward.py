@@ -155,7 +155,11 @@ def _run_fold(fold: Fold, models: dict, train: dict, test: dict, threads: int, k
         except ValueError as exc:  # e.g. too little history for this model on this fold
             skipped[(fold.fold, name)] = str(exc)
             continue
-        preds = model.predict({c: f for c, f in test.items() if c in train})
+        # A model may leave out stocks it had too little training data for (excluded_).
+        left_out = set(getattr(model, "excluded_", ()))
+        if left_out:
+            skipped[(fold.fold, f"{name}:stocks")] = f"left out {sorted(left_out)}"
+        preds = model.predict({c: f for c, f in test.items() if c in train and c not in left_out})
         for code, pred in preds.items():
             point = _point(pred).reindex(fold.test_days).dropna()
             rows.append(pd.DataFrame({"code": code, "model": name, "fold": fold.fold,
