@@ -35,13 +35,18 @@ def _run_info(run: Path) -> dict:
     return json.loads(info.read_text())
 
 
-def _model(run: Path, device: str):
+def _open_run(run: str, csv: str | None, device: str):
+    """The run's model and the frame to apply it to (default: the training CSV)."""
     from .estimator import CausalTransformerForecaster
 
+    run = Path(run)
+    info = _run_info(run)
+    path, frame = _load(csv or info["csv"], info.get("on_bad", "raise"))
     try:
-        return CausalTransformerForecaster.load(run / MODEL_FILE, device=device)
+        model = CausalTransformerForecaster.load(run / MODEL_FILE, device=device)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
+    return run, path, frame, model
 
 
 def _predictions_table(model, frame: pd.DataFrame) -> pd.DataFrame:
@@ -125,10 +130,7 @@ def train(csv, out, features, on_bad, **params):
 @click.option("--device", default="auto", show_default=True)
 def predict(csv, run, out, device):
     """Forecast every day of CSV (default: the training CSV) and the next trading day."""
-    run = Path(run)
-    info = _run_info(run)
-    path, frame = _load(csv or info["csv"], info.get("on_bad", "raise"))
-    model = _model(run, device)
+    run, path, frame, model = _open_run(run, csv, device)
     table = _predictions_table(model, frame)
     out = Path(out) if out else run / "predictions.csv"
     table.to_csv(out, index_label="date")
@@ -154,14 +156,11 @@ def predict(csv, run, out, device):
 def plot(csv, run, out, device):
     """PNGs: forecast vs actual, implied price path, attention over the last input window."""
     from .plots import plot_attention, plot_forecast_vs_actual, plot_price_path
+    from .walkforward import point_forecast
 
-    run = Path(run)
-    info = _run_info(run)
-    path, frame = _load(csv or info["csv"], info.get("on_bad", "raise"))
-    model = _model(run, device)
+    run, path, frame, model = _open_run(run, csv, device)
     out = Path(out) if out else run
-    pred = model.predict(frame)
-    point = pred if isinstance(pred, pd.Series) else pred.iloc[:, 0 if "mean" in pred else pred.shape[1] // 2]
+    point = point_forecast(model.predict(frame))
     test = point[point.index > model.train_end_]
     shown = test if len(test) > 20 else point
     files = [

@@ -137,7 +137,7 @@ class WalkForwardResult:
     skipped: dict = field(default_factory=dict)
 
 
-def _point(pred) -> pd.Series:
+def point_forecast(pred) -> pd.Series:
     """A point forecast from a model's output (Series, or mean / middle quantile column)."""
     if isinstance(pred, pd.Series):
         return pred
@@ -161,7 +161,7 @@ def _run_fold(fold: Fold, models: dict, train: dict, test: dict, threads: int, k
             skipped[(fold.fold, f"{name}:stocks")] = f"left out {sorted(left_out)}"
         preds = model.predict({c: f for c, f in test.items() if c in train and c not in left_out})
         for code, pred in preds.items():
-            point = _point(pred).reindex(fold.test_days).dropna()
+            point = point_forecast(pred).reindex(fold.test_days).dropna()
             rows.append(pd.DataFrame({"code": code, "model": name, "fold": fold.fold,
                                       "forecast": point.to_numpy()}, index=point.index))
         if keep:
