@@ -114,6 +114,10 @@ def build_report(result: WalkForwardResult, frames: dict[str, pd.DataFrame], mod
         forecast = g.pivot_table(index="date", columns="code", values="forecast", aggfunc="first")
         if not panel and name in factors:
             continue
+        if panel and (forecast.nunique(axis=1) <= 1).all():
+            # The same forecast for every stock (zero) ranks nothing: top-k would just pick
+            # the first columns.
+            continue
         results[name] = run_backtest({c: frames[c] for c in forecast.columns}, forecast, backtest)
 
     verdict = _verdict(model, overall, dm, ic, results)
@@ -130,10 +134,16 @@ def _verdict(model: str, overall: pd.DataFrame, dm: pd.DataFrame, ic: dict, back
     row = overall.set_index("model").loc[model] if model in set(overall["model"]) else None
     if row is not None:
         r2 = row["r2_oos_zero"]
-        zero_p = dm.set_index("baseline")["p_value"].get("zero", math.nan) if len(dm) else math.nan
-        beat = r2 > 0 and zero_p < 0.05
-        lines.append(f"{model} {'beats' if beat else 'does NOT beat'} the zero forecast: out-of-sample "
-                     f"R^2 vs zero {r2:+.4f}, Diebold-Mariano p = {zero_p:.3f}")
+        vs_zero = dm.set_index("baseline").loc["zero"] if len(dm) and "zero" in set(dm["baseline"]) else None
+        p, stat = (vs_zero["p_value"], vs_zero["dm_stat"]) if vs_zero is not None else (math.nan, math.nan)
+        if r2 > 0 and p < 0.05:
+            word = "beats"
+        elif stat > 0 and p < 0.05:
+            word = "is significantly WORSE than"
+        else:
+            word = "does NOT beat"
+        lines.append(f"{model} {word} the zero forecast: out-of-sample R^2 vs zero {r2:+.4f}, "
+                     f"Diebold-Mariano stat {stat:+.2f}, p = {p:.3f}")
         lines.append(f"{model} sign hit rate {row['hit_rate']:.1%} (binomial p = {row['binomial_p']:.3f})")
     if ic and model in ic:
         best = max(ic, key=lambda m: ic[m]["mean_ic"])

@@ -1,0 +1,144 @@
+"""Checkpoints: atomic save, weights-only load, clear errors, averaging, resume."""
+
+import pytest
+import torch
+
+from seq2seq.batching import ParallelDataset, source_tensor
+from seq2seq.checkpoint import (
+    CHECKPOINT_VERSION,
+    CheckpointError,
+    average_state_dicts,
+    load_checkpoint,
+    load_model,
+    save_checkpoint,
+)
+from seq2seq.decoding import greedy_decode
+from seq2seq.model import Transformer, TransformerConfig
+from seq2seq.tokenization import SubwordTokenizer, WordTokenizer
+from seq2seq.training import TrainConfig, Trainer
+
+SRC = ["ein hund läuft", "eine katze schläft", "der mann liest ein buch", "die frau trinkt tee"]
+TGT = ["a dog runs", "a cat sleeps", "the man reads a book", "the woman drinks tea"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny models gain nothing from more threads, and the CPU is often shared."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _model(src_tok, tgt_tok, **kw):
+    torch.manual_seed(0)
+    return Transformer(TransformerConfig(src_tok.vocab_size, tgt_tok.vocab_size, d_model=16, n_heads=2,
+                                         d_ff=32, encoder_layers=1, decoder_layers=1, **kw))
+
+
+def test_save_load_round_trip_is_weights_only(tmp_path):
+    src_tok = SubwordTokenizer.train(SRC * 5, vocab_size=40)
+    tgt_tok = WordTokenizer.train(TGT)
+    model = _model(src_tok, tgt_tok, positional="learned").eval()
+    path = save_checkpoint(tmp_path / "sub" / "m.pt", model, src_tok, tgt_tok, meta={"note": "x"})
+    assert [p.name for p in path.parent.iterdir()] == ["m.pt"]  # no temporary file left behind
+    raw = torch.load(path, weights_only=True)  # plain data only: loads without pickled code
+    assert raw["version"] == CHECKPOINT_VERSION and raw["meta"] == {"note": "x"}
+    loaded = load_model(path)
+    assert loaded.model.config == model.config
+    assert loaded.src_tokenizer.encode(SRC[0]) == src_tok.encode(SRC[0])
+    src = source_tensor(src_tok.encode_batch(SRC))
+    tgt_in = src[:, :3].clamp(max=5)
+    torch.testing.assert_close(loaded.model(src, tgt_in), model(src, tgt_in))
+
+
+def test_unknown_version_corrupt_and_mismatched_checkpoints(tmp_path):
+    tok = WordTokenizer.train(SRC + TGT)
+    model = _model(tok, tok)
+    path = save_checkpoint(tmp_path / "m.pt", model, tok, tok)
+    data = torch.load(path, weights_only=True)
+
+    data["version"] = 99
+    torch.save(data, tmp_path / "v99.pt")
+    with pytest.raises(CheckpointError, match=r"v99\.pt: checkpoint format version 99 is not supported"):
+        load_model(tmp_path / "v99.pt")
+
+    (tmp_path / "corrupt.pt").write_bytes(path.read_bytes()[:200])
+    with pytest.raises(CheckpointError, match=r"corrupt\.pt: cannot read checkpoint"):
+        load_model(tmp_path / "corrupt.pt")
+
+    torch.save({"state_dict": {}}, tmp_path / "other.pt")
+    with pytest.raises(CheckpointError, match="not a seq2seq translation checkpoint"):
+        load_model(tmp_path / "other.pt")
+
+    data["version"] = CHECKPOINT_VERSION
+    data["model_config"] = {**data["model_config"], "d_ff": 64}
+    torch.save(data, tmp_path / "mismatch.pt")
+    with pytest.raises(CheckpointError, match="weights do not match the saved config"):
+        load_model(tmp_path / "mismatch.pt")
+
+    data["model_config"] = {**data["model_config"], "d_ff": 32, "src_vocab_size": 7}
+    torch.save(data, tmp_path / "vocab.pt")
+    with pytest.raises(CheckpointError, match="tokenizer vocabularies"):
+        load_model(tmp_path / "vocab.pt")
+
+    with pytest.raises(CheckpointError, match="no such checkpoint"):
+        load_checkpoint(tmp_path / "missing.pt")
+
+
+def test_average_state_dicts(tmp_path):
+    tok = WordTokenizer.train(SRC + TGT)
+    a, b = _model(tok, tok), _model(tok, tok)
+    with torch.no_grad():
+        for p in b.parameters():
+            p.add_(1.0)
+    pa = save_checkpoint(tmp_path / "a.pt", a, tok, tok)
+    pb = save_checkpoint(tmp_path / "b.pt", b, tok, tok)
+    avg = average_state_dicts([pa, pb])
+    key = "encoder.layers.0.ff.linear1.weight"
+    torch.testing.assert_close(avg[key], a.state_dict()[key] + 0.5)
+    other = Transformer(TransformerConfig(tok.vocab_size, tok.vocab_size, d_model=16, n_heads=2, d_ff=64,
+                                          encoder_layers=1, decoder_layers=1))
+    pc = save_checkpoint(tmp_path / "c.pt", other, tok, tok)
+    with pytest.raises(CheckpointError, match="cannot average"):
+        average_state_dicts([pa, pc])
+
+
+def _trainer(tmp_path, epochs, average_last=0):
+    src_tok, tgt_tok = WordTokenizer.train(SRC), WordTokenizer.train(TGT)
+    model = _model(src_tok, tgt_tok)
+    data = ParallelDataset(src_tok.encode_batch(SRC), tgt_tok.encode_batch(TGT))
+    cfg = TrainConfig(epochs=epochs, max_tokens=12, lr=3e-3, warmup=5, seed=3, val_bleu=False,
+                      progress=False, average_last=average_last)
+    return Trainer(model, src_tok, tgt_tok, data, None, cfg, tmp_path)
+
+
+def test_training_is_deterministic_and_resume_continues_exactly(tmp_path):
+    straight = _trainer(tmp_path / "a", epochs=4)
+    straight.fit()
+    first = _trainer(tmp_path / "b", epochs=2)
+    first.fit()
+    resumed = _trainer(tmp_path / "c", epochs=4)
+    resumed.resume(tmp_path / "b" / "last.pt")
+    assert resumed.epoch == 2 and resumed.step == first.step
+    resumed.fit()
+    assert resumed.step == straight.step
+    for (name, p), q in zip(straight.model.state_dict().items(), resumed.model.state_dict().values(),
+                            strict=True):
+        torch.testing.assert_close(p, q, msg=name)
+    again = _trainer(tmp_path / "d", epochs=4)
+    again.fit()
+    assert [r["train_loss"] for r in again.history] == [r["train_loss"] for r in straight.history]
+    assert straight.history[-1]["train_loss"] < straight.history[0]["train_loss"]
+
+
+def test_averaging_writes_averaged_checkpoint(tmp_path):
+    trainer = _trainer(tmp_path, epochs=3, average_last=2)
+    trainer.fit()
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["averaged.pt", "best.pt", "epoch2.pt", "epoch3.pt", "last.pt"]
+    avg = load_checkpoint(tmp_path / "averaged.pt")
+    assert avg["meta"]["averaged"] == ["epoch2.pt", "epoch3.pt"]
+    loaded = load_model(tmp_path / "averaged.pt")
+    src = source_tensor(loaded.src_tokenizer.encode_batch(SRC))
+    assert len(greedy_decode(loaded.model, src)) == 4
