@@ -32,8 +32,10 @@ def main() -> None:
     p.add_argument("--ff", type=int, default=1024)
     p.add_argument("--repeats", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     args = p.parse_args()
-
+    if args.threads:
+        torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     cfg = LayerConfig(d_model=args.d_model, n_heads=args.heads, d_ff=args.ff, dropout=0.1)
     ours = EncoderLayer(cfg).train()

@@ -14,6 +14,8 @@ import statistics
 import time
 from pathlib import Path
 
+import torch
+
 from forecaster import CausalTransformerForecaster
 from forecaster.data import load_csv
 from forecaster.seed import SeedRecipe
@@ -25,9 +27,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--csv", default=str(REPO.parent / "shared/data/ashare/sh.600000.csv"))
     p.add_argument("--epochs", type=int, default=4)
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     p.add_argument("--d-ff", type=int, default=None,
                    help="our feed-forward width (default 4*d_model; the seed used torch's 2048)")
     args = p.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     frame, _ = load_csv(args.csv)
     cfg = dict(window=7, d_model=200, n_heads=10, n_layers=2, batch_size=100)
 
