@@ -1,8 +1,8 @@
 """Scores, backtests and plots of a walk-forward run, written to a report folder.
 
 Files: ``metrics.json`` (everything below, machine-readable), ``predictions.csv``,
-``fold_metrics.csv``, ``trades.csv`` and ``equity.csv`` (of the main model), and PNGs:
-``equity.png`` (equity vs benchmark with drawdown), ``predicted_vs_actual.png``,
+``fold_metrics.csv``, ``stock_metrics.csv`` (panels), ``trades.csv`` and ``equity.csv`` (of the
+main model), and PNGs: ``equity.png`` (equity vs benchmark with drawdown), ``predicted_vs_actual.png``,
 ``rolling_ic.png``, ``fold_metrics.png``, ``dm_pvalues.png``.
 """
 
@@ -33,6 +33,7 @@ class Report:
     model: str
     overall: pd.DataFrame
     per_fold: pd.DataFrame
+    per_stock: pd.DataFrame
     dm: pd.DataFrame
     ic: dict[str, dict]
     daily_ic: pd.DataFrame
@@ -92,7 +93,10 @@ def build_report(result: WalkForwardResult, frames: dict[str, pd.DataFrame], mod
     panel = pred["code"].nunique() > 1
     overall = summarise(pred, by=("model",), horizon=horizon)
     per_fold = summarise(pred, by=("model", "fold"), horizon=horizon)
-    for table in (overall, per_fold):
+    # Per stock: each stock's own time series (a panel model is evaluated stock by stock too).
+    per_stock = (summarise(pred, by=("model", "code"), horizon=horizon) if panel
+                 else pd.DataFrame(columns=["model", "code"]))
+    for table in (overall, per_fold, per_stock):
         table.loc[table["model"].isin(factors), list(POINT_COLUMNS)] = np.nan
     baselines = [n for n in returns_models if n != model]
     dm = (dm_table(pred[pred["model"].isin(returns_models)], model, baselines, horizon=horizon)
@@ -125,7 +129,7 @@ def build_report(result: WalkForwardResult, frames: dict[str, pd.DataFrame], mod
     if panel:
         notes.append("the universe is today's index constituents: averages over it carry "
                      "survivorship bias")
-    return Report(model, overall, per_fold, dm, ic, daily_ic_frame, results, verdict, notes)
+    return Report(model, overall, per_fold, per_stock, dm, ic, daily_ic_frame, results, verdict, notes)
 
 
 def _verdict(model: str, overall: pd.DataFrame, dm: pd.DataFrame, ic: dict, backtests: dict) -> list[str]:
@@ -185,6 +189,9 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
     pred.to_csv(out / "predictions.csv")
     report.per_fold.to_csv(out / "fold_metrics.csv", index=False)
     files += [out / "predictions.csv", out / "fold_metrics.csv"]
+    if len(report.per_stock):
+        report.per_stock.to_csv(out / "stock_metrics.csv", index=False)
+        files.append(out / "stock_metrics.csv")
     main = report.backtests.get(report.model)
     if main is not None:
         main.trades.to_csv(out / "trades.csv", index=False)

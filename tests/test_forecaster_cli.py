@@ -118,3 +118,5 @@ def test_backtest_panel(tmp_path):
     factor = next(r for r in metrics["overall"] if r["model"] == "low_vol_20d")
     assert factor["mse"] is None  # a score, not a return forecast: no error metrics
     assert "equal-weight" in metrics["backtest"]["transformer"]["benchmark_name"]
+    per_stock = pd.read_csv(tmp_path / "report" / "stock_metrics.csv")
+    assert per_stock.groupby("model")["code"].nunique()["transformer"] == 6
