@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Multi30k German->English recipe for a 2-core CPU: about 55 minutes of wall time in all.
+# Multi30k German->English recipe for a 2-core CPU: about 52 minutes of wall time in all.
 #
-#   scripts/train_multi30k.sh [OUT_DIR]        (default runs/multi30k; log: OUT_DIR/recipe.log)
+#   scripts/train_multi30k.sh [OUT_DIR] > runs/multi30k.log 2>&1    (OUT_DIR default runs/multi30k)
 #
 # Trains a joint-BPE, shared-embedding 3+3-layer Transformer for at most MAX_MINUTES of training
 # (the epoch in progress is cut short at the limit), averages the last 5 epoch checkpoints,

@@ -1,14 +1,439 @@
-"""The ``seq2seq`` command."""
+"""The ``seq2seq`` command: ``train``, ``translate``, ``evaluate``, ``attention``, ``positions``."""
 
 from __future__ import annotations
 
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
 import click
+import torch
+
+DEFAULT_OUT = Path("runs") / "seq2seq"
+DEFAULT_CHECKPOINT = DEFAULT_OUT / "best.pt"
+
+
+def _setup(verbose: bool, threads: int) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if threads > 0:
+        torch.set_num_threads(threads)
+
+
+def _device(name: str) -> torch.device:
+    from .training import resolve_device
+
+    try:
+        return resolve_device(name)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--device") from exc
+
+
+def _load(checkpoint: Path, device: torch.device):
+    from .checkpoint import CheckpointError, load_model
+
+    try:
+        return load_model(checkpoint, device)
+    except CheckpointError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _decode_options(f):
+    f = click.option("--max-len-extra", default=10, show_default=True, type=click.IntRange(min=0),
+                     help="Output length limit: ratio * source tokens + this.")(f)
+    f = click.option("--max-len-ratio", default=1.5, show_default=True, type=click.FloatRange(min=0),
+                     help="Output length limit as a multiple of the source length (in tokens).")(f)
+    f = click.option("--length-penalty", default=1.0, show_default=True, type=float,
+                     help="Beam hypotheses are ranked by log-prob / length**penalty.")(f)
+    f = click.option("--beam", default=5, show_default=True, type=click.IntRange(min=1),
+                     help="Beam size (1 = greedy).")(f)
+    return f
+
+
+def _common_options(f):
+    f = click.option("-v", "--verbose", is_flag=True, help="Debug logging.")(f)
+    f = click.option("--threads", default=0, show_default=True, type=click.IntRange(min=0),
+                     help="torch CPU threads (0 = torch's default).")(f)
+    f = click.option("--device", default="auto", show_default=True,
+                     help="auto (cuda if available, else cpu), cpu, cuda or cuda:N.")(f)
+    return f
+
+
+def _decode_config(beam, length_penalty, max_len_ratio, max_len_extra):
+    from .decoding import DecodeConfig
+
+    try:
+        return DecodeConfig(beam, length_penalty, max_len_ratio, max_len_extra)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="ashare-seq2seq-toolkit")
 def main() -> None:
     """Train, run, score and inspect encoder-decoder translation models."""
+
+
+# --------------------------------------------------------------------------------------- train
+
+
+@main.command()
+@click.option("--train-src", type=click.Path(dir_okay=False, path_type=Path),
+              help="Training source sentences (plain or .gz, one per line). Default: embedded toy German.")
+@click.option("--train-tgt", type=click.Path(dir_okay=False, path_type=Path),
+              help="Training target sentences, line-aligned with --train-src. Default: embedded toy English.")
+@click.option("--val-src", type=click.Path(dir_okay=False, path_type=Path),
+              help="Validation source sentences. Default: the training data when it is the toy corpus.")
+@click.option("--val-tgt", type=click.Path(dir_okay=False, path_type=Path), help="Validation references.")
+@click.option("--out-dir", default=DEFAULT_OUT, show_default=True,
+              type=click.Path(file_okay=False, path_type=Path),
+              help="Where best.pt, last.pt, epoch<N>.pt and averaged.pt are written.")
+@click.option("--resume", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="Continue from a last.pt (model, tokenizers, optimizer and schedule are taken from it).")
+@click.option("--tokenizer", "tokenizer_kind", type=click.Choice(["word", "bpe", "unigram"]), default="word",
+              show_default=True, help="Word-level, or subwords trained with the 'tokenizers' library.")
+@click.option("--vocab-size", default=8000, show_default=True, type=click.IntRange(min=8),
+              help="Subword vocabulary size (a cap for word vocabularies).")
+@click.option("--joint-vocab/--separate-vocab", default=False, show_default=True,
+              help="One tokenizer for both languages (required by --share-embeddings).")
+@click.option("--min-freq", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Minimum count of a word (word tokenizer) or merge (subwords, at least 2).")
+@click.option("--lowercase", is_flag=True, help="Lower-case all text before tokenising.")
+@click.option("--d-model", default=128, show_default=True, type=int, help="Model width.")
+@click.option("--heads", default=4, show_default=True, type=int, help="Attention heads.")
+@click.option("--ff", default=256, show_default=True, type=int, help="Feed-forward hidden width.")
+@click.option("--encoder-layers", default=2, show_default=True, type=int, help="Encoder layers.")
+@click.option("--decoder-layers", default=2, show_default=True, type=int, help="Decoder layers.")
+@click.option("--dropout", default=0.1, show_default=True, type=float, help="Dropout.")
+@click.option("--activation", type=click.Choice(["relu", "gelu"]), default="relu", show_default=True,
+              help="Feed-forward activation.")
+@click.option("--positional", type=click.Choice(["sinusoidal", "learned", "rotary"]), default="sinusoidal",
+              show_default=True, help="Position encoding.")
+@click.option("--norm-first/--post-norm", default=True, show_default=True,
+              help="Pre-norm (stabler) or post-norm (the original Transformer) residual blocks.")
+@click.option("--tie-embeddings/--no-tie-embeddings", default=True, show_default=True,
+              help="Decoder output projection shares the decoder input embedding.")
+@click.option("--share-embeddings", is_flag=True,
+              help="Source and target share one embedding (needs --joint-vocab).")
+@click.option("--max-len", default=256, show_default=True, type=click.IntRange(min=4),
+              help="Longest sequence in tokens; longer training pairs are dropped.")
+@click.option("--epochs", default=40, show_default=True, type=click.IntRange(min=1), help="Training epochs.")
+@click.option("--max-tokens", default=256, show_default=True, type=click.IntRange(min=1),
+              help="Padded-token budget per batch (sentences of similar length are batched together).")
+@click.option("--lr", default=2e-3, show_default=True, type=float, help="Peak learning rate (after warm-up).")
+@click.option("--warmup", default=50, show_default=True, type=click.IntRange(min=0),
+              help="Warm-up steps, then inverse-square-root decay.")
+@click.option("--weight-decay", default=0.0, show_default=True, type=float, help="AdamW weight decay.")
+@click.option("--clip-norm", default=1.0, show_default=True, type=float,
+              help="Gradient-norm clipping (0 = off).")
+@click.option("--label-smoothing", default=0.1, show_default=True, type=float, help="Label smoothing.")
+@click.option("--average-last", default=0, show_default=True, type=click.IntRange(min=0),
+              help="Average the last N epoch checkpoints into averaged.pt (0 = off).")
+@click.option("--max-minutes", default=0.0, show_default=True, type=click.FloatRange(min=0),
+              help="Stop (validated and saved) before this much training time (0 = no limit).")
+@click.option("--val-bleu/--no-val-bleu", default=True, show_default=True,
+              help="Greedy-decode the validation set each epoch and keep the best by BLEU.")
+@click.option("--val-bleu-sentences", default=0, show_default=True, type=click.IntRange(min=0),
+              help="Decode only the first N validation sentences for BLEU (0 = all).")
+@click.option("--seed", default=0, show_default=True, type=int,
+              help="Seed for weights, dropout and batch order.")
+@click.option("--progress/--no-progress", default=True, show_default=True, help="tqdm progress bar.")
+@_common_options
+def train(**opts) -> None:
+    """Train a translation model (no data options: the embedded toy German-English corpus)."""
+    from .batching import ParallelDataset
+    from .checkpoint import CheckpointError, load_checkpoint, model_from_payload
+    from .decoding import DecodeConfig, translate_texts
+    from .model import Transformer, TransformerConfig
+    from .text import DataError, read_parallel, toy_corpus_paths
+    from .tokenization import build_tokenizers
+    from .training import TrainConfig, Trainer, ValidationSet
+
+    _setup(opts["verbose"], opts["threads"])
+    device = _device(opts["device"])
+    log = logging.getLogger("seq2seq.train")
+    start = time.perf_counter()
+    try:
+        if (opts["train_src"] is None) != (opts["train_tgt"] is None):
+            raise click.UsageError("give both --train-src and --train-tgt, or neither (toy corpus)")
+        if (opts["val_src"] is None) != (opts["val_tgt"] is None):
+            raise click.UsageError("give both --val-src and --val-tgt, or neither")
+        toy = opts["train_src"] is None
+        train_src, train_tgt = toy_corpus_paths() if toy else (opts["train_src"], opts["train_tgt"])
+        train_text = read_parallel(train_src, train_tgt)
+        if opts["val_src"] is not None:
+            val_text = read_parallel(opts["val_src"], opts["val_tgt"])
+        else:
+            val_text = train_text if toy else None
+    except DataError as exc:
+        raise click.ClickException(str(exc)) from exc
+    log.info("training data: %s / %s, %d pairs", train_src, train_tgt, len(train_text))
+
+    try:
+        train_cfg = TrainConfig(
+            epochs=opts["epochs"], max_tokens=opts["max_tokens"], lr=opts["lr"], warmup=opts["warmup"],
+            weight_decay=opts["weight_decay"], clip_norm=opts["clip_norm"],
+            label_smoothing=opts["label_smoothing"], seed=opts["seed"], average_last=opts["average_last"],
+            max_minutes=opts["max_minutes"], val_bleu=opts["val_bleu"],
+            val_bleu_sentences=opts["val_bleu_sentences"], progress=opts["progress"],
+            decode=DecodeConfig(beam_size=1),
+        )
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    torch.manual_seed(opts["seed"])
+    resume_payload = None
+    if opts["resume"] is not None:
+        try:
+            resume_payload = load_checkpoint(opts["resume"])
+            loaded = model_from_payload(resume_payload, opts["resume"])
+        except CheckpointError as exc:
+            raise click.ClickException(str(exc)) from exc
+        model, src_tok, tgt_tok = loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer
+    else:
+        if opts["share_embeddings"] and not opts["joint_vocab"]:
+            raise click.BadParameter("--share-embeddings needs --joint-vocab",
+                                     param_hint="--share-embeddings")
+        src_tok, tgt_tok = build_tokenizers(
+            train_text.src, train_text.tgt, kind=opts["tokenizer_kind"], vocab_size=opts["vocab_size"],
+            joint=opts["joint_vocab"], min_freq=opts["min_freq"], lowercase=opts["lowercase"],
+        )
+        try:
+            config = TransformerConfig(
+                src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size,
+                d_model=opts["d_model"], n_heads=opts["heads"], d_ff=opts["ff"],
+                encoder_layers=opts["encoder_layers"], decoder_layers=opts["decoder_layers"],
+                dropout=opts["dropout"], activation=opts["activation"], norm_first=opts["norm_first"],
+                positional=opts["positional"], max_len=opts["max_len"],
+                tie_embeddings=opts["tie_embeddings"], share_embeddings=opts["share_embeddings"],
+            )
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from exc
+        model = Transformer(config)
+    log.info("vocabularies: source %d, target %d (%s%s); model: %d parameters; device %s",
+             src_tok.vocab_size, tgt_tok.vocab_size, getattr(src_tok, "kind", "?"),
+             ", joint" if src_tok is tgt_tok else "", model.num_parameters(), device)
+
+    def encode(text) -> ParallelDataset:
+        return ParallelDataset(src_tok.encode_batch(text.src), tgt_tok.encode_batch(text.tgt))
+
+    data = encode(train_text)
+    dropped = data.filter_length(model.config.max_len - 1)
+    if dropped:
+        log.info("dropped %d training pairs longer than %d tokens or empty", dropped,
+                 model.config.max_len - 1)
+    val = None
+    if val_text is not None:
+        val = ValidationSet(encode(val_text), list(val_text.src), list(val_text.tgt))
+    trainer = Trainer(model, src_tok, tgt_tok, data, val, train_cfg, opts["out_dir"], device)
+    if resume_payload is not None:
+        trainer.resume(opts["resume"])
+    history = trainer.fit()
+    minutes = (time.perf_counter() - start) / 60
+    last = history[-1] if history else {}
+    click.echo(f"trained {trainer.epoch} epochs, {trainer.step} steps in {minutes:.1f} min; "
+               f"{model.num_parameters()} parameters")
+    if "val_bleu" in last:
+        best = max(history, key=lambda r: r.get("val_bleu", -1.0))
+        click.echo(f"best validation BLEU {best['val_bleu']:.2f} (epoch {best['epoch']}), "
+                   f"last {last['val_bleu']:.2f}")
+    click.echo(f"checkpoints in {opts['out_dir']}: best.pt, last.pt"
+               + (", averaged.pt" if (opts["out_dir"] / "averaged.pt").exists() else ""))
+    if toy:
+        sample = train_text.src[:5]
+        outs = translate_texts(model, src_tok, tgt_tok, sample, DecodeConfig(beam_size=1), device=device)
+        for s, o in zip(sample, outs, strict=True):
+            click.echo(f"  {s}  ->  {o}")
+
+
+# ----------------------------------------------------------------------------------- translate
+
+
+@main.command()
+@click.argument("text", nargs=-1)
+@click.option("-c", "--checkpoint", default=DEFAULT_CHECKPOINT, show_default=True,
+              type=click.Path(dir_okay=False, path_type=Path), help="Model checkpoint.")
+@click.option("-i", "--input", "input_file", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+              help="File of sentences (one per line, plain or .gz; '-' = stdin). Without TEXT or "
+                   "--input, sentences are read from stdin.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write translations here instead of stdout.")
+@click.option("--max-tokens", default=4000, show_default=True, type=click.IntRange(min=1),
+              help="Source tokens per decoding batch.")
+@_decode_options
+@_common_options
+def translate(text, checkpoint, input_file, output, max_tokens, beam, length_penalty, max_len_ratio,
+              max_len_extra, device, threads, verbose) -> None:
+    """Translate TEXT arguments, a file, or stdin (one sentence per line)."""
+    from .decoding import translate_texts
+    from .text import DataError, read_lines
+
+    _setup(verbose, threads)
+    dev = _device(device)
+    decode = _decode_config(beam, length_penalty, max_len_ratio, max_len_extra)
+    if text and input_file is not None:
+        raise click.UsageError("give sentences as arguments or with --input, not both")
+    if text:
+        sentences = list(text)
+    elif input_file is not None and str(input_file) != "-":
+        try:
+            sentences = read_lines(input_file)
+        except DataError as exc:
+            raise click.ClickException(str(exc)) from exc
+    else:
+        sentences = [line.rstrip("\r\n") for line in sys.stdin]
+    loaded = _load(checkpoint, dev)
+    outs = translate_texts(loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer, sentences, decode,
+                           max_tokens, dev) if sentences else []
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text("".join(o + "\n" for o in outs), encoding="utf-8")
+    else:
+        for o in outs:
+            click.echo(o)
+
+
+# ------------------------------------------------------------------------------------ evaluate
+
+
+@main.command()
+@click.option("-c", "--checkpoint", default=DEFAULT_CHECKPOINT, show_default=True,
+              type=click.Path(dir_okay=False, path_type=Path), help="Model checkpoint.")
+@click.option("--src", type=click.Path(dir_okay=False, path_type=Path),
+              help="Source sentences (plain or .gz). Default: the embedded toy corpus.")
+@click.option("--ref", type=click.Path(dir_okay=False, path_type=Path),
+              help="Raw (untokenized) reference translations, line-aligned with --src.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the translations here.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the scores as JSON here.")
+@click.option("--max-tokens", default=4000, show_default=True, type=click.IntRange(min=1),
+              help="Source tokens per decoding batch.")
+@_decode_options
+@_common_options
+def evaluate(checkpoint, src, ref, output, json_out, max_tokens, beam, length_penalty, max_len_ratio,
+             max_len_extra, device, threads, verbose) -> None:
+    """Translate --src and score against --ref: sacreBLEU BLEU and chrF, plus tokenized
+    lower-cased BLEU."""
+    from .decoding import translate_texts
+    from .evaluation import score
+    from .text import DataError, read_parallel, toy_corpus_paths
+
+    _setup(verbose, threads)
+    dev = _device(device)
+    decode = _decode_config(beam, length_penalty, max_len_ratio, max_len_extra)
+    if (src is None) != (ref is None):
+        raise click.UsageError("give both --src and --ref, or neither (toy corpus)")
+    try:
+        src_path, ref_path = toy_corpus_paths() if src is None else (src, ref)
+        pairs = read_parallel(src_path, ref_path, skip_empty=False)
+    except DataError as exc:
+        raise click.ClickException(str(exc)) from exc
+    loaded = _load(checkpoint, dev)
+    start = time.perf_counter()
+    hyps = translate_texts(loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer, pairs.src, decode,
+                           max_tokens, dev)
+    seconds = time.perf_counter() - start
+    scores = score(hyps, pairs.tgt)
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+    click.echo(f"{len(hyps)} sentences from {src_path}, beam {beam}, {seconds:.1f} s")
+    for line in scores.lines():
+        click.echo(line)
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps({**scores.to_dict(), "checkpoint": str(checkpoint), "beam": beam,
+                                        "length_penalty": length_penalty, "seconds": seconds}, indent=2))
+
+
+# ----------------------------------------------------------------------------------- attention
+
+
+@main.command()
+@click.argument("sentence")
+@click.option("-c", "--checkpoint", default=DEFAULT_CHECKPOINT, show_default=True,
+              type=click.Path(dir_okay=False, path_type=Path), help="Model checkpoint.")
+@click.option("--target", help="Translation to show attention for (teacher-forced). Default: the "
+                               "model's own greedy translation.")
+@click.option("--out-dir", default=Path("runs") / "attention", show_default=True,
+              type=click.Path(file_okay=False, path_type=Path), help="Folder for the PNG files.")
+@click.option("--layer", type=int, default=None,
+              help="Only this layer (0-based; negative counts from the end). Default: all layers.")
+@click.option("--self-attention/--no-self-attention", default=True, show_default=True,
+              help="Also plot encoder and decoder self-attention per layer and head.")
+@_common_options
+def attention(sentence, checkpoint, target, out_dir, layer, self_attention, device, threads, verbose) -> None:
+    """Plot attention heatmaps for SENTENCE: cross-attention (mean over heads and per head)
+    and self-attention per layer and head, tokens on the axes."""
+    from .batching import pad_sequences, source_tensor
+    from .decoding import greedy_decode
+    from .plots import plot_attention
+    from .tokenization import BOS_ID, EOS_ID
+
+    _setup(verbose, threads)
+    dev = _device(device)
+    loaded = _load(checkpoint, dev)
+    model, src_tok, tgt_tok = loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer
+    src_ids = src_tok.encode(sentence)[: model.config.max_len - 1]
+    src = source_tensor([src_ids]).to(dev)
+    if target is None:
+        tgt_ids = greedy_decode(model, src)[0]
+        target = tgt_tok.decode(tgt_ids)
+    else:
+        tgt_ids = tgt_tok.encode(target)[: model.config.max_len - 1]
+    tgt_in = pad_sequences([[BOS_ID] + tgt_ids]).to(dev)
+    weights = model.attention(src, tgt_in)
+    src_labels = [src_tok.id_to_piece(i) for i in src_ids] + ["<eos>"]
+    # Row t of the decoder predicts token t+1, so label rows by the token being produced.
+    tgt_labels = [tgt_tok.id_to_piece(i) for i in tgt_ids] + [tgt_tok.id_to_piece(EOS_ID)]
+    in_labels = ["<bos>"] + [tgt_tok.id_to_piece(i) for i in tgt_ids]
+    n_layers = len(weights["cross"])
+    layers = range(n_layers) if layer is None else [layer % n_layers]
+    written = []
+    for i in layers:
+        cross = weights["cross"][i][0]  # [heads, tgt, src]
+        written.append(plot_attention(cross.mean(0), tgt_labels, src_labels,
+                                      out_dir / f"cross_layer{i}_mean.png",
+                                      f"cross-attention, layer {i}, mean over heads"))
+        written.append(plot_attention(cross, tgt_labels, src_labels, out_dir / f"cross_layer{i}_heads.png",
+                                      f"cross-attention, layer {i}"))
+        if self_attention:
+            if i < len(weights["encoder"]):
+                written.append(plot_attention(weights["encoder"][i][0], src_labels, src_labels,
+                                              out_dir / f"encoder_self_layer{i}.png",
+                                              f"encoder self-attention, layer {i}"))
+            written.append(plot_attention(weights["decoder_self"][i][0], tgt_labels, in_labels,
+                                          out_dir / f"decoder_self_layer{i}.png",
+                                          f"decoder self-attention, layer {i}"))
+    click.echo(f"source: {sentence}")
+    click.echo(f"target: {target}")
+    for path in written:
+        click.echo(f"wrote {path}")
+
+
+# ----------------------------------------------------------------------------------- positions
+
+
+@main.command()
+@click.option("--d-model", default=128, show_default=True, type=click.IntRange(min=2), help="Model width.")
+@click.option("--max-len", default=100, show_default=True, type=click.IntRange(min=1),
+              help="Positions to plot.")
+@click.option("--dims", default="0,1,8,16,32,64", show_default=True,
+              help="Comma-separated dimensions to draw as curves.")
+@click.option("-o", "--output", default=Path("runs") / "positional_encoding.png", show_default=True,
+              type=click.Path(dir_okay=False, path_type=Path), help="PNG file to write.")
+def positions(d_model, max_len, dims, output) -> None:
+    """Plot sinusoidal positional-encoding curves (chosen dimensions over positions) and the table."""
+    from .plots import plot_positional_encoding
+
+    try:
+        chosen = [int(d) for d in dims.split(",") if d.strip()]
+        path = plot_positional_encoding(d_model, max_len, chosen, output)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    click.echo(f"wrote {path}")
 
 
 if __name__ == "__main__":

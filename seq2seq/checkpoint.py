@@ -1,0 +1,161 @@
+"""Checkpoints: model state dict + config + tokenizers (+ optional training state).
+
+Saved atomically (temporary file, then ``os.replace``) so an interrupted save never leaves a
+half-written checkpoint, and loaded with ``torch.load(..., weights_only=True)``: a checkpoint
+holds only tensors, dicts, lists, strings and numbers, never pickled code.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .model import Transformer, TransformerConfig
+from .tokenization import TextTokenizer, tokenizer_from_dict
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_FORMAT = "seq2seq-translation"
+CHECKPOINT_VERSION = 1
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that is missing, corrupt, of another version or inconsistent."""
+
+
+def save_checkpoint(path: str | Path, model: Transformer, src_tokenizer: TextTokenizer,
+                    tgt_tokenizer: TextTokenizer, train_state: dict | None = None,
+                    meta: dict | None = None) -> Path:
+    """Write ``model`` (state dict + config), both tokenizers and optional training state.
+
+    Args:
+        train_state: optimizer state, step, epoch, RNG state... (tensors and plain values).
+        meta: free-form plain values (scores, arguments).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "format": CHECKPOINT_FORMAT,
+        "version": CHECKPOINT_VERSION,
+        "model_config": model.config.to_dict(),
+        "model_state": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+        "tokenizers": {"src": src_tokenizer.to_dict(), "tgt": tgt_tokenizer.to_dict(),
+                       "joint": src_tokenizer is tgt_tokenizer},
+        "train_state": train_state or {},
+        "meta": meta or {},
+    }
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        torch.save(payload, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    logger.debug("saved checkpoint %s", path)
+    return path
+
+
+def load_checkpoint(path: str | Path) -> dict:
+    """Load and check a checkpoint's raw payload (on CPU).
+
+    Raises:
+        CheckpointError: missing file, unreadable/corrupt data, not a translation checkpoint,
+            or a format version this code does not read.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: no such checkpoint file")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many types for truncated or foreign files
+        raise CheckpointError(
+            f"{path}: cannot read checkpoint (corrupt, truncated or not a torch file): {exc}"
+        ) from exc
+    if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(
+            f"{path}: not a seq2seq translation checkpoint (no '{CHECKPOINT_FORMAT}' format key)"
+        )
+    version = data.get("version")
+    if version != CHECKPOINT_VERSION:
+        raise CheckpointError(
+            f"{path}: checkpoint format version {version!r} is not supported; this seq2seq reads "
+            f"version {CHECKPOINT_VERSION}"
+        )
+    for key in ("model_config", "model_state", "tokenizers"):
+        if key not in data:
+            raise CheckpointError(f"{path}: checkpoint lacks '{key}'")
+    return data
+
+
+@dataclass
+class LoadedModel:
+    """A model ready to translate, with its tokenizers and the raw checkpoint payload."""
+
+    model: Transformer
+    src_tokenizer: TextTokenizer
+    tgt_tokenizer: TextTokenizer
+    payload: dict
+
+
+def model_from_payload(data: dict, path: str | Path = "<checkpoint>",
+                       device: torch.device | str = "cpu") -> LoadedModel:
+    """Build the model and tokenizers held in a payload from :func:`load_checkpoint`.
+
+    Raises:
+        CheckpointError: when config, state dict and tokenizers do not fit together.
+    """
+    try:
+        config = TransformerConfig.from_dict(dict(data["model_config"]))
+    except (TypeError, ValueError) as exc:
+        raise CheckpointError(f"{path}: invalid model config: {exc}") from exc
+    try:
+        tok = data["tokenizers"]
+        src_tok = tokenizer_from_dict(tok["src"])
+        tgt_tok = src_tok if tok.get("joint") else tokenizer_from_dict(tok["tgt"])
+    except Exception as exc:  # tokenizers raises its own exception types on bad JSON
+        raise CheckpointError(f"{path}: invalid tokenizer data: {exc}") from exc
+    if (src_tok.vocab_size, tgt_tok.vocab_size) != (config.src_vocab_size, config.tgt_vocab_size):
+        raise CheckpointError(
+            f"{path}: tokenizer vocabularies ({src_tok.vocab_size}, {tgt_tok.vocab_size}) do not match "
+            f"the model config ({config.src_vocab_size}, {config.tgt_vocab_size})"
+        )
+    model = Transformer(config)
+    try:
+        model.load_state_dict(data["model_state"], strict=True)
+    except RuntimeError as exc:
+        raise CheckpointError(f"{path}: model weights do not match the saved config: {exc}") from exc
+    return LoadedModel(model.to(device).eval(), src_tok, tgt_tok, data)
+
+
+def load_model(path: str | Path, device: torch.device | str = "cpu") -> LoadedModel:
+    """:func:`load_checkpoint` + :func:`model_from_payload`."""
+    return model_from_payload(load_checkpoint(path), path, device)
+
+
+def average_state_dicts(paths: list[str | Path]) -> dict[str, torch.Tensor]:
+    """Element-wise mean of the model weights of several checkpoints of one model.
+
+    Raises:
+        CheckpointError: when the checkpoints hold different parameter names or shapes.
+    """
+    if not paths:
+        raise ValueError("average_state_dicts needs at least one checkpoint")
+    total: dict[str, torch.Tensor] | None = None
+    for path in paths:
+        state = load_checkpoint(path)["model_state"]
+        if total is None:
+            total = {k: v.double().clone() if v.is_floating_point() else v.clone() for k, v in state.items()}
+            continue
+        if set(state) != set(total) or any(state[k].shape != total[k].shape for k in state):
+            raise CheckpointError(f"{path}: parameters differ from {paths[0]}; cannot average")
+        for k, v in state.items():
+            if v.is_floating_point():
+                total[k] += v.double()
+    assert total is not None
+    return {k: (v / len(paths)).float() if v.is_floating_point() else v for k, v in total.items()}

@@ -1,0 +1,250 @@
+"""Batched greedy and beam-search decoding.
+
+Both use the decoder's key/value cache (``use_cache=True``): each step feeds only the newest
+token, so a step costs one position instead of the whole prefix. ``use_cache=False`` re-runs the
+decoder over the full prefix each step; it exists as a reference for tests and benchmarks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from .batching import source_tensor
+from .core import StackCache
+from .model import Transformer
+from .tokenization import BOS_ID, EOS_ID, PAD_ID
+
+
+@dataclass
+class DecodeConfig:
+    """How to decode.
+
+    Attributes:
+        beam_size: 1 = greedy.
+        length_penalty: beam hypotheses are ranked by ``log_prob / length ** length_penalty``
+            (0 = raw log-probability; larger favours longer outputs).
+        max_len_ratio, max_len_extra: at most ``ratio * source_len + extra`` output tokens.
+    """
+
+    beam_size: int = 1
+    length_penalty: float = 1.0
+    max_len_ratio: float = 1.5
+    max_len_extra: int = 10
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.beam_size, int) or self.beam_size < 1:
+            raise ValueError(f"beam_size must be a positive integer, got {self.beam_size!r}")
+        if self.max_len_ratio < 0 or self.max_len_extra < 0:
+            raise ValueError("max_len_ratio and max_len_extra must be >= 0")
+        if self.max_len_ratio == 0 and self.max_len_extra == 0:
+            raise ValueError("max_len_ratio and max_len_extra cannot both be 0")
+
+
+def max_lengths(src: torch.Tensor, ratio: float, extra: int, model_max_len: int) -> torch.Tensor:
+    """Per-sentence output limits ``[batch]``: ``floor(ratio * src_len) + extra``, at least 1,
+    and within the model's positions (``<bos>`` takes one)."""
+    src_len = (src != PAD_ID).sum(dim=1)
+    limit = torch.floor(src_len.double() * ratio).long() + extra
+    return limit.clamp(min=1, max=model_max_len - 1)
+
+
+class _StepDecoder:
+    """Next-token log-probabilities for growing prefixes, with or without the cache."""
+
+    def __init__(self, model: Transformer, memory: torch.Tensor, src_mask: torch.Tensor, use_cache: bool):
+        self.model = model
+        self.memory = memory
+        self.src_mask = src_mask
+        self.cache: StackCache | None = model.decoder.new_cache() if use_cache else None
+        # The output matrix as [d_model, vocab]: on CPU this GEMM layout is ~1.5x faster than
+        # F.linear's transposed read of [vocab, d_model], and the projection dominates a step.
+        self.out_t = model.output.weight.detach().t().contiguous()
+
+    def __call__(self, prefix: torch.Tensor, log_probs: bool = True) -> torch.Tensor:
+        """``prefix`` ``[rows, t]`` -> log-probs (or raw logits) of token ``t+1`` ``[rows, vocab]``."""
+        if self.cache is not None:
+            h = self.model.decode_hidden(prefix[:, -1:], self.memory, self.src_mask, self.cache)
+        else:
+            h = self.model.decode_hidden(prefix, self.memory, self.src_mask)
+        logits = (h[:, -1] @ self.out_t).float()
+        return torch.log_softmax(logits, dim=-1) if log_probs else logits
+
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep batch rows ``rows`` ``[new_rows]`` (beam reordering / dropping finished rows)."""
+        self.memory = self.memory.index_select(0, rows)
+        self.src_mask = self.src_mask.index_select(0, rows)
+        if self.cache is not None:
+            self.cache.reorder(rows)
+
+
+def _trim(ids: list[int]) -> list[int]:
+    return ids[: ids.index(EOS_ID)] if EOS_ID in ids else ids
+
+
+@torch.no_grad()
+def greedy_decode(model: Transformer, src: torch.Tensor, max_len_ratio: float = 1.5,
+                  max_len_extra: int = 10, use_cache: bool = True) -> list[list[int]]:
+    """Greedy decoding of a batch.
+
+    Args:
+        src: source ids ``[batch, src_len]`` (padded with ``<pad>``, ending in ``<eos>``).
+
+    Returns:
+        per sentence, the output ids without ``<bos>``/``<eos>``.
+    """
+    model.eval()
+    memory, src_mask = model.encode(src)
+    limits = max_lengths(src, max_len_ratio, max_len_extra, model.config.max_len)
+    step = _StepDecoder(model, memory, src_mask, use_cache)
+    batch = src.size(0)
+    prefix = torch.full((batch, 1), BOS_ID, dtype=torch.long, device=src.device)
+    rows = torch.arange(batch, device=src.device)  # original sentence of each live row
+    results: list[list[int]] = [[] for _ in range(batch)]
+    for t in range(int(limits.max())):
+        next_tok = step(prefix, log_probs=False).argmax(dim=-1)  # same argmax, no softmax needed
+        prefix = torch.cat([prefix, next_tok[:, None]], dim=1)
+        # A row is done at <eos> or at its length limit; drop done rows so later steps are cheaper.
+        done = (next_tok == EOS_ID) | (limits[rows] <= t + 1)
+        if bool(done.any()):
+            for r in done.nonzero().flatten().tolist():
+                results[int(rows[r])] = _trim(prefix[r, 1:].tolist())
+            keep = (~done).nonzero().flatten()
+            if keep.numel() == 0:
+                break
+            prefix, rows = prefix[keep], rows[keep]
+            step.select(keep)
+    return results
+
+
+@torch.no_grad()
+def beam_search(model: Transformer, src: torch.Tensor, beam_size: int = 5, length_penalty: float = 1.0,
+                max_len_ratio: float = 1.5, max_len_extra: int = 10,
+                use_cache: bool = True) -> list[list[int]]:
+    """Batched beam search.
+
+    Each step scores the ``2 * beam`` best continuations of every sentence; those ending in
+    ``<eos>`` among the top ``beam`` become finished hypotheses (ranked by
+    ``log_prob / (len + 1) ** length_penalty``, counting ``<eos>``), the best ``beam`` others
+    stay live. A sentence is finished with ``beam`` finished hypotheses; at its length limit
+    only ``<eos>`` is allowed. With ``beam_size=1`` this is exactly greedy decoding.
+
+    Args:
+        src: source ids ``[batch, src_len]``.
+
+    Returns:
+        per sentence, the best output ids without ``<bos>``/``<eos>``.
+    """
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+    model.eval()
+    k = beam_size
+    device = src.device
+    memory, src_mask = model.encode(src)
+    limits = max_lengths(src, max_len_ratio, max_len_extra, model.config.max_len)
+    batch = src.size(0)
+    expand = torch.arange(batch, device=device).repeat_interleave(k)
+    step = _StepDecoder(model, memory.index_select(0, expand), src_mask.index_select(0, expand), use_cache)
+    prefix = torch.full((batch * k, 1), BOS_ID, dtype=torch.long, device=device)
+    scores = torch.full((batch, k), -math.inf, device=device)
+    scores[:, 0] = 0.0  # all beams start identical: keep only one alive at first
+    sent = torch.arange(batch, device=device)  # original sentence of each live group of k rows
+    finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(batch)]
+    results: list[list[int]] = [[] for _ in range(batch)]
+    t = 0
+    while sent.numel() > 0:
+        n = sent.numel()
+        logp = step(prefix)  # [n*k, V]
+        vocab = logp.size(-1)
+        at_limit = (limits[sent] <= t).repeat_interleave(k)
+        if bool(at_limit.any()):  # only <eos> may follow a full-length hypothesis
+            forced = torch.full_like(logp[0], -math.inf)
+            forced[EOS_ID] = 0.0
+            logp[at_limit] = logp[at_limit][:, EOS_ID:EOS_ID + 1] + forced
+        cand = (scores.view(-1, 1) + logp).view(n, k * vocab)
+        top_scores, top_idx = cand.topk(min(2 * k, k * vocab), dim=1)
+        beam_idx, tokens = top_idx // vocab, top_idx % vocab
+        new_rows, new_tokens, new_scores, done = [], [], [], []
+        top_scores_l, beam_l, tok_l = top_scores.tolist(), beam_idx.tolist(), tokens.tolist()
+        for g in range(n):
+            b = int(sent[g])
+            live: list[tuple[int, int, float]] = []
+            for rank, (sc, beam, tok) in enumerate(zip(top_scores_l[g], beam_l[g], tok_l[g], strict=True)):
+                if sc == -math.inf:
+                    break
+                if tok == EOS_ID:
+                    if rank < k:
+                        hyp = prefix[g * k + beam, 1:].tolist()
+                        finished[b].append((sc / (len(hyp) + 1) ** length_penalty, hyp))
+                elif len(live) < k:
+                    live.append((g * k + beam, tok, sc))
+                if len(live) == k and rank >= k - 1:
+                    break
+            is_done = len(finished[b]) >= k or not live
+            done.append(is_done)
+            if is_done:
+                results[b] = max(finished[b], key=lambda h: h[0])[1] if finished[b] else []
+            else:
+                while len(live) < k:  # pad with dead beams
+                    live.append((live[0][0], PAD_ID, -math.inf))
+                for row, tok, sc in live:
+                    new_rows.append(row)
+                    new_tokens.append(tok)
+                    new_scores.append(sc)
+        keep_groups = [g for g in range(n) if not done[g]]
+        if not keep_groups:
+            break
+        rows = torch.tensor(new_rows, device=device)
+        prefix = torch.cat([prefix[rows], torch.tensor(new_tokens, device=device)[:, None]], dim=1)
+        scores = torch.tensor(new_scores, device=device).view(len(keep_groups), k)
+        sent = sent[torch.tensor(keep_groups, device=device)]
+        step.select(rows)
+        t += 1
+    return results
+
+
+def decode_batch(model: Transformer, src: torch.Tensor, config: DecodeConfig,
+                 use_cache: bool = True) -> list[list[int]]:
+    """Greedy (``beam_size == 1``) or beam search per ``config``; see those functions."""
+    if config.beam_size == 1:
+        return greedy_decode(model, src, config.max_len_ratio, config.max_len_extra, use_cache)
+    return beam_search(model, src, config.beam_size, config.length_penalty, config.max_len_ratio,
+                       config.max_len_extra, use_cache)
+
+
+@torch.no_grad()
+def translate_ids(model: Transformer, sources: list[list[int]], config: DecodeConfig,
+                  max_tokens: int = 4000, device: torch.device | str = "cpu",
+                  use_cache: bool = True) -> list[list[int]]:
+    """Decode many tokenised sentences, batched by length (within ``max_tokens`` source
+    tokens per batch) and returned in input order.
+
+    Args:
+        sources: per sentence, source ids without specials (``<eos>`` is added here).
+    """
+    limit = model.config.max_len - 1  # room for <eos>
+    sources = [s[:limit] for s in sources]
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    out: list[list[int]] = [[] for _ in sources]
+    start = 0
+    while start < len(order):
+        # Grow the batch while (sentences x longest) fits the budget; sorted, so the last is longest.
+        end = start + 1
+        while end < len(order) and (end + 1 - start) * (len(sources[order[end]]) + 1) <= max_tokens:
+            end += 1
+        idx = order[start:end]
+        src = source_tensor([sources[i] for i in idx]).to(device)
+        for i, ids in zip(idx, decode_batch(model, src, config, use_cache), strict=True):
+            out[i] = ids
+        start = end
+    return out
+
+
+def translate_texts(model: Transformer, src_tokenizer, tgt_tokenizer, texts: list[str],
+                    config: DecodeConfig, max_tokens: int = 4000,
+                    device: torch.device | str = "cpu") -> list[str]:
+    """Tokenise ``texts``, decode, and detokenise: plain text in, plain text out."""
+    ids = translate_ids(model, src_tokenizer.encode_batch(texts), config, max_tokens, device)
+    return [tgt_tokenizer.decode(i) for i in ids]

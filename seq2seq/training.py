@@ -1,0 +1,337 @@
+"""Training: label-smoothed loss, warm-up + inverse-square-root (Noam) schedule, the epoch
+loop with validation, best-checkpoint keeping, checkpoint averaging and resuming."""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from .batching import ParallelDataset
+from .checkpoint import average_state_dicts, load_checkpoint, save_checkpoint
+from .decoding import DecodeConfig, translate_ids
+from .evaluation import bleu
+from .model import Transformer
+from .tokenization import PAD_ID, TextTokenizer
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation settings.
+
+    Attributes:
+        epochs: passes over the training data.
+        max_tokens: padded-token budget per batch.
+        lr: peak learning rate, reached after ``warmup`` steps, then decaying as 1/sqrt(step).
+        warmup: warm-up steps (linear increase from 0).
+        betas, eps, weight_decay: AdamW.
+        clip_norm: gradient-norm clipping (0 = off).
+        label_smoothing: probability mass spread over the vocabulary.
+        seed: seeds weights, dropout and batch order.
+        average_last: average the last N epoch checkpoints at the end (0/1 = off).
+        max_minutes: stop (after validating and saving) once training would exceed this.
+        val_bleu: decode the validation set each epoch (greedy) and keep the best by BLEU
+            (otherwise by validation loss).
+        val_bleu_sentences: decode only the first N validation sentences (0 = all).
+        progress: show a tqdm bar (loss, target tokens/s, ETA).
+    """
+
+    epochs: int = 10
+    max_tokens: int = 4096
+    lr: float = 1e-3
+    warmup: int = 4000
+    betas: tuple[float, float] = (0.9, 0.98)
+    eps: float = 1e-9
+    weight_decay: float = 0.0
+    clip_norm: float = 1.0
+    label_smoothing: float = 0.1
+    seed: int = 0
+    average_last: int = 0
+    max_minutes: float = 0.0
+    val_bleu: bool = True
+    val_bleu_sentences: int = 0
+    progress: bool = True
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1:
+            raise ValueError(f"epochs must be >= 1, got {self.epochs}")
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be positive, got {self.lr}")
+        if self.warmup < 0:
+            raise ValueError(f"warmup must be >= 0, got {self.warmup}")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+        if self.clip_norm < 0 or self.average_last < 0 or self.max_minutes < 0 or self.val_bleu_sentences < 0:
+            raise ValueError("clip_norm, average_last, max_minutes and val_bleu_sentences must be >= 0")
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["betas"] = list(self.betas)
+        return d
+
+
+def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, smoothing: float,
+                        pad_id: int = PAD_ID) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Label-smoothed cross-entropy, padding ignored.
+
+    Args:
+        logits: ``[batch, tgt_len, vocab]``.
+        target: ``[batch, tgt_len]`` ids; ``pad_id`` positions do not count.
+        smoothing: mass spread uniformly over the vocabulary.
+
+    Returns:
+        ``(loss_sum, nll_sum, n_tokens)``: summed smoothed loss (to optimise), summed plain
+        negative log-likelihood (to report), number of non-pad target tokens.
+    """
+    # One log-softmax serves both the smoothed loss and the reported NLL (the vocabulary
+    # projection is the largest activation, so computing it once matters on CPU).
+    logp = torch.log_softmax(logits.reshape(-1, logits.size(-1)).float(), dim=-1)
+    flat_target = target.reshape(-1)
+    real = flat_target != pad_id
+    nll_tok = -logp.gather(1, flat_target.unsqueeze(1)).squeeze(1)
+    smooth_tok = -logp.mean(dim=-1)  # uniform over the vocabulary, as torch's label_smoothing
+    nll = (nll_tok * real).sum()
+    loss = (1.0 - smoothing) * nll + smoothing * (smooth_tok * real).sum()
+    return loss, nll.detach(), int(real.sum())
+
+
+def noam_lr(step: int, peak: float, warmup: int) -> float:
+    """Learning rate at optimizer step ``step`` (1-based): linear warm-up to ``peak`` over
+    ``warmup`` steps, then ``peak * sqrt(warmup / step)``."""
+    step = max(step, 1)
+    if warmup == 0:
+        return peak / math.sqrt(step)
+    return peak * min(step / warmup, math.sqrt(warmup / step))
+
+
+def resolve_device(name: str) -> torch.device:
+    """``"auto"`` -> cuda when available, else cpu; anything else as given."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError as exc:
+        raise ValueError(f"unknown device {name!r}; use auto, cpu, cuda or cuda:N") from exc
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {name!r} requested but CUDA is not available")
+    return device
+
+
+@torch.no_grad()
+def validation_loss(model: Transformer, data: ParallelDataset, max_tokens: int,
+                    device: torch.device) -> float:
+    """Mean per-token negative log-likelihood (no smoothing) over ``data``."""
+    model.eval()
+    total, tokens = 0.0, 0
+    for batch in data.batches(data.sampler(max_tokens, shuffle=False)):
+        batch = batch.to(device)
+        _, nll, n = label_smoothed_loss(model(batch.src, batch.tgt_in), batch.tgt_out, 0.0)
+        total += float(nll)
+        tokens += n
+    return total / max(tokens, 1)
+
+
+@dataclass
+class ValidationSet:
+    """Validation data: encoded pairs (for the loss) and raw text (for BLEU)."""
+
+    data: ParallelDataset
+    src_text: list[str]
+    ref_text: list[str]
+
+
+def evaluate_bleu(model: Transformer, tgt_tokenizer: TextTokenizer, val: ValidationSet,
+                  decode: DecodeConfig, device: torch.device, limit: int = 0) -> float:
+    """Decode the first ``limit`` (0 = all) validation sources; sacreBLEU corpus BLEU."""
+    n = len(val.ref_text) if limit == 0 else min(limit, len(val.ref_text))
+    ids = translate_ids(model, val.data.src[:n], decode, device=device)
+    return bleu([tgt_tokenizer.decode(i) for i in ids], val.ref_text[:n])
+
+
+class Trainer:
+    """Runs training and writes checkpoints to ``out_dir``:
+    ``last.pt`` (with optimizer state, for ``resume``), ``best.pt``, ``epoch<N>.pt`` (the last
+    ``average_last``), and ``averaged.pt`` when averaging.
+    """
+
+    def __init__(self, model: Transformer, src_tokenizer: TextTokenizer, tgt_tokenizer: TextTokenizer,
+                 train_data: ParallelDataset, val: ValidationSet | None, config: TrainConfig,
+                 out_dir: str | Path, device: torch.device | str = "cpu"):
+        self.model = model.to(device)
+        self.src_tokenizer, self.tgt_tokenizer = src_tokenizer, tgt_tokenizer
+        self.train_data, self.val = train_data, val
+        self.config = config
+        self.out_dir = Path(out_dir)
+        self.device = torch.device(device)
+        self.optimizer = torch.optim.AdamW(
+            model.parameters(), lr=noam_lr(1, config.lr, config.warmup), betas=config.betas,
+            eps=config.eps, weight_decay=config.weight_decay,
+        )
+        self.step = 0
+        self.epoch = 0  # completed epochs
+        self.best_score: float | None = None
+        self.history: list[dict] = []
+
+    # -- state -------------------------------------------------------------------------------
+
+    def _train_state(self) -> dict:
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "step": self.step,
+            "epoch": self.epoch,
+            "best_score": self.best_score,
+            "history": self.history,
+            "rng": torch.get_rng_state(),
+            "train_config": self.config.to_dict(),
+        }
+
+    def resume(self, path: str | Path) -> None:
+        """Continue from ``last.pt`` of an earlier run (model, optimizer, step, epoch, RNG)."""
+        data = load_checkpoint(path)
+        state = data.get("train_state") or {}
+        if "optimizer" not in state:
+            raise ValueError(f"{path}: checkpoint has no training state to resume from (use last.pt)")
+        self.model.load_state_dict(data["model_state"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.step, self.epoch = int(state["step"]), int(state["epoch"])
+        self.best_score = state.get("best_score")
+        self.history = list(state.get("history", []))
+        torch.set_rng_state(state["rng"])
+        logger.info("resumed from %s at epoch %d, step %d", path, self.epoch, self.step)
+
+    def _save(self, name: str, with_state: bool = False, meta: dict | None = None) -> Path:
+        return save_checkpoint(self.out_dir / name, self.model, self.src_tokenizer, self.tgt_tokenizer,
+                               self._train_state() if with_state else None, meta)
+
+    # -- loop --------------------------------------------------------------------------------
+
+    def _train_epoch(self, deadline: float | None) -> dict:
+        """One pass over the training data; stops early (mid-epoch) at ``deadline``."""
+        cfg = self.config
+        self.model.train()
+        sampler = self.train_data.sampler(cfg.max_tokens, shuffle=True, seed=cfg.seed)
+        sampler.set_epoch(self.epoch)
+        batches = list(sampler)
+        bar = tqdm(total=len(batches), desc=f"epoch {self.epoch + 1}/{cfg.epochs}", unit="batch",
+                   disable=not cfg.progress, dynamic_ncols=True,
+                   # Into a log file, update rarely rather than every second.
+                   mininterval=1.0 if sys.stderr.isatty() else 30.0)
+        loss_sum = nll_sum = 0.0
+        tokens = 0
+        start = time.perf_counter()
+        stopped_early = False
+        for idx in batches:
+            batch = self.train_data.batch(idx).to(self.device)
+            self.step += 1
+            lr = noam_lr(self.step, cfg.lr, cfg.warmup)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            logits = self.model(batch.src, batch.tgt_in)
+            loss, nll, n = label_smoothed_loss(logits, batch.tgt_out, cfg.label_smoothing)
+            self.optimizer.zero_grad(set_to_none=True)
+            (loss / max(n, 1)).backward()
+            if cfg.clip_norm > 0:
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_norm)
+            self.optimizer.step()
+            loss_sum += loss.item()
+            nll_sum += float(nll)
+            tokens += n
+            elapsed = time.perf_counter() - start
+            bar.set_postfix(loss=f"{loss.item() / max(n, 1):.3f}", tok_s=f"{tokens / max(elapsed, 1e-9):.0f}",
+                            lr=f"{lr:.2e}", refresh=False)
+            bar.update(1)
+            if deadline is not None and time.perf_counter() > deadline:
+                stopped_early = True
+                break
+        bar.close()
+        elapsed = time.perf_counter() - start
+        return {"train_loss": loss_sum / max(tokens, 1), "train_nll": nll_sum / max(tokens, 1),
+                "train_tokens_per_s": tokens / max(elapsed, 1e-9), "train_seconds": elapsed,
+                "stopped_early": stopped_early}
+
+    def _validate(self) -> dict:
+        if self.val is None:
+            return {}
+        cfg = self.config
+        out = {"val_nll": validation_loss(self.model, self.val.data, cfg.max_tokens, self.device)}
+        if cfg.val_bleu:
+            out["val_bleu"] = evaluate_bleu(self.model, self.tgt_tokenizer, self.val, cfg.decode,
+                                            self.device, cfg.val_bleu_sentences)
+        return out
+
+    def _score(self, record: dict) -> float | None:
+        """Higher is better: validation BLEU, else minus validation loss, else minus train loss."""
+        if "val_bleu" in record:
+            return record["val_bleu"]
+        if "val_nll" in record:
+            return -record["val_nll"]
+        return -record["train_loss"]
+
+    def fit(self) -> list[dict]:
+        """Train for the remaining epochs; returns the per-epoch history."""
+        cfg = self.config
+        if self.step == 0:  # seeds the dropout stream; a resumed run restored its RNG state instead
+            torch.manual_seed(cfg.seed)
+        t0 = time.perf_counter()
+        deadline = t0 + cfg.max_minutes * 60 if cfg.max_minutes > 0 else None
+        val_seconds = 0.0
+        while self.epoch < cfg.epochs:
+            # Leave room for the validation that follows the (possibly cut short) epoch.
+            record = self._train_epoch(None if deadline is None else deadline - val_seconds)
+            self.epoch += 1
+            v_start = time.perf_counter()
+            record.update(self._validate())
+            val_seconds = time.perf_counter() - v_start
+            record.update(epoch=self.epoch, step=self.step, minutes=(time.perf_counter() - t0) / 60)
+            score_now = self._score(record)
+            improved = self.best_score is None or score_now > self.best_score
+            if improved:
+                self.best_score = score_now
+            self.history.append(record)
+            if improved:
+                self._save("best.pt", meta={"epoch": self.epoch, "record": record})
+            if cfg.average_last > 1:
+                self._save(f"epoch{self.epoch}.pt")
+                old = self.out_dir / f"epoch{self.epoch - cfg.average_last}.pt"
+                old.unlink(missing_ok=True)
+            self._save("last.pt", with_state=True, meta={"epoch": self.epoch, "record": record})
+            logger.info("epoch %d: %s%s", self.epoch,
+                        ", ".join(f"{k}={v:.4g}" for k, v in record.items()
+                                  if isinstance(v, float | int) and not isinstance(v, bool)),
+                        " (best)" if improved else "")
+            if deadline is not None and (record["stopped_early"] or time.perf_counter() > deadline):
+                logger.info("stopping in epoch %d: time budget of %.1f minutes used", self.epoch,
+                            cfg.max_minutes)
+                break
+        if cfg.average_last > 1:
+            self.average_checkpoints()
+        return self.history
+
+    def average_checkpoints(self) -> Path | None:
+        """Average the last ``average_last`` epoch checkpoints into ``averaged.pt`` (and
+        report its validation scores)."""
+        n = self.config.average_last
+        paths = [self.out_dir / f"epoch{e}.pt" for e in range(max(1, self.epoch - n + 1), self.epoch + 1)]
+        paths = [p for p in paths if p.is_file()]
+        if len(paths) < 2:
+            logger.info("not averaging: only %d epoch checkpoint(s)", len(paths))
+            return None
+        current = {k: v.clone() for k, v in self.model.state_dict().items()}
+        self.model.load_state_dict(average_state_dicts(paths))
+        record = self._validate()
+        path = self._save("averaged.pt", meta={"averaged": [p.name for p in paths], "record": record})
+        logger.info("averaged %s -> %s: %s", [p.name for p in paths], path,
+                    ", ".join(f"{k}={v:.4g}" for k, v in record.items()))
+        self.model.load_state_dict(current)
+        return path
