@@ -1,47 +1,41 @@
 """Checkpoints: model state dict + config + tokenizers (+ optional training state).
 
-Saved atomically (temporary file, then ``os.replace``) so an interrupted save never leaves a
-half-written checkpoint, and loaded with ``torch.load(..., weights_only=True)``: a checkpoint
-holds only tensors, dicts, lists, strings and numbers, never pickled code.
+Written and read by the toolkit's one checkpoint implementation (:mod:`seq2seq.core.checkpoint`):
+atomically, and with ``torch.load(..., weights_only=True)``: a checkpoint holds only tensors,
+dicts, lists, strings and numbers, never pickled code.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from .core import checkpoint as core_checkpoint
+from .core.checkpoint import CheckpointError
 from .model import Transformer, TransformerConfig
 from .tokenization import TextTokenizer, tokenizer_from_dict
 
 logger = logging.getLogger(__name__)
 
-CHECKPOINT_FORMAT = "seq2seq-translation"
+
+CHECKPOINT_FORMAT = "seq2seq translation"
 CHECKPOINT_VERSION = 1
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that is missing, corrupt, of another version or inconsistent."""
 
 
 def save_checkpoint(path: str | Path, model: Transformer, src_tokenizer: TextTokenizer,
                     tgt_tokenizer: TextTokenizer, train_state: dict | None = None,
                     meta: dict | None = None) -> Path:
-    """Write ``model`` (state dict + config), both tokenizers and optional training state.
+    """Write ``model`` (state dict + config), both tokenizers and optional training state,
+    atomically (:func:`seq2seq.core.save_checkpoint`).
 
     Args:
         train_state: optimizer state, step, epoch, RNG state... (tensors and plain values).
         meta: free-form plain values (scores, arguments).
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     payload = {
-        "format": CHECKPOINT_FORMAT,
-        "version": CHECKPOINT_VERSION,
         "model_config": model.config.to_dict(),
         "model_state": {k: v.detach().cpu() for k, v in model.state_dict().items()},
         "tokenizers": {"src": src_tokenizer.to_dict(), "tgt": tgt_tokenizer.to_dict(),
@@ -49,44 +43,19 @@ def save_checkpoint(path: str | Path, model: Transformer, src_tokenizer: TextTok
         "train_state": train_state or {},
         "meta": meta or {},
     }
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        torch.save(payload, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    logger.debug("saved checkpoint %s", path)
-    return path
+    saved = core_checkpoint.save_checkpoint(payload, path, CHECKPOINT_FORMAT, CHECKPOINT_VERSION)
+    logger.debug("saved checkpoint %s", saved)
+    return saved
 
 
 def load_checkpoint(path: str | Path) -> dict:
-    """Load and check a checkpoint's raw payload (on CPU).
+    """Load and check a checkpoint's raw payload (on CPU, ``weights_only=True``).
 
     Raises:
         CheckpointError: missing file, unreadable/corrupt data, not a translation checkpoint,
             or a format version this code does not read.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"{path}: no such checkpoint file")
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises many types for truncated or foreign files
-        raise CheckpointError(
-            f"{path}: cannot read checkpoint (corrupt, truncated or not a torch file): {exc}"
-        ) from exc
-    if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(
-            f"{path}: not a seq2seq translation checkpoint (no '{CHECKPOINT_FORMAT}' format key)"
-        )
-    version = data.get("version")
-    if version != CHECKPOINT_VERSION:
-        raise CheckpointError(
-            f"{path}: checkpoint format version {version!r} is not supported; this seq2seq reads "
-            f"version {CHECKPOINT_VERSION}"
-        )
+    data = core_checkpoint.load_checkpoint(path, CHECKPOINT_FORMAT, (CHECKPOINT_VERSION,))
     for key in ("model_config", "model_state", "tokenizers"):
         if key not in data:
             raise CheckpointError(f"{path}: checkpoint lacks '{key}'")

@@ -23,7 +23,7 @@ def _setup(verbose: bool, threads: int) -> None:
 
 
 def _device(name: str) -> torch.device:
-    from .training import resolve_device
+    from .core import resolve_device
 
     try:
         return resolve_device(name)

@@ -115,19 +115,6 @@ def noam_lr(step: int, peak: float, warmup: int) -> float:
     return peak * min(step / warmup, math.sqrt(warmup / step))
 
 
-def resolve_device(name: str) -> torch.device:
-    """``"auto"`` -> cuda when available, else cpu; anything else as given."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError as exc:
-        raise ValueError(f"unknown device {name!r}; use auto, cpu, cuda or cuda:N") from exc
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {name!r} requested but CUDA is not available")
-    return device
-
-
 @torch.no_grad()
 def validation_loss(model: Transformer, data: ParallelDataset, max_tokens: int,
                     device: torch.device) -> float:

@@ -44,10 +44,10 @@ def load_checkpoint(path: str | Path, kind: str, versions: tuple[int, ...]) -> d
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises several types for corrupt or foreign files
-        raise CheckpointError(f"{path}: not a readable checkpoint (corrupt or not written by "
-                              f"this toolkit): {type(exc).__name__}: {exc}") from exc
+        raise CheckpointError(f"{path}: cannot read checkpoint (corrupt, truncated or not a torch "
+                              f"file): {type(exc).__name__}: {exc}") from exc
     if not isinstance(data, dict) or "kind" not in data:
-        raise CheckpointError(f"{path}: not a checkpoint of this toolkit (no 'kind' entry)")
+        raise CheckpointError(f"{path}: not a {kind} checkpoint (no 'kind' entry)")
     if data["kind"] != kind:
         raise CheckpointError(f"{path}: a {data['kind']!r} checkpoint, expected {kind!r}")
     if data.get("version") not in versions:
