@@ -32,3 +32,14 @@ def synthetic_frame():
 
     frame, _ = load_csv(REPO / "data" / "synthetic_ashare.csv")
     return frame
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models gain nothing from more threads, and the CPU is often shared."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

@@ -21,13 +21,7 @@ SRC = ["ein hund läuft", "eine katze schläft", "der mann liest ein buch", "die
 TGT = ["a dog runs", "a cat sleeps", "the man reads a book", "the woman drinks tea"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models gain nothing from more threads, and the CPU is often shared."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _model(src_tok, tgt_tok, **kw):

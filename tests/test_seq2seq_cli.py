@@ -1,20 +1,12 @@
 """The ``seq2seq`` command end to end on the embedded toy corpus."""
 
 import pytest
-import torch
 from click.testing import CliRunner
 
 from seq2seq.cli import main
 from seq2seq.text import read_parallel, toy_corpus_paths
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models gain nothing from more threads, and the CPU is often shared."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -8,14 +8,7 @@ from seq2seq.decoding import DecodeConfig, beam_search, greedy_decode, max_lengt
 from seq2seq.model import Transformer, TransformerConfig
 from seq2seq.tokenization import BOS_ID, EOS_ID
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models gain nothing from more threads, and the CPU is often shared."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 

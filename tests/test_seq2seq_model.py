@@ -11,14 +11,7 @@ from seq2seq.model import Transformer, TransformerConfig
 from seq2seq.tokenization import PAD_ID, WordTokenizer
 from seq2seq.training import TrainConfig, Trainer
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models gain nothing from more threads, and the CPU is often shared."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 
