@@ -37,17 +37,14 @@ def scaled_dot_product_attention(
     """
     if mask is not None and mask.dtype != torch.bool:
         raise TypeError(f"attention masks are boolean (True = may attend), got dtype {mask.dtype}")
-    # One query per row (a cached decoding step): two small matmuls beat the fused kernel's
-    # set-up cost on CPU. Otherwise the fused kernel, unless the weights are wanted.
-    single_query = q.size(-2) == 1 and dropout_p == 0.0
-    if not need_weights and not single_query:
+    if not need_weights:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p), None
     scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.size(-1))
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1)
     probs = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
-    return torch.matmul(probs, v), (weights if need_weights else None)
+    return torch.matmul(probs, v), weights
 
 
 class KVCache:
