@@ -4,21 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless backend)
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-
-def _save(fig, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+# seq2seq.plots selects the headless Agg backend before pyplot is imported.
+from seq2seq.plots import plt
+from seq2seq.plots import save_figure as _save
 
 
 def plot_forecast_vs_actual(forecast: pd.Series, actual: pd.Series, path: str | Path,

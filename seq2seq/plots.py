@@ -16,6 +16,17 @@ import torch  # noqa: E402
 from .core import sinusoidal_table  # noqa: E402
 
 
+def save_figure(fig, path: str | Path) -> Path:
+    """Lay out, write as PNG (creating the folder) and close ``fig``; returns the path.
+    The one figure writer of both packages."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def _grid(n: int) -> tuple[int, int]:
     cols = min(n, 4)
     return math.ceil(n / cols), cols
@@ -54,12 +65,7 @@ def plot_attention(weights: torch.Tensor, query_tokens: Sequence[str], key_token
             ax.set_title(f"head {h}", fontsize=9)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def plot_positional_encoding(d_model: int, max_len: int, dims: Sequence[int], path: str | Path) -> Path:
@@ -82,9 +88,4 @@ def plot_positional_encoding(d_model: int, max_len: int, dims: Sequence[int], pa
     bottom.set_xlabel("position")
     bottom.set_ylabel("dimension")
     fig.colorbar(im, ax=bottom)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
