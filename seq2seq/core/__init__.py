@@ -9,7 +9,7 @@ from .config import LayerConfig, StackConfig
 from .device import resolve_device
 from .feedforward import FeedForward
 from .layers import Decoder, DecoderLayer, Encoder, EncoderLayer, LayerCache, StackCache
-from .masks import causal_mask, combine_masks, lengths_mask, padding_mask
+from .masks import causal_mask, combine_masks, padding_mask
 from .positions import (
     LearnedPositionalEncoding,
     RotaryEmbedding,
@@ -34,7 +34,6 @@ __all__ = [
     "StackConfig",
     "causal_mask",
     "combine_masks",
-    "lengths_mask",
     "padding_mask",
     "load_checkpoint",
     "save_checkpoint",

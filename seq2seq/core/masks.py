@@ -49,16 +49,6 @@ def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
     return (tokens != pad_id)[:, None, None, :]
 
 
-def lengths_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
-    """Like :func:`padding_mask` but from sequence lengths ``[batch]``.
-
-    Returns:
-        bool ``[batch, 1, 1, max_len]``, True for the first ``lengths[b]`` keys.
-    """
-    positions = torch.arange(max_len, device=lengths.device)
-    return (positions[None, :] < lengths[:, None])[:, None, None, :]
-
-
 def combine_masks(*masks: torch.Tensor | None) -> torch.Tensor | None:
     """Logical AND of the given masks (``None`` entries are ignored); ``None`` if all are."""
     out = None
