@@ -59,18 +59,19 @@ class _StepDecoder:
         self.memory = memory
         self.src_mask = src_mask
         self.cache: StackCache | None = model.decoder.new_cache() if use_cache else None
-        # The output matrix as [d_model, vocab]: on CPU this GEMM layout is ~1.5x faster than
-        # F.linear's transposed read of [vocab, d_model], and the projection dominates a step.
-        self.out_t = model.output.weight.detach().t().contiguous()
 
     def __call__(self, prefix: torch.Tensor, log_probs: bool = True) -> torch.Tensor:
-        """``prefix`` ``[rows, t]`` -> log-probs (or raw logits) of token ``t+1`` ``[rows, vocab]``."""
+        """``prefix`` ``[rows, t]`` -> log-probs (or raw logits) of token ``t+1`` ``[rows, vocab]``
+        (a transposed view of a ``[vocab, rows]`` tensor)."""
         if self.cache is not None:
             h = self.model.decode_hidden(prefix[:, -1:], self.memory, self.src_mask, self.cache)
         else:
             h = self.model.decode_hidden(prefix, self.memory, self.src_mask)
-        logits = (h[:, -1] @ self.out_t).float()
-        return torch.log_softmax(logits, dim=-1) if log_probs else logits
+        # The vocabulary projection dominates a cached step. As [vocab, d] @ [d, rows] the GEMM
+        # splits over the vocabulary and runs ~1.8x faster on two CPU cores than the usual
+        # [rows, d] @ [d, vocab] (whose few rows split badly), with no transposed weight copy.
+        logits_t = torch.mm(self.model.output.weight, h[:, -1].t()).float()  # (V, rows)
+        return (torch.log_softmax(logits_t, dim=0) if log_probs else logits_t).t()
 
     def select(self, rows: torch.Tensor) -> None:
         """Keep batch rows ``rows`` ``[new_rows]`` (beam reordering / dropping finished rows)."""
@@ -84,7 +85,7 @@ def _trim(ids: list[int]) -> list[int]:
     return ids[: ids.index(EOS_ID)] if EOS_ID in ids else ids
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def greedy_decode(model: Transformer, src: torch.Tensor, max_len_ratio: float = 1.5,
                   max_len_extra: int = 10, use_cache: bool = True) -> list[list[int]]:
     """Greedy decoding of a batch.
@@ -104,7 +105,9 @@ def greedy_decode(model: Transformer, src: torch.Tensor, max_len_ratio: float = 
     rows = torch.arange(batch, device=src.device)  # original sentence of each live row
     results: list[list[int]] = [[] for _ in range(batch)]
     for t in range(int(limits.max())):
-        next_tok = step(prefix, log_probs=False).argmax(dim=-1)  # same argmax, no softmax needed
+        # max(dim) returns the first maximal index, as argmax does, and reduces a transposed
+        # view faster; no softmax needed for the argmax.
+        next_tok = step(prefix, log_probs=False).max(dim=-1).indices
         prefix = torch.cat([prefix, next_tok[:, None]], dim=1)
         # A row is done at <eos> or at its length limit; drop done rows so later steps are cheaper.
         done = (next_tok == EOS_ID) | (limits[rows] <= t + 1)
@@ -119,7 +122,7 @@ def greedy_decode(model: Transformer, src: torch.Tensor, max_len_ratio: float = 
     return results
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def beam_search(model: Transformer, src: torch.Tensor, beam_size: int = 5, length_penalty: float = 1.0,
                 max_len_ratio: float = 1.5, max_len_extra: int = 10,
                 use_cache: bool = True) -> list[list[int]]:
@@ -163,7 +166,7 @@ def beam_search(model: Transformer, src: torch.Tensor, beam_size: int = 5, lengt
             forced = torch.full_like(logp[0], -math.inf)
             forced[EOS_ID] = 0.0
             logp[at_limit] = logp[at_limit][:, EOS_ID:EOS_ID + 1] + forced
-        cand = (scores.view(-1, 1) + logp).view(n, k * vocab)
+        cand = (scores.view(-1, 1) + logp).reshape(n, k * vocab)
         top_scores, top_idx = cand.topk(min(2 * k, k * vocab), dim=1)
         beam_idx, tokens = top_idx // vocab, top_idx % vocab
         new_rows, new_tokens, new_scores, done = [], [], [], []

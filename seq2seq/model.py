@@ -10,6 +10,7 @@ from torch import nn
 
 from .core import (
     Decoder,
+    Dropout,
     Encoder,
     LearnedPositionalEncoding,
     SinusoidalPositionalEncoding,
@@ -198,7 +199,7 @@ class _DropoutOnly(nn.Module):
 
     def __init__(self, dropout: float):
         super().__init__()
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         return self.dropout(x)

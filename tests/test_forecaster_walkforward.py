@@ -88,9 +88,10 @@ def test_fitted_state_ignores_data_after_the_cutoff(frames):
         np.testing.assert_array_equal(res.models[(0, "ridge")].params_[code]["model"].coef_,
                                       res2.models[(0, "ridge")].params_[code]["model"].coef_)
         assert res.models[(0, "hist_mean")].params_[code] == res2.models[(0, "hist_mean")].params_[code]
-    # The next fold sees the change.
-    assert not torch.equal(res.models[(1, "transformer")].net_.input_proj.weight,
-                           res2.models[(1, "transformer")].net_.input_proj.weight)
+    # The next fold sees the change (in its validation tail: its training targets end before
+    # it, so whether its weights change depends on which epoch early stopping keeps).
+    val = [[row["val_loss"] for row in r.models[(1, "transformer")].history_] for r in (res, res2)]
+    assert val[0] != val[1]
 
 
 def test_forecasts_up_to_a_day_ignore_that_day_and_later(frames):

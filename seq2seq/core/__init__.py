@@ -7,6 +7,7 @@ from .attention import KVCache, MultiHeadAttention, scaled_dot_product_attention
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from .config import LayerConfig, StackConfig
 from .device import resolve_device
+from .dropout import Dropout, dropout
 from .feedforward import FeedForward
 from .layers import Decoder, DecoderLayer, Encoder, EncoderLayer, LayerCache, StackCache
 from .masks import causal_mask, combine_masks, padding_mask
@@ -20,6 +21,7 @@ from .positions import (
 __all__ = [
     "Decoder",
     "DecoderLayer",
+    "Dropout",
     "Encoder",
     "EncoderLayer",
     "FeedForward",
@@ -34,6 +36,7 @@ __all__ = [
     "StackConfig",
     "causal_mask",
     "combine_masks",
+    "dropout",
     "padding_mask",
     "load_checkpoint",
     "save_checkpoint",

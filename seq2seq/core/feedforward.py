@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import LayerConfig
+from .dropout import Dropout
 
 
 class FeedForward(nn.Module):
@@ -19,7 +20,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.linear1 = nn.Linear(config.d_model, config.d_ff, bias=config.bias)
         self.linear2 = nn.Linear(config.d_ff, config.d_model, bias=config.bias)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
         self.activation = F.gelu if config.activation == "gelu" else F.relu
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

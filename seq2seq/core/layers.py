@@ -14,6 +14,7 @@ from torch import nn
 
 from .attention import KVCache, MultiHeadAttention
 from .config import LayerConfig, StackConfig
+from .dropout import Dropout
 from .feedforward import FeedForward
 from .masks import causal_mask, combine_masks
 from .positions import RotaryEmbedding
@@ -60,16 +61,16 @@ class _TransformerLayer(nn.Module):
         self.norm_first = c.norm_first
         self.self_attn = MultiHeadAttention(c.d_model, c.n_heads, c.attn_dropout, c.bias, rotary)
         self.norm1 = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps, bias=c.bias)
-        self.dropout1 = nn.Dropout(c.dropout)
+        self.dropout1 = Dropout(c.dropout)
         if cross_attention:
             self.cross_attn = MultiHeadAttention(c.d_model, c.n_heads, c.attn_dropout, c.bias)
             self.norm_cross = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps, bias=c.bias)
-            self.dropout_cross = nn.Dropout(c.dropout)
+            self.dropout_cross = Dropout(c.dropout)
         else:
             self.cross_attn = None
         self.ff = FeedForward(c)
         self.norm2 = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps, bias=c.bias)
-        self.dropout2 = nn.Dropout(c.dropout)
+        self.dropout2 = Dropout(c.dropout)
 
     def forward(
         self,

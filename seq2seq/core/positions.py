@@ -12,6 +12,8 @@ import math
 import torch
 from torch import nn
 
+from .dropout import Dropout
+
 
 def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
     """The table of "Attention Is All You Need":
@@ -46,7 +48,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.d_model = d_model
         self.max_len = max_len
         self.register_buffer("pe", sinusoidal_table(max_len, d_model), persistent=False)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """``x``: ``[batch, seq, d_model]`` -> same shape, positions ``offset..offset+seq-1``."""
@@ -63,7 +65,7 @@ class LearnedPositionalEncoding(nn.Module):
         self.max_len = max_len
         self.embedding = nn.Embedding(max_len, d_model)
         nn.init.normal_(self.embedding.weight, std=0.02)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         _check_range("LearnedPositionalEncoding", offset, x.size(1), self.max_len)
