@@ -57,7 +57,9 @@ class _StepDecoder:
     def __init__(self, model: Transformer, memory: torch.Tensor, src_mask: torch.Tensor, use_cache: bool):
         self.model = model
         self.memory = memory
-        self.src_mask = src_mask
+        # A mask that masks nothing (no padding in the batch) is left out: attention is then
+        # cheaper and identical.
+        self.src_mask = None if bool(src_mask.all()) else src_mask
         self.cache: StackCache | None = model.decoder.new_cache() if use_cache else None
 
     def __call__(self, prefix: torch.Tensor, log_probs: bool = True) -> torch.Tensor:
@@ -76,7 +78,8 @@ class _StepDecoder:
     def select(self, rows: torch.Tensor) -> None:
         """Keep batch rows ``rows`` ``[new_rows]`` (beam reordering / dropping finished rows)."""
         self.memory = self.memory.index_select(0, rows)
-        self.src_mask = self.src_mask.index_select(0, rows)
+        if self.src_mask is not None:
+            self.src_mask = self.src_mask.index_select(0, rows)
         if self.cache is not None:
             self.cache.reorder(rows)
 
@@ -103,6 +106,7 @@ def greedy_decode(model: Transformer, src: torch.Tensor, max_len_ratio: float = 
     batch = src.size(0)
     prefix = torch.full((batch, 1), BOS_ID, dtype=torch.long, device=src.device)
     rows = torch.arange(batch, device=src.device)  # original sentence of each live row
+    row_limits = limits
     results: list[list[int]] = [[] for _ in range(batch)]
     for t in range(int(limits.max())):
         # max(dim) returns the first maximal index, as argmax does, and reduces a transposed
@@ -110,14 +114,14 @@ def greedy_decode(model: Transformer, src: torch.Tensor, max_len_ratio: float = 
         next_tok = step(prefix, log_probs=False).max(dim=-1).indices
         prefix = torch.cat([prefix, next_tok[:, None]], dim=1)
         # A row is done at <eos> or at its length limit; drop done rows so later steps are cheaper.
-        done = (next_tok == EOS_ID) | (limits[rows] <= t + 1)
+        done = (next_tok == EOS_ID) | (row_limits <= t + 1)
         if bool(done.any()):
             for r in done.nonzero().flatten().tolist():
                 results[int(rows[r])] = _trim(prefix[r, 1:].tolist())
             keep = (~done).nonzero().flatten()
             if keep.numel() == 0:
                 break
-            prefix, rows = prefix[keep], rows[keep]
+            prefix, rows, row_limits = prefix[keep], rows[keep], row_limits[keep]
             step.select(keep)
     return results
 
