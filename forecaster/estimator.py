@@ -346,7 +346,7 @@ class CausalTransformerForecaster(BaseEstimator):
         net = self.net_
         was_training = net.training
         net.eval()
-        outs = [net(xw[idx].to(self.device_))[:, -1] for idx in starts.split(chunk)]
+        outs = [net(xw[idx].to(self.device_), last_only=True)[:, -1] for idx in starts.split(chunk)]
         net.train(was_training)
         return torch.cat(outs) if outs else torch.zeros(0, self.net_config_.n_outputs)
 

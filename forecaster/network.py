@@ -74,8 +74,10 @@ class CausalTransformerNet(nn.Module):
         h = self.input_proj(x)  # (B, T, F) -> (B, T, C)
         return h if self.positions is None else self.positions(h)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.encoder(self._embed(x)))  # (B, T, n_outputs)
+    def forward(self, x: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+        """``[batch, window, n_features]`` -> ``[batch, window, n_outputs]``, or with
+        ``last_only`` the forecast from the end of each window ``[batch, 1, n_outputs]``."""
+        return self.head(self.encoder(self._embed(x), last_only=last_only))  # (B, T or 1, n_out)
 
     def forward_with_weights(self, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Also returns each layer's self-attention ``[batch, heads, window, window]``."""

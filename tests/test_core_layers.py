@@ -130,6 +130,22 @@ def test_cached_decoding_equals_full_recomputation(rotary, norm_first):
     torch.testing.assert_close(torch.cat([head, *tail], dim=1), full, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("rotary", [False, True])
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("causal", [False, True])
+def test_last_only_equals_the_last_position_of_the_full_output(rotary, norm_first, causal):
+    torch.manual_seed(6)
+    enc = Encoder(StackConfig(d_model=32, n_heads=4, d_ff=64, n_layers=3, rotary=rotary,
+                              norm_first=norm_first, causal=causal, max_len=16)).eval()
+    x = torch.randn(5, 9, 32)
+    mask = padding_mask(torch.tensor([[1] * 9] * 3 + [[1] * 6 + [0] * 3] * 2), 0)
+    for m in (None, mask):
+        full = enc(x, mask=m)
+        last = enc(x, mask=m, last_only=True)
+        assert last.shape == (5, 1, 32)
+        torch.testing.assert_close(last, full[:, -1:], atol=1e-5, rtol=1e-5)
+
+
 def test_cache_reorder_selects_rows():
     torch.manual_seed(5)
     dec = Decoder(d_model=16, n_heads=2, d_ff=32, n_layers=2).eval()

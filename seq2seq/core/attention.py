@@ -147,7 +147,8 @@ class MultiHeadAttention(nn.Module):
             mask: bool broadcastable to ``[batch, heads, q_len, k_len_total]``, True = may
                 attend, where ``k_len_total`` counts cached keys too.
             need_weights: return per-head attention weights ``[batch, heads, q_len, k_len]``.
-            cache: a :class:`KVCache`; the query's positions start at ``len(cache)``.
+            cache: a :class:`KVCache`; the new positions start at ``len(cache)``. A query
+                shorter than the new keys stands for their last positions (rotary positions).
 
         Returns:
             ``(output [batch, q_len, d_model], weights or None)``.
@@ -170,7 +171,8 @@ class MultiHeadAttention(nn.Module):
                 k = self._split(F.linear(key, w[d : 2 * d], None if b is None else b[d : 2 * d]))
                 v = self._split(F.linear(value, w[2 * d :], None if b is None else b[2 * d :]))
         if self.rotary is not None:
-            q = self.rotary(q, offset)
+            # A query shorter than the new keys holds their last positions (``last_only``).
+            q = self.rotary(q, offset if k is None else offset + k.size(-2) - q.size(-2))
             if k is not None:
                 k = self.rotary(k, offset)
         if cache is not None:

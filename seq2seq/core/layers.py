@@ -80,6 +80,7 @@ class _TransformerLayer(nn.Module):
         memory_mask: torch.Tensor | None = None,
         cache: LayerCache | None = None,
         need_weights: bool = False,
+        last_only: bool = False,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor] | None]:
         """
         Args:
@@ -89,15 +90,20 @@ class _TransformerLayer(nn.Module):
             memory_mask: bool broadcastable to ``[batch, heads, seq, src_len]``.
             cache: this layer's :class:`LayerCache` for incremental decoding.
             need_weights: also return ``{"self": w, "cross": w}`` per-head weights.
+            last_only: compute the output of the last position only (it still attends to
+                every position): what a forecast from the end of a window needs.
 
         Returns:
-            ``(x [batch, seq, d_model], weights or None)``.
+            ``(x [batch, seq or 1, d_model], weights or None)``.
         """
         weights: dict[str, torch.Tensor] = {}
+        if last_only and mask is not None and mask.size(-2) > 1:
+            mask = mask[..., -1:, :]
 
         def self_block(h: torch.Tensor) -> torch.Tensor:
+            query = h[:, -1:] if last_only else h
             out, w = self.self_attn(
-                h, h, h, mask, need_weights, None if cache is None else cache.self_attn
+                query, h, h, mask, need_weights, None if cache is None else cache.self_attn
             )
             weights["self"] = w
             return self.dropout1(out)
@@ -113,13 +119,14 @@ class _TransformerLayer(nn.Module):
         def ff_block(h: torch.Tensor) -> torch.Tensor:
             return self.dropout2(self.ff(h))
 
+        residual = x[:, -1:] if last_only else x
         if self.norm_first:
-            x = x + self_block(self.norm1(x))
+            x = residual + self_block(self.norm1(x))
             if self.cross_attn is not None:
                 x = x + cross_block(self.norm_cross(x))
             x = x + ff_block(self.norm2(x))
         else:
-            x = self.norm1(x + self_block(x))
+            x = self.norm1(residual + self_block(x))
             if self.cross_attn is not None:
                 x = self.norm_cross(x + cross_block(x))
             x = self.norm2(x + ff_block(x))
@@ -170,7 +177,7 @@ class _Stack(nn.Module):
         """An empty cache for incremental decoding (see ``forward(cache=...)``)."""
         return StackCache(len(self.layers), cross_attention=self.layer_class is DecoderLayer)
 
-    def _run(self, x, mask, memory, memory_mask, cache, need_weights):
+    def _run(self, x, mask, memory, memory_mask, cache, need_weights, last_only=False):
         if self.causal:
             offset = 0 if cache is None else len(cache)
             # One new position attending to all cached ones needs no causal mask.
@@ -180,7 +187,7 @@ class _Stack(nn.Module):
         for i, layer in enumerate(self.layers):
             x, w = layer(
                 x, mask, memory, memory_mask, None if cache is None else cache.layers[i],
-                need_weights,
+                need_weights, last_only and i == len(self.layers) - 1,
             )
             all_weights.append(w)
         if self.norm is not None:
@@ -195,10 +202,12 @@ class Encoder(_Stack):
     layer_class = EncoderLayer
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None,
-                cache: StackCache | None = None) -> torch.Tensor:
+                cache: StackCache | None = None, last_only: bool = False) -> torch.Tensor:
         """``x``: ``[batch, seq, d_model]``; ``mask``: bool broadcastable to
-        ``[batch, heads, seq, seq]`` (True = may attend). Returns ``[batch, seq, d_model]``."""
-        return self._run(x, mask, None, None, cache, False)[0]
+        ``[batch, heads, seq, seq]`` (True = may attend). Returns ``[batch, seq, d_model]``, or
+        with ``last_only`` the last position's output ``[batch, 1, d_model]`` (the final layer
+        then computes one query per sequence; the result equals ``forward(x)[:, -1:]``)."""
+        return self._run(x, mask, None, None, cache, False, last_only)[0]
 
     def forward_with_weights(self, x, mask=None, cache=None):
         """As ``forward`` but also returns a list (per layer) of ``{"self": [B, H, T, T]}``."""
