@@ -27,6 +27,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--csv", default=str(REPO.parent / "shared/data/ashare/sh.600000.csv"))
     p.add_argument("--epochs", type=int, default=4)
+    p.add_argument("--predict-repeats", type=int, default=3, help="timed predictions of each (median)")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     p.add_argument("--d-ff", type=int, default=None,
                    help="our feed-forward width (default 4*d_model; the seed used torch's 2048)")
@@ -55,12 +56,15 @@ def main() -> None:
           f"seed d_ff=2048; median of {len(ours_rates)} epochs")
     print(f"train_windows_per_s ours={o:.0f} seed={s:.0f} ratio={o / s:.2f}")
 
-    t = time.perf_counter()
-    pred_ours = ours.predict(frame)
-    o = len(pred_ours) / (time.perf_counter() - t)
-    t = time.perf_counter()
-    pred_seed = seed.predict(frame)
-    s = len(pred_seed) / (time.perf_counter() - t)
+    ours_rates, seed_rates = [], []
+    for _ in range(1 + args.predict_repeats):  # alternating; the first pair warms up
+        t = time.perf_counter()
+        n = len(ours.predict(frame))
+        ours_rates.append(n / (time.perf_counter() - t))
+        t = time.perf_counter()
+        n = len(seed.predict(frame))
+        seed_rates.append(n / (time.perf_counter() - t))
+    o, s = statistics.median(ours_rates[1:]), statistics.median(seed_rates[1:])
     print(f"predict_windows_per_s ours={o:.0f} seed={s:.0f} ratio={o / s:.1f}")
 
 

@@ -122,7 +122,8 @@ def bench_decoding(args, fn, batch: int, repeats: int) -> tuple[float, float]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--vocab", type=int, default=8000, help="shared vocabulary size")
+    p.add_argument("--vocab", type=int, default=6000,
+                   help="shared vocabulary size (6000: the joint BPE of scripts/train_multi30k.sh)")
     p.add_argument("--length", type=int, default=20, help="source (and training target) length")
     p.add_argument("--steps", type=int, default=20, help="decoding steps")
     p.add_argument("--train-warmup", type=int, default=2)
