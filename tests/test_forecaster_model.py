@@ -48,6 +48,16 @@ def test_network_projects_inputs_and_is_causal():
     x2 = x.clone()
     x2[:, 7:] += 5
     assert torch.equal(net(x2)[:, :7], base[:, :7])
+    # Forecasting from the end of the window alone gives the last position of the full output.
+    torch.testing.assert_close(net(x, last_only=True), base[:, -1:], atol=1e-6, rtol=1e-5)
+
+
+def test_predict_is_the_last_position_of_each_window(frame, fitted):
+    x = fitted._scaled(fitted._inputs(frame)[0])  # the scaled features predict feeds the net
+    with torch.no_grad():  # every window but the last (its target day is not in the frame)
+        full = fitted.net_(sliding_windows(x, TINY["window"])[:-1])[:, -1, 0]
+    mu, sd = fitted.target_mean_, fitted.target_scale_
+    np.testing.assert_allclose(fitted.predict(frame).to_numpy(), full.numpy() * sd + mu, rtol=1e-5, atol=1e-8)
 
 
 def test_predictions_do_not_see_the_future(frame, fitted):
