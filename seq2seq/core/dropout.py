@@ -3,7 +3,7 @@
 torch's CPU dropout draws one 32-bit random number per element, and on a 2-core machine that
 costs more than the matmuls around it (a ``[700, 800]`` feed-forward activation: ~5 ms for the
 mask against ~1.3 ms for the matmul that made it). Here every 64-bit draw of torch's generator
-gives three 16-bit uniforms, a third of the draws. The drop probability is rounded to a multiple
+gives four 16-bit uniforms. The drop probability is rounded to a multiple
 of 1/65536 and kept values are scaled by the exact inverse of the keep probability, so the
 expected output equals the input. Other devices use :func:`torch.nn.functional.dropout` (CUDA's
 generator is already fast). Masks come from torch's default generator, so
@@ -12,16 +12,11 @@ generator is already fast). Masks come from torch's default generator, so
 
 from __future__ import annotations
 
-import sys
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 _LEVELS = 1 << 16  # 16-bit uniforms
-# random_() on int64 fills bits 0..62, so the top 16-bit chunk is short of its sign bit: use the
-# three low chunks (their position in a view depends on the byte order).
-_LOW_CHUNKS = slice(0, 3) if sys.byteorder == "little" else slice(1, 4)
 
 
 def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
@@ -37,10 +32,13 @@ def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
     if threshold == 0:
         return x
     n = x.numel()
-    words = torch.empty((n + 2) // 3, dtype=torch.int64).random_()
-    uniforms = words.view(torch.int16).view(-1, 4)[:, _LOW_CHUNKS].reshape(-1)[:n]  # in [-2^15, 2^15)
-    keep = uniforms.view(x.shape) >= threshold - _LEVELS // 2
-    return x * keep * (_LEVELS / (_LEVELS - threshold))
+    # All 64 bits random (the plain random_() leaves the sign bit 0); one value of 2^64 is left
+    # out, a bias far below anything measurable.
+    words = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-(2**63), 2**63 - 1)
+    uniforms = words.view(torch.int16)[:n].view(x.shape)  # in [-2^15, 2^15)
+    # Comparing straight into x's dtype is ~4x faster than a bool mask (and its conversion).
+    keep = torch.ge(uniforms, threshold - _LEVELS // 2, out=torch.empty_like(x))
+    return x * keep.mul_(_LEVELS / (_LEVELS - threshold))
 
 
 class Dropout(nn.Module):
