@@ -128,6 +128,12 @@ def test_cached_decoding_equals_full_recomputation(rotary, norm_first):
     head = dec(y[:, :5], mem, memory_mask=mmask, cache=cache)
     tail = [dec(y[:, t : t + 1], mem, memory_mask=mmask, cache=cache) for t in range(5, 8)]
     torch.testing.assert_close(torch.cat([head, *tail], dim=1), full, atol=1e-5, rtol=1e-5)
+    # Cached keys/values are stored contiguous [batch, heads, length, head_dim] (attention
+    # over strided views of the packed projections is slower at every step).
+    for layer in cache.layers:
+        for kv in (layer.self_attn, layer.cross_attn):
+            assert kv.k.shape == (3, 4, 8 if kv is layer.self_attn else 6, 8)
+            assert kv.k.is_contiguous() and kv.v.is_contiguous()
 
 
 @pytest.mark.parametrize("rotary", [False, True])
