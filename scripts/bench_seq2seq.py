@@ -12,6 +12,12 @@ higher is better):
 - ``beam5_sentences_per_s``: beam search (beam 5) with the cache vs without it.
 
 Measurements alternate between ours and the reference so machine noise hits both alike.
+
+``--threads N`` calls ``torch.set_num_threads``, which also turns MKL's dynamic threading off;
+CPU attention over many queries then runs ~1.5x slower ([32, 8, 20, 32]: 0.70 vs 0.45 ms at 2
+threads), one query (a cached step) is unaffected. The re-decoding references therefore run
+slower with ``--threads 2`` than with torch's default 2 threads, and the header says which
+setting a run used.
 """
 
 from __future__ import annotations
@@ -133,7 +139,8 @@ def main() -> None:
     args = p.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    print(f"# torch {torch.__version__}, threads={torch.get_num_threads()}, vocab={args.vocab}, "
+    how = "set by --threads" if args.threads > 0 else "torch's default"
+    print(f"# torch {torch.__version__}, threads={torch.get_num_threads()} ({how}), vocab={args.vocab}, "
           f"length={args.length}, decode steps={args.steps}; medians; ratio = ours / reference")
     ours, ref = bench_training(args)
     print(f"train_tokens_per_s ours={ours:.0f} reference={ref:.0f} ratio={ours / ref:.3f}", flush=True)
