@@ -221,7 +221,6 @@ def decode_batch(model: Transformer, src: torch.Tensor, config: DecodeConfig,
                        config.max_len_extra, use_cache)
 
 
-@torch.no_grad()
 def translate_ids(model: Transformer, sources: list[list[int]], config: DecodeConfig,
                   max_tokens: int = 4000, device: torch.device | str = "cpu",
                   use_cache: bool = True) -> list[list[int]]:

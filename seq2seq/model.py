@@ -144,7 +144,7 @@ class Transformer(nn.Module):
         return self.tgt_pos(self.tgt_embed(tgt) * self.embed_scale, offset)
 
     def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor,
-               cache: StackCache | None = None, last_only: bool = False) -> torch.Tensor:
+               cache: StackCache | None = None) -> torch.Tensor:
         """Next-token logits.
 
         Args:
@@ -153,13 +153,11 @@ class Transformer(nn.Module):
             memory: ``[batch, src_len, d_model]`` from :meth:`encode`.
             src_mask: ``[batch, 1, 1, src_len]`` from :meth:`encode`.
             cache: from ``self.decoder.new_cache()``; positions continue at ``len(cache)``.
-            last_only: project only the last position to the vocabulary (decoding needs no more).
 
         Returns:
-            logits ``[batch, tgt_len, tgt_vocab_size]`` (``tgt_len`` = 1 with ``last_only``).
+            logits ``[batch, tgt_len, tgt_vocab_size]``.
         """
-        h = self.decode_hidden(tgt_in, memory, src_mask, cache)
-        return self.output(h[:, -1:] if last_only else h)
+        return self.output(self.decode_hidden(tgt_in, memory, src_mask, cache))
 
     def decode_hidden(self, tgt_in: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor,
                       cache: StackCache | None = None) -> torch.Tensor:

@@ -108,12 +108,14 @@ def test_bad_head_count():
         MultiHeadAttention(30, 4)
 
 
-def test_single_query_path_matches_the_fused_kernel():
+def test_single_query_with_padding_matches_the_explicit_path():
+    # A cached decoding step: one query per row, rows padded differently.
     torch.manual_seed(2)
     q = torch.randn(3, 4, 1, 8)
     k, v = torch.randn(3, 4, 9, 8), torch.randn(3, 4, 9, 8)
     keep = torch.tensor([[True] * 9, [True] * 5 + [False] * 4, [True] * 7 + [False] * 2])[:, None, None, :]
     out, weights = scaled_dot_product_attention(q, k, v, keep)
     assert weights is None
-    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+    expected, w = scaled_dot_product_attention(q, k, v, keep, need_weights=True)
+    assert bool((w[1, :, :, 5:] == 0).all()) and bool((w[2, :, :, 7:] == 0).all())
     torch.testing.assert_close(out, expected, atol=1e-6, rtol=1e-5)
