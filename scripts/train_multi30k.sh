@@ -32,12 +32,12 @@ $PY -m seq2seq.cli train \
 CKPT=$($PY - "$OUT" <<'PYEOF'
 import sys
 from pathlib import Path
-import torch
+from seq2seq.checkpoint import load_checkpoint
 out = Path(sys.argv[1])
 best = ("best.pt", -1.0)
 for name in ("best.pt", "averaged.pt"):
     if (out / name).is_file():
-        bleu = torch.load(out / name, weights_only=True)["meta"].get("record", {}).get("val_bleu", -1.0)
+        bleu = load_checkpoint(out / name)["meta"].get("record", {}).get("val_bleu", -1.0)
         print(f"{name}: validation BLEU {bleu:.2f}", file=sys.stderr)
         if bleu > best[1]:
             best = (name, bleu)

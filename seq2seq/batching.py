@@ -76,24 +76,20 @@ class TokenBatchSampler:
         max_tokens: padded-token budget per batch (a longer sentence gets a batch of its own).
         shuffle: randomise the tie order and batch order (training); otherwise sorted order.
         seed: base seed; epoch ``e`` uses ``seed + e``.
-        max_sentences: optional cap on sentences per batch.
     """
 
     def __init__(self, src_lengths: Sequence[int], tgt_lengths: Sequence[int], max_tokens: int,
-                 shuffle: bool = True, seed: int = 0, max_sentences: int | None = None):
+                 shuffle: bool = True, seed: int = 0):
         if len(src_lengths) != len(tgt_lengths):
             raise ValueError(f"{len(src_lengths)} source lengths but {len(tgt_lengths)} target lengths")
         if max_tokens <= 0:
             raise ValueError(f"max_tokens must be positive, got {max_tokens}")
-        if max_sentences is not None and max_sentences <= 0:
-            raise ValueError(f"max_sentences must be positive, got {max_sentences}")
         self.cost = torch.as_tensor(
             [max(s, t) + 1 for s, t in zip(src_lengths, tgt_lengths, strict=True)], dtype=torch.long
         )
         self.max_tokens = max_tokens
         self.shuffle = shuffle
         self.seed = seed
-        self.max_sentences = max_sentences
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
@@ -114,8 +110,7 @@ class TokenBatchSampler:
         width = 0
         for idx, cost in zip(order.tolist(), self.cost[order].tolist(), strict=True):
             new_width = max(width, cost)
-            too_many = self.max_sentences is not None and len(current) >= self.max_sentences
-            if current and (new_width * (len(current) + 1) > self.max_tokens or too_many):
+            if current and new_width * (len(current) + 1) > self.max_tokens:
                 batches.append(current)
                 current, new_width = [], cost
             current.append(idx)
@@ -159,10 +154,19 @@ class ParallelDataset:
         self.tgt = [self.tgt[i] for i in keep]
         return dropped
 
-    def sampler(self, max_tokens: int, shuffle: bool = True, seed: int = 0,
-                max_sentences: int | None = None) -> TokenBatchSampler:
+    def truncate(self, max_len: int) -> int:
+        """Cut each side to at most ``max_len`` tokens (validation data keeps every pair, so
+        that it stays aligned with its references); returns how many pairs were cut."""
+        cut = 0
+        for i in range(len(self)):
+            if len(self.src[i]) > max_len or len(self.tgt[i]) > max_len:
+                self.src[i], self.tgt[i] = self.src[i][:max_len], self.tgt[i][:max_len]
+                cut += 1
+        return cut
+
+    def sampler(self, max_tokens: int, shuffle: bool = True, seed: int = 0) -> TokenBatchSampler:
         return TokenBatchSampler([len(s) for s in self.src], [len(t) for t in self.tgt], max_tokens,
-                                 shuffle=shuffle, seed=seed, max_sentences=max_sentences)
+                                 shuffle=shuffle, seed=seed)
 
     def batch(self, idx: Sequence[int]) -> Batch:
         """The padded :class:`Batch` of sentences ``idx``."""

@@ -37,7 +37,9 @@ def save_checkpoint(path: str | Path, model: Transformer, src_tokenizer: TextTok
     """
     payload = {
         "model_config": model.config.to_dict(),
-        "model_state": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+        # As is (loading maps to CPU): per-tensor .cpu() copies on a GPU would store tied
+        # embedding matrices once per name.
+        "model_state": model.state_dict(),
         "tokenizers": {"src": src_tokenizer.to_dict(), "tgt": tgt_tokenizer.to_dict(),
                        "joint": src_tokenizer is tgt_tokenizer},
         "train_state": train_state or {},

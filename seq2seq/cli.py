@@ -178,7 +178,6 @@ def train(**opts) -> None:
             label_smoothing=opts["label_smoothing"], seed=opts["seed"], average_last=opts["average_last"],
             max_minutes=opts["max_minutes"], val_bleu=opts["val_bleu"],
             val_bleu_sentences=opts["val_bleu_sentences"], progress=opts["progress"],
-            decode=DecodeConfig(beam_size=1),
         )
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
@@ -226,9 +225,16 @@ def train(**opts) -> None:
     val = None
     if val_text is not None:
         val = ValidationSet(encode(val_text), list(val_text.src), list(val_text.tgt))
+        cut = val.data.truncate(model.config.max_len - 1)
+        if cut:
+            log.info("validation loss: cut %d pairs to %d tokens (BLEU still uses the full references)",
+                     cut, model.config.max_len - 1)
     trainer = Trainer(model, src_tok, tgt_tok, data, val, train_cfg, opts["out_dir"], device)
     if resume_payload is not None:
-        trainer.resume(opts["resume"])
+        try:
+            trainer.resume(opts["resume"], resume_payload)
+        except CheckpointError as exc:
+            raise click.ClickException(str(exc)) from exc
     history = trainer.fit()
     minutes = (time.perf_counter() - start) / 60
     last = history[-1] if history else {}
@@ -389,10 +395,11 @@ def attention(sentence, checkpoint, target, out_dir, layer, self_attention, devi
     # Row t of the decoder predicts token t+1, so label rows by the token being produced.
     tgt_labels = [tgt_tok.id_to_piece(i) for i in tgt_ids] + [tgt_tok.id_to_piece(EOS_ID)]
     in_labels = ["<bos>"] + [tgt_tok.id_to_piece(i) for i in tgt_ids]
-    n_layers = len(weights["cross"])
-    layers = range(n_layers) if layer is None else [layer % n_layers]
+    def chosen(n_layers: int) -> list[int]:  # encoder and decoder depths may differ
+        return list(range(n_layers)) if layer is None else [layer % n_layers]
+
     written = []
-    for i in layers:
+    for i in chosen(len(weights["cross"])):
         cross = weights["cross"][i][0]  # [heads, tgt, src]
         written.append(plot_attention(cross.mean(0), tgt_labels, src_labels,
                                       out_dir / f"cross_layer{i}_mean.png",
@@ -400,13 +407,14 @@ def attention(sentence, checkpoint, target, out_dir, layer, self_attention, devi
         written.append(plot_attention(cross, tgt_labels, src_labels, out_dir / f"cross_layer{i}_heads.png",
                                       f"cross-attention, layer {i}"))
         if self_attention:
-            if i < len(weights["encoder"]):
-                written.append(plot_attention(weights["encoder"][i][0], src_labels, src_labels,
-                                              out_dir / f"encoder_self_layer{i}.png",
-                                              f"encoder self-attention, layer {i}"))
             written.append(plot_attention(weights["decoder_self"][i][0], tgt_labels, in_labels,
                                           out_dir / f"decoder_self_layer{i}.png",
                                           f"decoder self-attention, layer {i}"))
+    if self_attention:
+        for i in chosen(len(weights["encoder"])):
+            written.append(plot_attention(weights["encoder"][i][0], src_labels, src_labels,
+                                          out_dir / f"encoder_self_layer{i}.png",
+                                          f"encoder self-attention, layer {i}"))
     click.echo(f"source: {sentence}")
     click.echo(f"target: {target}")
     for path in written:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .batching import source_tensor
+from .batching import TokenBatchSampler, source_tensor
 from .core import StackCache
 from .model import Transformer
 from .tokenization import BOS_ID, EOS_ID, PAD_ID
@@ -232,19 +232,13 @@ def translate_ids(model: Transformer, sources: list[list[int]], config: DecodeCo
     """
     limit = model.config.max_len - 1  # room for <eos>
     sources = [s[:limit] for s in sources]
-    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    lengths = [len(s) for s in sources]
     out: list[list[int]] = [[] for _ in sources]
-    start = 0
-    while start < len(order):
-        # Grow the batch while (sentences x longest) fits the budget; sorted, so the last is longest.
-        end = start + 1
-        while end < len(order) and (end + 1 - start) * (len(sources[order[end]]) + 1) <= max_tokens:
-            end += 1
-        idx = order[start:end]
+    # Sorted by length, as in training, so batches carry little padding.
+    for idx in TokenBatchSampler(lengths, lengths, max_tokens, shuffle=False):
         src = source_tensor([sources[i] for i in idx]).to(device)
         for i, ids in zip(idx, decode_batch(model, src, config, use_cache), strict=True):
             out[i] = ids
-        start = end
     return out
 
 

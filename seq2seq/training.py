@@ -7,14 +7,14 @@ import logging
 import math
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
 from .batching import ParallelDataset
-from .checkpoint import average_state_dicts, load_checkpoint, save_checkpoint
+from .checkpoint import CheckpointError, average_state_dicts, load_checkpoint, save_checkpoint
 from .decoding import DecodeConfig, translate_ids
 from .evaluation import bleu
 from .model import Transformer
@@ -183,14 +183,28 @@ class Trainer:
             "train_config": self.config.to_dict(),
         }
 
-    def resume(self, path: str | Path) -> None:
-        """Continue from ``last.pt`` of an earlier run (model, optimizer, step, epoch, RNG)."""
-        data = load_checkpoint(path)
+    def resume(self, path: str | Path, data: dict | None = None) -> None:
+        """Continue from ``last.pt`` of an earlier run: model, optimizer, step, epoch, RNG and
+        the learning-rate schedule (peak ``lr`` and ``warmup``) come from it.
+
+        Args:
+            data: the checkpoint's payload when the caller has already loaded ``path``.
+
+        Raises:
+            CheckpointError: unreadable, or a checkpoint without training state (not a last.pt).
+        """
+        data = load_checkpoint(path) if data is None else data
         state = data.get("train_state") or {}
         if "optimizer" not in state:
-            raise ValueError(f"{path}: checkpoint has no training state to resume from (use last.pt)")
+            raise CheckpointError(f"{path}: checkpoint has no training state to resume from (use last.pt)")
         self.model.load_state_dict(data["model_state"])
         self.optimizer.load_state_dict(state["optimizer"])
+        saved = state.get("train_config", {})
+        schedule = {k: saved[k] for k in ("lr", "warmup") if k in saved}
+        if any(getattr(self.config, k) != v for k, v in schedule.items()):
+            logger.info("resuming with the checkpoint's schedule %s (not the given %s)", schedule,
+                        {k: getattr(self.config, k) for k in schedule})
+        self.config = replace(self.config, **schedule)
         self.step, self.epoch = int(state["step"]), int(state["epoch"])
         self.best_score = state.get("best_score")
         self.history = list(state.get("history", []))
@@ -231,11 +245,12 @@ class Trainer:
             if cfg.clip_norm > 0:
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_norm)
             self.optimizer.step()
-            loss_sum += loss.item()
+            loss_value = loss.item()
+            loss_sum += loss_value
             nll_sum += float(nll)
             tokens += n
             elapsed = time.perf_counter() - start
-            bar.set_postfix(loss=f"{loss.item() / max(n, 1):.3f}", tok_s=f"{tokens / max(elapsed, 1e-9):.0f}",
+            bar.set_postfix(loss=f"{loss_value / max(n, 1):.3f}", tok_s=f"{tokens / max(elapsed, 1e-9):.0f}",
                             lr=f"{lr:.2e}", refresh=False)
             bar.update(1)
             if deadline is not None and time.perf_counter() > deadline:

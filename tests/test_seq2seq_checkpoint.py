@@ -1,5 +1,7 @@
 """Checkpoints: atomic save, weights-only load, clear errors, averaging, resume."""
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -124,6 +126,17 @@ def test_training_is_deterministic_and_resume_continues_exactly(tmp_path):
     again.fit()
     assert [r["train_loss"] for r in again.history] == [r["train_loss"] for r in straight.history]
     assert straight.history[-1]["train_loss"] < straight.history[0]["train_loss"]
+
+
+def test_resume_takes_the_schedule_from_the_checkpoint_and_needs_training_state(tmp_path):
+    first = _trainer(tmp_path / "a", epochs=1)
+    first.fit()
+    other = _trainer(tmp_path / "b", epochs=2)
+    other.config = dataclasses.replace(other.config, lr=5.0, warmup=7)
+    other.resume(tmp_path / "a" / "last.pt")
+    assert (other.config.lr, other.config.warmup) == (3e-3, 5)
+    with pytest.raises(CheckpointError, match="no training state"):
+        other.resume(tmp_path / "a" / "best.pt")
 
 
 def test_averaging_writes_averaged_checkpoint(tmp_path):

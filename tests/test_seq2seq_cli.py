@@ -73,6 +73,25 @@ def test_attention_and_positions_plots(toy_run, tmp_path):
     assert bad.exit_code != 0 and "outside" in bad.output
 
 
+def test_long_validation_pairs_unequal_depths_and_resume_errors(tmp_path):
+    # The toy validation set has sentences longer than --max-len: they are cut for the loss.
+    out = tmp_path / "short"
+    runner = CliRunner()
+    result = runner.invoke(main, ["train", "--out-dir", str(out), "--no-progress", "--epochs", "1",
+                                  "--max-len", "8", "--encoder-layers", "2", "--decoder-layers", "1",
+                                  "--d-model", "16", "--heads", "2", "--ff", "32"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(main, ["attention", "Ich möchte ein Bier.", "-c", str(out / "best.pt"),
+                                  "--out-dir", str(tmp_path / "att")])
+    assert result.exit_code == 0, result.output
+    pngs = sorted(p.name for p in (tmp_path / "att").iterdir())
+    assert pngs == ["cross_layer0_heads.png", "cross_layer0_mean.png", "decoder_self_layer0.png",
+                    "encoder_self_layer0.png", "encoder_self_layer1.png"]
+    result = runner.invoke(main, ["train", "--out-dir", str(out), "--no-progress", "--resume",
+                                  str(out / "best.pt")])
+    assert result.exit_code == 1 and "no training state" in result.output
+
+
 def test_clear_errors(tmp_path):
     runner = CliRunner()
     bad = tmp_path / "bad.pt"
