@@ -33,7 +33,7 @@ from .windows import shift_targets, sliding_windows
 log = logging.getLogger(__name__)
 
 CHECKPOINT_KIND = "forecaster.CausalTransformerForecaster"
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2  # 2: per-stock scalers and targets (panels)
 _SINGLE = "series"  # the name a single-stock fit files its statistics under
 
 
@@ -313,7 +313,7 @@ class CausalTransformerForecaster(BaseEstimator):
                 count += len(idx)
                 bar.update(len(idx))
             sched.step()
-            row = {"epoch": epoch, "train_loss": total / count,
+            row = {"epoch": epoch, "train_loss": total / count, "windows": count,
                    "windows_per_s": count / (time.perf_counter() - t0)}
             if len(val_starts):
                 out = self._forward_last(xw, torch.as_tensor(val_starts))

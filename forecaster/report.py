@@ -53,7 +53,10 @@ class Report:
         bt = pd.DataFrame({m: r.metrics for m, r in self.backtests.items()}).T
         if len(bt):
             table["ann_return"] = bt["annual_return"]
-            table["excess_vs_bench"] = bt["annual_return"] - self.benchmark_metrics["annual_return"]
+            # Each model against its own benchmark: same stocks and days as its backtest.
+            table["excess_vs_bench"] = pd.Series({
+                m: r.metrics["annual_return"] - r.benchmark_metrics["annual_return"]
+                for m, r in self.backtests.items()})
             table["sharpe"] = bt["sharpe"]
             table["max_dd"] = bt["max_drawdown"]
         return table

@@ -145,8 +145,20 @@ def point_forecast(pred) -> pd.Series:
 
 
 def _run_fold(fold: Fold, models: dict, train: dict, test: dict, threads: int, keep: bool):
-    """Fit every model on ``train`` and forecast the fold's days from ``test``."""
-    torch.set_num_threads(threads)
+    """Fit every model on ``train`` and forecast the fold's days from ``test``, with
+    ``threads`` torch threads (restored afterwards: with ``n_jobs=1`` this is the caller's
+    own process)."""
+    previous = torch.get_num_threads()
+    if threads != previous:
+        torch.set_num_threads(threads)
+    try:
+        return _fit_and_forecast(fold, models, train, test, keep)
+    finally:
+        if torch.get_num_threads() != previous:
+            torch.set_num_threads(previous)
+
+
+def _fit_and_forecast(fold: Fold, models: dict, train: dict, test: dict, keep: bool):
     rows, kept, skipped = [], {}, {}
     for name, template in models.items():
         model = clone(template)

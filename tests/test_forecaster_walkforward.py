@@ -118,6 +118,16 @@ def test_parallel_equals_serial(frames):
     pd.testing.assert_frame_equal(serial, parallel)
 
 
+def test_in_process_folds_restore_the_callers_thread_count(frames):
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        walk_forward(frames, {"zero": ZeroForecast()}, WalkForwardConfig(**CONFIG, n_jobs=1))
+        assert torch.get_num_threads() == 2  # folds ran with threads_per_task=1
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_output_frame(frames):
     res = walk_forward(frames, {"zero": ZeroForecast(), "mean": HistoricalMean()},
                        WalkForwardConfig(**CONFIG))
