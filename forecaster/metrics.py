@@ -402,7 +402,7 @@ def summarise(predictions: pd.DataFrame, by: Sequence[str] = ("model",), baselin
 
     Returns:
         The ``by`` columns plus the :func:`point_metrics` keys (pooled over all rows of the
-        group). With a ``code`` column, also the per-day cross-sectional IC summaries
+        group). With a ``code`` column (not among ``by``), also the per-day cross-sectional IC summaries
         ``daily_ic_*`` (Pearson) and ``daily_rank_ic_*`` (Spearman): ``_mean, _std, _ir,
         _ir_annual, _t, _hit_rate, _n_days``.
     """
@@ -411,7 +411,8 @@ def summarise(predictions: pd.DataFrame, by: Sequence[str] = ("model",), baselin
         baseline_for_dm = [baseline_for_dm]
     if baseline_for_dm and "model" not in by:
         raise ValueError("baseline_for_dm needs 'model' among the `by` columns")
-    panel = "code" in predictions.columns
+    # Cross-sectional IC needs several stocks a day: not within one stock's group.
+    panel = "code" in predictions.columns and "code" not in by
     has_mean = "mean_forecast" in predictions.columns
     rows = []
     for key, group in predictions.groupby(by, sort=True, dropna=False):

@@ -120,3 +120,4 @@ def test_backtest_panel(tmp_path):
     assert "equal-weight" in metrics["backtest"]["transformer"]["benchmark_name"]
     per_stock = pd.read_csv(tmp_path / "report" / "stock_metrics.csv")
     assert per_stock.groupby("model")["code"].nunique()["transformer"] == 6
+    assert not any(c.startswith("daily_") for c in per_stock.columns)  # no cross-section in one stock
