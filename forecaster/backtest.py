@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .metrics import TRADING_DAYS
 from .rules import CostModel, limit_matrix
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,6 @@ __all__ = [
 EXECUTIONS = ("next_open", "close")
 MODES = ("long_flat", "long_short")
 CORPORATE_ACTIONS = ("shares", "cash")
-TRADING_DAYS = 252
 TRADE_COLUMNS = [
     "date", "signal_date", "code", "side", "requested", "shares", "price", "value", "commission",
     "stamp_duty", "transfer_fee", "slippage_cost", "status", "reason",
@@ -148,6 +148,15 @@ class BacktestConfig:
             raise ValueError(f"rebalance_tolerance must be >= 0, got {self.rebalance_tolerance!r}")
         if not isinstance(self.costs, CostModel):
             raise ValueError(f"costs must be a CostModel, got {type(self.costs).__name__}")
+
+    @classmethod
+    def for_universe(cls, n_stocks: int, top_k: int | None = None, **kwargs) -> BacktestConfig:
+        """The walk-forward report's setting for ``n_stocks``: a panel holds the ``top_k`` best
+        forecasts (default a third of the stocks, at most 10) ranked whatever their sign; one
+        stock trades its own forecast past the threshold. ``kwargs``: the other fields."""
+        if n_stocks < 2:
+            return cls(top_k=None, top_k_above_threshold=True, **kwargs)
+        return cls(top_k=top_k or min(10, max(1, n_stocks // 3)), top_k_above_threshold=False, **kwargs)
 
 
 @dataclass

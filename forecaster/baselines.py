@@ -22,7 +22,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import Ridge
 from sklearn.preprocessing import StandardScaler
 
-from .features import log_returns
+from .features import log_returns, mask_suspended
 
 
 def _panel(data) -> dict[str, pd.DataFrame]:
@@ -35,10 +35,8 @@ def _unpanel(data, out: dict):
 
 def _returns(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """``(returns [days], usable as target [days])``; returns are 0 where unknown."""
-    r = log_returns(frame).to_numpy()
+    r = mask_suspended(log_returns(frame), frame).to_numpy()
     ok = ~np.isnan(r)
-    if "suspended" in frame.columns:
-        ok &= ~frame["suspended"].to_numpy()
     return np.nan_to_num(r), ok
 
 

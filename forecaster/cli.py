@@ -7,7 +7,6 @@ import logging
 from pathlib import Path
 
 import click
-import numpy as np
 import pandas as pd
 
 from .data import DataError, default_series_path, load_csv
@@ -130,6 +129,8 @@ def train(csv, out, features, on_bad, **params):
 @click.option("--device", default="auto", show_default=True)
 def predict(csv, run, out, device):
     """Forecast every day of CSV (default: the training CSV) and the next trading day."""
+    from .metrics import point_metrics
+
     run, path, frame, model = _open_run(run, csv, device)
     table = _predictions_table(model, frame)
     out = Path(out) if out else run / "predictions.csv"
@@ -139,10 +140,10 @@ def predict(csv, run, out, device):
     test = table[~table["in_training"] & table["actual"].notna() & ~table["suspended"]]
     col = "forecast" if "forecast" in table else table.columns[0]
     if len(test) > 2:
-        mse, zero = float(((test[col] - test["actual"]) ** 2).mean()), float((test["actual"] ** 2).mean())
-        click.echo(f"after the training cut-off ({len(test)} days): MSE {mse:.3e} vs zero forecast "
-                   f"{zero:.3e} (R^2 vs zero {1 - mse / zero:+.4f}), corr "
-                   f"{np.corrcoef(test[col], test['actual'])[0, 1]:+.3f}")
+        m = point_metrics(test[col], test["actual"])
+        click.echo(f"after the training cut-off ({m['n']} days): MSE {m['mse']:.3e} vs zero forecast "
+                   f"{float((test['actual'] ** 2).mean()):.3e} (R^2 vs zero {m['r2_oos_zero']:+.4f}), "
+                   f"corr {m['pearson_ic']:+.3f}")
     click.echo(f"wrote {len(table)} forecasts to {out}")
     click.echo(f"next trading day after {frame.index[-1].date()} ({nxt.index[0].date()} if no holiday): "
                f"{value}")
@@ -264,10 +265,9 @@ def backtest(data, out, features, scheme, train_days, retrain_every, purge, step
                                         seed=use_seed and horizon == 1))
         costs = CostModel(commission_rate=commission, min_commission=min_commission,
                           transfer_fee_rate=transfer_fee, slippage_bps=slippage_bps)
-        bt = BacktestConfig(capital=capital, execution=execution, mode=mode, threshold=threshold,
-                            top_k=(top_k or min(10, max(1, len(frames) // 3))) if panel else None,
-                            top_k_above_threshold=not panel, rebalance_every=rebalance_every,
-                            costs=costs)
+        bt = BacktestConfig.for_universe(len(frames), top_k, capital=capital, execution=execution,
+                                         mode=mode, threshold=threshold,
+                                         rebalance_every=rebalance_every, costs=costs)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"walk-forward: {len(models)} models, {scheme} window, refit every {retrain_every} days",

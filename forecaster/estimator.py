@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 
 from seq2seq.core import load_checkpoint, resolve_device, save_checkpoint
 
-from .features import FEATURES, make_features
+from .features import FEATURES, make_features, mask_suspended
 from .losses import LOSSES, gaussian_scale, masked_loss, n_outputs
 from .network import CausalTransformerNet, NetConfig
 from .windows import shift_targets, sliding_windows
@@ -167,10 +167,8 @@ class CausalTransformerForecaster(BaseEstimator):
         if lead:
             log.info("%s: first %d day(s) have no feature values (no previous day) and are skipped",
                      name, lead)
-        y = table["log_return"].to_numpy()[lead:]
+        y = mask_suspended(table["log_return"], frame).to_numpy()[lead:]
         valid = ~np.isnan(y)
-        if "suspended" in frame.columns:
-            valid &= ~frame["suspended"].to_numpy()[lead:]
         return _Series(name, frame.index[lead:], x.to_numpy()[lead:], y, valid)
 
     def _check_fitted(self) -> None:

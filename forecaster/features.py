@@ -40,6 +40,14 @@ def log_returns(frame: pd.DataFrame, source: str = "the data") -> pd.Series:
     return r.rename("log_return")
 
 
+def mask_suspended(values: pd.Series, frame: pd.DataFrame) -> pd.Series:
+    """``values`` ``[days]`` with suspended days set to NaN: a suspended day has no trade, so
+    its (zero) return is no outcome to train on or score."""
+    if "suspended" not in frame.columns:
+        return values
+    return values.where(~frame["suspended"].astype(bool).to_numpy())
+
+
 def _change_when_trading(values: pd.Series, trading: pd.Series) -> pd.Series:
     """``log1p`` change against the previous trading day; 0 on suspended days, whose volume
     and turnover are zero or empty and carry no information."""

@@ -11,6 +11,8 @@ import pandas as pd
 from seq2seq.plots import plt
 from seq2seq.plots import save_figure as _save
 
+from .features import log_returns
+
 
 def plot_forecast_vs_actual(forecast: pd.Series, actual: pd.Series, path: str | Path,
                             title: str = "") -> Path:
@@ -46,7 +48,8 @@ def plot_price_path(frame: pd.DataFrame, forecast: pd.Series, path: str | Path) 
     close = frame["close"].reindex(forecast.index)
     prev = frame["preclose"] if "preclose" in frame.columns else frame["close"].shift(1)
     implied = prev.reindex(forecast.index) * np.exp(forecast)
-    actual = np.log(frame["close"] / prev).reindex(forecast.index).fillna(0.0)
+    # Days without a return (the first one without preclose) add nothing to the cumulative sum.
+    actual = log_returns(frame).reindex(forecast.index).fillna(0.0)
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(12, 7), sharex=True)
     ax1.plot(close.index, close, lw=0.9, color="0.3", label="close")
     ax1.plot(implied.index, implied, lw=0.7, color="C1", label="previous close x exp(forecast)")

@@ -114,8 +114,7 @@ def build_report(result: WalkForwardResult, frames: dict[str, pd.DataFrame], mod
             ic[name] = ic_summary(daily[name])
     daily_ic_frame = pd.DataFrame(daily)
 
-    backtest = backtest or BacktestConfig(top_k=min(10, max(1, len(frames) // 3)) if panel else None,
-                                          top_k_above_threshold=not panel)
+    backtest = backtest or BacktestConfig.for_universe(len(frames))
     results = {}
     for name, g in result.predictions.reset_index().groupby("model"):
         forecast = g.pivot_table(index="date", columns="code", values="forecast", aggfunc="first")

@@ -4,8 +4,8 @@
   2023-08-28, 0.05% from that date), transfer fee and slippage. Fees are rounded to the cent
   (half up), as brokers bill them.
 * :func:`price_limit`: the daily limit as a fraction of the previous close, by board, date
-  and ST status; :func:`limit_prices` turns it into the exchange's limit prices
-  (``preclose * (1 +/- limit)`` rounded half up to 0.01).
+  and ST status (:func:`limit_matrix` for a whole panel); :func:`limit_prices` turns it into
+  the exchange's limit prices (``preclose * (1 +/- limit)`` rounded half up to 0.01).
 
 Listing-day rules (no limit on a new stock's first days) cannot be read off a code and a date;
 :func:`limit_matrix` treats a day whose own bar lies outside the band as a day without limits.
@@ -13,9 +13,7 @@ Listing-day rules (no limit on a new stock's first days) cannot be read off a co
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Decimal
 
 import numpy as np
 import pandas as pd
@@ -26,19 +24,14 @@ CHINEXT_REFORM = pd.Timestamp("2020-08-24")  # ChiNext registration reform: 10% 
 # Main-board risk-warning (ST / *ST) stocks moved from 5% to 10% limits on 2025-07-07.
 MAIN_BOARD_ST_CHANGE = pd.Timestamp("2025-07-07")
 
-BOARDS = ("main", "chinext", "star", "bse")
-
-
-def _cents(x: float) -> float:
-    """Round a non-negative amount half up to 0.01 (the epsilon absorbs binary error)."""
-    return math.floor(x * 100.0 + 0.5 + 1e-6) / 100.0
-
 
 def round_price(x):
-    """Round prices half up to 0.01, elementwise for arrays (``NaN``/``inf`` pass through).
+    """Round prices (and non-negative fees) half up to 0.01, elementwise for arrays
+    (``NaN``/``inf`` pass through); a scalar gives a ``float``.
 
     Exact for prices with at most four decimals (a two-decimal close times a two-decimal
-    factor), where binary rounding error is far below the epsilon used.
+    factor), where binary rounding error is far below the epsilon used: 10.05 at 10% -> 11.06
+    and 9.05, as the exchanges round.
     """
     arr = np.asarray(x, dtype=float)
     with np.errstate(invalid="ignore"):
@@ -102,10 +95,10 @@ class CostModel:
         if side not in SIDES:
             raise ValueError(f"side must be one of {SIDES}, got {side!r}")
         value = abs(float(value))
-        commission = max(_cents(self.commission_rate * value), float(self.min_commission))
-        stamp = _cents(self.stamp_duty_rate(date) * value) if side == "sell" else 0.0
+        commission = max(round_price(self.commission_rate * value), float(self.min_commission))
+        stamp = round_price(self.stamp_duty_rate(date) * value) if side == "sell" else 0.0
         return {"commission": commission, "stamp_duty": stamp,
-                "transfer_fee": _cents(self.transfer_fee_rate * value)}
+                "transfer_fee": round_price(self.transfer_fee_rate * value)}
 
     def fill_price(self, side: str, price: float) -> float:
         """The price after slippage: worse than ``price`` for the trader on either side."""
@@ -129,14 +122,15 @@ def board(code: str) -> str:
     return "main"
 
 
-def _limit(board_name: str, date: pd.Timestamp, is_st: bool) -> float:
-    if board_name == "bse":
-        return 0.30
-    if board_name == "star" or (board_name == "chinext" and date >= CHINEXT_REFORM):
-        return 0.20  # ST included: after the reform ST shares keep the board's 20%
-    if is_st and date < MAIN_BOARD_ST_CHANGE:
-        return 0.05  # main board, and ChiNext before the reform
-    return 0.10
+def _limit_fraction(boards: np.ndarray, dates: pd.DatetimeIndex, st: np.ndarray) -> np.ndarray:
+    """The rule itself: limits ``[days x stocks]`` from boards ``[stocks]``, dates ``[days]``
+    and ST flags ``[days x stocks]``."""
+    after_reform = (dates >= CHINEXT_REFORM)[:, None]
+    st_main = np.where((dates < MAIN_BOARD_ST_CHANGE)[:, None], 0.05, 0.10)
+    main_rule = np.where(st, st_main, 0.10)  # main board, and ChiNext before the reform
+    # STAR, and ChiNext after the reform, are 20% for ST shares too.
+    lim = np.where((boards == "star") | ((boards == "chinext") & after_reform), 0.20, main_rule)
+    return np.where(boards == "bse", 0.30, lim)
 
 
 def price_limit(code: str, date, is_st: bool | int = False) -> float:
@@ -146,20 +140,14 @@ def price_limit(code: str, date, is_st: bool | int = False) -> float:
     before; main board 0.10, ST 0.05 (0.10 from 2025-07-07); Beijing 0.30. New listings' no-limit
     days are not covered here (see :func:`limit_matrix`).
     """
-    return _limit(board(code), pd.Timestamp(date), bool(is_st))
+    lim = _limit_fraction(np.array([board(code)]), pd.DatetimeIndex([pd.Timestamp(date)]),
+                          np.array([[bool(is_st)]]))
+    return float(lim[0, 0])
 
 
 def limit_prices(preclose: float, limit: float) -> tuple[float, float]:
-    """``(limit_up, limit_down)``: ``preclose * (1 +/- limit)`` rounded half up to 0.01.
-
-    Decimal arithmetic on the prices' shortest decimal form, so ties round up exactly as the
-    exchanges do (10.05 at 10% -> 11.06 and 9.05).
-    """
-    p, lim = Decimal(repr(float(preclose))), Decimal(repr(float(limit)))
-    cent = Decimal("0.01")
-    up = (p * (1 + lim)).quantize(cent, rounding=ROUND_HALF_UP)
-    down = (p * (1 - lim)).quantize(cent, rounding=ROUND_HALF_UP)
-    return float(up), float(down)
+    """``(limit_up, limit_down)``: ``preclose * (1 +/- limit)`` rounded half up to 0.01."""
+    return round_price(preclose * (1.0 + limit)), round_price(preclose * (1.0 - limit))
 
 
 def limit_matrix(codes, dates: pd.DatetimeIndex, preclose: np.ndarray, is_st: np.ndarray,
@@ -178,12 +166,7 @@ def limit_matrix(codes, dates: pd.DatetimeIndex, preclose: np.ndarray, is_st: np
     """
     dates = pd.DatetimeIndex(dates)
     boards = np.array([board(c) for c in codes])
-    st = np.asarray(is_st, dtype=float) == 1
-    after_reform = (dates >= CHINEXT_REFORM)[:, None]
-    st_main = np.where((dates < MAIN_BOARD_ST_CHANGE)[:, None], 0.05, 0.10)
-    main_rule = np.where(st, st_main, 0.10)
-    lim = np.where((boards == "star") | ((boards == "chinext") & after_reform), 0.20, main_rule)
-    lim = np.where(boards == "bse", 0.30, lim)
+    lim = _limit_fraction(boards, dates, np.asarray(is_st, dtype=float) == 1)
     up = round_price(preclose * (1.0 + lim))
     down = round_price(preclose * (1.0 - lim))
     if high is not None and low is not None:

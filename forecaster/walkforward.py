@@ -25,7 +25,7 @@ from joblib import Parallel, delayed
 from sklearn.base import clone
 from tqdm.auto import tqdm
 
-from .features import log_returns
+from .features import log_returns, mask_suspended
 
 log = logging.getLogger(__name__)
 
@@ -244,9 +244,7 @@ def _actuals(panel: dict[str, pd.DataFrame]) -> pd.Series:
     forecast is scored on."""
     parts = []
     for code, frame in panel.items():
-        r = log_returns(frame, code)
-        if "suspended" in frame.columns:
-            r = r.where(~frame["suspended"])
+        r = mask_suspended(log_returns(frame, code), frame)
         parts.append(pd.Series(r.to_numpy(), index=pd.MultiIndex.from_arrays(
             [frame.index, [code] * len(frame)], names=["date", "code"])))
     return pd.concat(parts)

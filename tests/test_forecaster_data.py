@@ -9,7 +9,7 @@ import pytest
 
 from forecaster.data import DataError, SyntheticConfig, load_csv, load_dir, synthetic_prices
 from forecaster.data.synthetic import default_series_path
-from forecaster.features import UnadjustedReturnsWarning, log_returns, make_features
+from forecaster.features import UnadjustedReturnsWarning, log_returns, make_features, mask_suspended
 
 N = 25
 
@@ -153,6 +153,8 @@ def test_real_files_with_suspensions_and_st(ashare_dir):
         assert (susp["close"] == susp["preclose"]).all()  # suspended: no price change
         r = log_returns(frame)
         assert r.notna().all() and (r[frame["suspended"]] == 0).all()
+        target = mask_suspended(r, frame)  # what models train on and are scored against
+        assert target.isna().sum() == suspended and target[~frame["suspended"]].equals(r[~frame["suspended"]])
 
 
 def test_real_panel_loads(ashare_dir):

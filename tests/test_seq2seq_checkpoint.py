@@ -149,3 +149,17 @@ def test_averaging_writes_averaged_checkpoint(tmp_path):
     loaded = load_model(tmp_path / "averaged.pt")
     src = source_tensor(loaded.src_tokenizer.encode_batch(SRC))
     assert len(greedy_decode(loaded.model, src)) == 4
+
+
+def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
+    from seq2seq.core import atomic_write
+
+    path = tmp_path / "bars.csv"
+    with atomic_write(path, "w") as f:
+        f.write("date,close\n2024-01-02,10.5\n")
+    assert path.read_text(encoding="utf-8") == "date,close\n2024-01-02,10.5\n"
+    with pytest.raises(RuntimeError, match="disk full"), atomic_write(path, "w") as f:
+        f.write("date,close\n")
+        raise RuntimeError("disk full")
+    assert path.read_text(encoding="utf-8") == "date,close\n2024-01-02,10.5\n"  # untouched
+    assert [p.name for p in tmp_path.iterdir()] == ["bars.csv"]  # no temporary file left

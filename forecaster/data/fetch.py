@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
+
+from seq2seq.core import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +51,7 @@ def fetch_baostock(code: str, start: str, end: str, out: str | Path, adjustflag:
     if not rows:
         raise FetchError(f"baostock returned no rows for {code} between {start} and {end}")
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-    os.close(fd)
-    pd.DataFrame(rows, columns=rs.fields).to_csv(tmp, index=False)
-    os.replace(tmp, out)
+    with atomic_write(out, "w") as f:  # a failed write keeps any earlier file whole
+        pd.DataFrame(rows, columns=rs.fields).to_csv(f, index=False)
     log.info("wrote %d rows of %s to %s", len(rows), code, out)
     return out

@@ -4,7 +4,7 @@ Mask convention (everywhere): boolean, **True means "may attend"**.
 """
 
 from .attention import KVCache, MultiHeadAttention, scaled_dot_product_attention
-from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from .checkpoint import CheckpointError, atomic_write, load_checkpoint, save_checkpoint
 from .config import LayerConfig, StackConfig
 from .device import resolve_device
 from .dropout import Dropout, dropout
@@ -41,6 +41,7 @@ __all__ = [
     "load_checkpoint",
     "save_checkpoint",
     "CheckpointError",
+    "atomic_write",
     "resolve_device",
     "scaled_dot_product_attention",
     "sinusoidal_table",

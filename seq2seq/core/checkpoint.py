@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import torch
 
@@ -15,24 +17,35 @@ class CheckpointError(ValueError):
     """A checkpoint file is missing, corrupt, of another kind or of an unknown version."""
 
 
-def save_checkpoint(payload: dict[str, Any], path: str | Path, kind: str, version: int) -> Path:
-    """Write ``payload`` plus ``{"kind", "version"}`` to ``path`` atomically: a temporary file
-    in the same folder is written, flushed and renamed over the target, so a crash never
-    leaves a half-written checkpoint and an existing file is only replaced by a whole one."""
+@contextmanager
+def atomic_write(path: str | Path, mode: str = "wb") -> Iterator[IO]:
+    """Open a temporary file beside ``path`` for writing (``mode`` ``"wb"`` or ``"w"``; text is
+    UTF-8 with ``newline=""``, as the csv module and pandas want). When the block ends it is
+    flushed, synced and renamed over ``path``; on any error it is removed and ``path`` is left
+    as it was, so a crash never leaves a half-written file."""
+    if mode not in ("wb", "w"):
+        raise ValueError(f"atomic_write mode must be 'wb' or 'w', got {mode!r}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"kind": kind, "version": version, **payload}
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(data, f)
+        text = {} if mode == "wb" else {"encoding": "utf-8", "newline": ""}
+        with os.fdopen(fd, mode, **text) as f:
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return path
+
+
+def save_checkpoint(payload: dict[str, Any], path: str | Path, kind: str, version: int) -> Path:
+    """Write ``payload`` plus ``{"kind", "version"}`` to ``path`` atomically
+    (:func:`atomic_write`): an existing file is only ever replaced by a whole one."""
+    with atomic_write(path) as f:
+        torch.save({"kind": kind, "version": version, **payload}, f)
+    return Path(path)
 
 
 def load_checkpoint(path: str | Path, kind: str, versions: tuple[int, ...]) -> dict[str, Any]:
