@@ -232,6 +232,26 @@ def hln_factor(n: int, horizon: int) -> float:
     return math.sqrt(arg) if arg > 0 else math.nan
 
 
+def _long_run_variance(d: np.ndarray, lags: int, kernel: str = "bartlett") -> float:
+    """HAC long-run variance of a 1-D series ``d`` (no NaNs, order = time).
+
+    ``gamma_k = sum_t (d_t - dbar)(d_{t-k} - dbar) / n`` for ``k = 0..lags`` and
+    ``V = gamma_0 + 2 sum_{k=1}^{lags} w_k gamma_k``, with Bartlett (Newey-West) weights
+    ``w_k = 1 - k / (lags + 1)`` or rectangular weights ``w_k = 1`` (the DM kernel).
+    ``V / n`` is the HAC variance of the mean of ``d`` (statsmodels' ``cov_type="HAC"`` on a
+    constant with ``use_correction=False``). Bartlett's V is never negative; the rectangular one
+    can be.
+    """
+    if kernel not in ("bartlett", "rectangular"):
+        raise ValueError(f"kernel must be 'bartlett' or 'rectangular', got {kernel!r}")
+    n = len(d)
+    u = d - d.mean()
+    gammas = [float(np.dot(u[k:], u[: n - k])) / n for k in range(int(lags) + 1)]
+    if kernel == "rectangular":
+        return gammas[0] + 2.0 * sum(gammas[1:])
+    return gammas[0] + 2.0 * sum((1.0 - k / (lags + 1)) * g for k, g in enumerate(gammas[1:], start=1))
+
+
 def _dm_from_differential(d, horizon: int, use_correction: bool = True) -> dict[str, float]:
     """DM test on a loss-differential series ``d`` (NaNs dropped, order = time)."""
     if int(horizon) != horizon or horizon < 1:
@@ -245,10 +265,8 @@ def _dm_from_differential(d, horizon: int, use_correction: bool = True) -> dict[
     # need the h-1 autocovariances and a non-degenerate d (identical forecasts give d == 0)
     if n < 2 or horizon >= n or np.ptp(d) == 0:
         return out
-    u = d - d.mean()
     # autocovariances divided by n (DM 1995), rectangular weights over lags 1..h-1
-    gammas = [float(np.dot(u[k:], u[: n - k])) / n for k in range(horizon)]
-    v = gammas[0] + 2.0 * sum(gammas[1:])
+    v = _long_run_variance(d, horizon - 1, kernel="rectangular")
     if not v > 0:
         return out
     stat = float(d.mean() / math.sqrt(v / n))
@@ -438,3 +456,153 @@ def summarise(predictions: pd.DataFrame, by: Sequence[str] = ("model",), baselin
             row.update({f"{k}_vs_{base}": res[k] for k in ("dm_stat", "p_value", "p_value_better")})
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------------------------------
+# cross-section: paired IC test, quantile portfolios, IC by horizon
+
+
+def newey_west_lags(n: int, horizon: int = 1) -> int:
+    """Default HAC lags: ``max(horizon - 1, floor(4 (n / 100)^(2/9)))``.
+
+    The Newey-West (1994) rule of thumb, raised to ``h - 1`` because overlapping ``h``-day labels
+    make consecutive daily statistics MA(h-1) even without any predictability.
+    """
+    if int(horizon) != horizon or horizon < 1:
+        raise ValueError(f"horizon must be a positive integer, got {horizon!r}")
+    return max(int(horizon) - 1, math.floor(4.0 * (n / 100.0) ** (2.0 / 9.0))) if n > 0 else int(horizon) - 1
+
+
+def _hac_mean_test(d: np.ndarray, lags: int | None, horizon: int) -> dict[str, float]:
+    """Newey-West (Bartlett) t-test of ``mean(d) == 0``; ``d`` without NaNs, in time order.
+
+    Returns ``mean, t_stat, p_value`` (two-sided normal), ``p_value_greater`` (H1: mean > 0),
+    ``n``, ``lags``. Fewer than 3 observations, or a zero variance (e.g. ``d`` constant): NaN
+    statistic and p-values. Lags are capped at ``n - 1``.
+    """
+    n = len(d)
+    if lags is None:
+        lags = newey_west_lags(n, horizon)
+    elif int(lags) != lags or lags < 0:
+        raise ValueError(f"lags must be a non-negative integer or None, got {lags!r}")
+    lags = int(min(int(lags), max(n - 1, 0)))
+    out = {"mean": float(d.mean()) if n else math.nan, "t_stat": math.nan, "p_value": math.nan,
+           "p_value_greater": math.nan, "n": n, "lags": lags}
+    # a constant d (up to rounding) has no variance: the t-statistic is undefined, not huge
+    if n < 3 or np.ptp(d) <= 8 * np.finfo(float).eps * float(np.abs(d).max()):
+        return out
+    v = _long_run_variance(d, lags, kernel="bartlett")
+    if not v > 0:
+        return out
+    t = float(d.mean() / math.sqrt(v / n))
+    out.update(t_stat=t, p_value=float(2.0 * stats.norm.sf(abs(t))), p_value_greater=float(stats.norm.sf(t)))
+    return out
+
+
+def ic_difference_test(ic_model: pd.Series, ic_baseline: pd.Series, lags: int | None = None,
+                       horizon: int = 1) -> dict[str, float]:
+    """Paired Newey-West test that two daily IC series have the same mean.
+
+    Args:
+        ic_model, ic_baseline: daily IC series indexed by date (e.g. from :func:`daily_ic`); only
+            the dates both have with both values non-NaN are used (inner join), in date order.
+        lags: HAC lags; ``None`` = ``max(horizon - 1, floor(4 (n/100)^(2/9)))``
+            (:func:`newey_west_lags`). Capped at ``n - 1``.
+        horizon: label horizon in trading days (overlapping ``h``-day labels need ``h - 1`` lags).
+
+    Formulas:
+        ``d_t = ic_model_t - ic_baseline_t``, Bartlett weights ``w_k = 1 - k/(L+1)``,
+        ``V = gamma_0 + 2 sum_{k=1}^{L} w_k gamma_k`` (autocovariances divided by n),
+        ``t = mean(d) / sqrt(V / n)``, normal p-values; identical to statsmodels' OLS of d on a
+        constant with ``cov_type="HAC", cov_kwds={"maxlags": L, "use_correction": False}``.
+
+    Returns:
+        ``mean_diff``, ``t_stat``, ``p_value`` (two-sided), ``p_value_greater`` (one-sided,
+        H1: model IC > baseline IC), ``n_days``, ``lags``. With fewer than 3 common days, or a
+        constant difference (identical series give ``mean_diff = 0``), ``t_stat`` and the
+        p-values are NaN (not 0: the variance is zero, the statistic undefined).
+    """
+    both = pd.concat([pd.Series(ic_model, dtype=float), pd.Series(ic_baseline, dtype=float)],
+                     axis=1, join="inner").dropna().sort_index(kind="stable")
+    d = (both.iloc[:, 0] - both.iloc[:, 1]).to_numpy(dtype=float)
+    res = _hac_mean_test(d, lags, horizon)
+    return {"mean_diff": res["mean"], "t_stat": res["t_stat"], "p_value": res["p_value"],
+            "p_value_greater": res["p_value_greater"], "n_days": res["n"], "lags": res["lags"]}
+
+
+def quantile_returns(forecast: pd.DataFrame, actual: pd.DataFrame, n_quantiles: int = 5,
+                     min_stocks: int | None = None) -> pd.DataFrame:
+    """Mean realised return per forecast quantile, per day.
+
+    Args:
+        forecast, actual: ``[dates, stocks]`` frames, aligned on index and columns (inner join).
+        n_quantiles: number of groups.
+        min_stocks: days with fewer stocks valid (non-NaN) in both frames are dropped; default
+            ``n_quantiles``, and never fewer than ``n_quantiles`` (so no group is empty).
+
+    Each day the ``n`` valid stocks are ranked by forecast (ties broken by column order, so the
+    result is deterministic) and rank ``r = 1..n`` goes to group ``floor((r-1) Q / n) + 1``:
+    groups as equal as possible (sizes differ by at most one), 1 = lowest forecast. Vectorised
+    over days.
+
+    Returns:
+        ``[date x quantile]`` frame (columns ``1..Q``) of the mean ``actual`` per group.
+    """
+    q = int(n_quantiles)
+    if q != n_quantiles or q < 1:
+        raise ValueError(f"n_quantiles must be a positive integer, got {n_quantiles!r}")
+    min_n = max(q if min_stocks is None else int(min_stocks), q, 1)
+    f_df, a_df = forecast.align(actual, join="inner")
+    f_df, a_df = f_df.astype(float), a_df.astype(float)
+    valid = f_df.notna().to_numpy() & a_df.notna().to_numpy()
+    ranks = f_df.where(valid).rank(axis=1, method="first").to_numpy(dtype=float)
+    n = valid.sum(axis=1)
+    keep = n >= min_n
+    ranks, valid, n = ranks[keep], valid[keep], n[keep]
+    a = np.where(valid, a_df.to_numpy(dtype=float)[keep], 0.0)
+    # integer arithmetic: no rounding at the group edges
+    r0 = np.nan_to_num(ranks, nan=1.0).astype(np.int64) - 1  # 0-based rank among the valid stocks
+    bucket = np.where(valid, r0 * q // n[:, None], -1)
+    means = np.empty((len(n), q))
+    for g in range(q):  # loop over groups, not days
+        member = bucket == g
+        means[:, g] = (a * member).sum(axis=1) / member.sum(axis=1)
+    columns = pd.Index(range(1, q + 1), name="quantile")
+    return pd.DataFrame(means, index=f_df.index[keep], columns=columns)
+
+
+def quantile_summary(qret: pd.DataFrame, horizon: int = 1) -> dict:
+    """Summary of a :func:`quantile_returns` frame.
+
+    Returns:
+        ``mean``: list of the mean return per quantile (lowest forecast first, NaNs skipped);
+        ``spread``: mean over days of top minus bottom quantile; ``spread_t_stat``,
+        ``spread_p_value`` (two-sided normal), ``spread_p_value_greater`` (H1: spread > 0) from
+        the Newey-West test of :func:`ic_difference_test` with lags
+        ``max(horizon - 1, floor(4 (n/100)^(2/9)))``; ``lags``; ``monotonicity``: Spearman
+        correlation of quantile index and mean return (1 = increasing; NaN if the means are
+        constant or fewer than 2 are finite); ``n_days``: days with both extreme quantiles.
+    """
+    means = qret.astype(float).mean(axis=0)
+    spread_series = (qret.iloc[:, -1] - qret.iloc[:, 0]).astype(float).dropna().sort_index(kind="stable")
+    res = _hac_mean_test(spread_series.to_numpy(dtype=float), None, horizon)
+    finite = means.to_numpy(dtype=float)
+    idx = np.arange(1, len(finite) + 1)
+    ok = np.isfinite(finite)
+    mono = math.nan
+    if ok.sum() >= 2 and np.ptp(finite[ok]) > 0:
+        # Pearson of the ranks: exactly 1.0 for strictly increasing means (scipy may give 1 - eps)
+        mono = _corr(stats.rankdata(idx[ok]), stats.rankdata(finite[ok]))
+    return {"mean": [float(x) for x in finite], "spread": res["mean"], "spread_t_stat": res["t_stat"],
+            "spread_p_value": res["p_value"], "spread_p_value_greater": res["p_value_greater"],
+            "lags": res["lags"], "monotonicity": mono, "n_days": res["n"]}
+
+
+def ic_by_horizon(forecast: pd.DataFrame, labels: dict[int, pd.DataFrame]) -> pd.Series:
+    """Mean daily rank IC (:func:`daily_ic`, Spearman) of one forecast frame against each
+    horizon's label frame. Returns a Series indexed by horizon (sorted); NaN where no day has
+    enough stocks."""
+    values = {h: daily_ic(forecast, labels[h], method="spearman").mean() for h in sorted(labels)}
+    out = pd.Series(values, dtype=float, name="mean_rank_ic")
+    out.index.name = "horizon"
+    return out

@@ -218,3 +218,59 @@ def plot_dm(dm: pd.DataFrame, model: str, path: str | Path) -> Path:
     ax.set_title(f"Diebold-Mariano: {model} vs baseline (green: {model} better, red: worse)", fontsize=9)
     ax.legend()
     return _save(fig, path)
+
+
+def plot_quantile_returns(summary: dict[str, dict], path: str | Path, title: str = "") -> Path:
+    """Mean label return (bps) per forecast quantile, one bar group per quantile and one bar
+    colour per model, so monotonicity is visible at a glance.
+
+    Args:
+        summary: model name -> :func:`forecaster.metrics.quantile_summary` dict (uses ``mean``,
+            ``spread_t_stat`` and ``monotonicity``). NaN means leave a gap.
+    """
+    names = list(summary)
+    n_q = max((len(s.get("mean", [])) for s in summary.values()), default=0)
+    width = 0.8 / max(len(names), 1)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * n_q + 3), 4.2))
+    x = np.arange(1, n_q + 1)
+    for i, name in enumerate(names):
+        s = summary[name]
+        means = np.full(n_q, np.nan)
+        values = np.asarray(s.get("mean", []), dtype=float) * 1e4
+        means[: len(values)] = values
+        t, mono = s.get("spread_t_stat", np.nan), s.get("monotonicity", np.nan)
+        label = f"{name} (spread t {t:+.2f}, monotonicity {mono:+.2f})"
+        ok = np.isfinite(means)
+        ax.bar(x[ok] - 0.4 + width * (i + 0.5), means[ok], width=width, color=f"C{i % 10}", label=label)
+    ax.axhline(0, color="k", lw=0.5)
+    ax.set_xticks(x, [str(q) for q in x])
+    ax.set_xlabel("forecast quantile (1 = lowest forecast)")
+    ax.set_ylabel("mean label return (bps)")
+    ax.set_title(title or "mean label return per forecast quantile")
+    if names:
+        ax.legend(loc="upper left", fontsize=8)
+    return _save(fig, path)
+
+
+def plot_ic_by_horizon(table: pd.DataFrame, path: str | Path, title: str = "") -> Path:
+    """Mean daily rank IC against label horizon, one line per model.
+
+    Args:
+        table: index = model names, columns = horizons in trading days (e.g. 1, 5, 20),
+            values = mean rank IC. NaN cells are skipped (the line joins the remaining points).
+    """
+    horizons = np.asarray(table.columns, dtype=float)
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for i, (name, row) in enumerate(table.iterrows()):
+        values = row.to_numpy(dtype=float)
+        ok = np.isfinite(values)
+        ax.plot(horizons[ok], values[ok], marker="o", lw=1.2, color=f"C{i % 10}", label=str(name))
+    ax.axhline(0, color="k", lw=0.5)
+    if len(horizons):
+        ax.set_xticks(horizons, [f"{h:g}" for h in horizons])
+    ax.set_xlabel("horizon (trading days)")
+    ax.set_ylabel("mean daily rank IC")
+    ax.set_title(title or "rank IC by label horizon")
+    if len(table.index):
+        ax.legend(loc="best", fontsize=8)
+    return _save(fig, path)

@@ -18,7 +18,18 @@ import numpy as np
 import pandas as pd
 
 from .backtest import BacktestConfig, run_backtest
-from .metrics import daily_ic, dm_table, ic_summary, summarise
+from .labels import by_forecast_date, tradeable_label
+from .metrics import (
+    daily_ic,
+    dm_table,
+    ic_by_horizon,
+    ic_difference_test,
+    ic_summary,
+    quantile_returns,
+    quantile_summary,
+    summarise,
+)
+from .panel import Panel
 from .walkforward import WalkForwardResult
 
 log = logging.getLogger(__name__)
@@ -40,6 +51,10 @@ class Report:
     backtests: dict
     verdict: list[str]
     notes: list[str] = field(default_factory=list)
+    ic_close: dict[str, dict] = field(default_factory=dict)
+    ic_tests: pd.DataFrame = field(default_factory=pd.DataFrame)
+    quantiles: dict[str, dict] = field(default_factory=dict)
+    ic_horizons: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def summary_table(self) -> pd.DataFrame:
         """One row per model: forecast scores, DM p-value vs the main model, backtest."""
@@ -48,6 +63,13 @@ class Report:
         if self.ic:
             table["daily_rank_ic"] = pd.Series({m: v["mean_ic"] for m, v in self.ic.items()})
             table["icir"] = pd.Series({m: v["icir"] for m, v in self.ic.items()})
+        if len(self.ic_tests):
+            tests = self.ic_tests.set_index("baseline")
+            table[f"ic_diff_p({self.model} vs)"] = tests["p_value"]
+        if self.quantiles:
+            table["q_spread"] = pd.Series({m: q["spread"] for m, q in self.quantiles.items()})
+        if self.ic_close:
+            table["rank_ic_close"] = pd.Series({m: v["mean_ic"] for m, v in self.ic_close.items()})
         dm = self.dm.set_index("baseline")["p_value"] if len(self.dm) else pd.Series(dtype=float)
         table[f"dm_p({self.model} vs)"] = dm
         bt = pd.DataFrame({m: r.metrics for m, r in self.backtests.items()}).T
@@ -105,14 +127,28 @@ def build_report(result: WalkForwardResult, frames: dict[str, pd.DataFrame], mod
     dm = (dm_table(pred[pred["model"].isin(returns_models)], model, baselines, horizon=horizon)
           if model in returns_models and baselines else pd.DataFrame())
 
-    ic, daily = {}, {}
+    ic, daily, ic_close, quantiles, horizons, tests = {}, {}, {}, {}, {}, []
     if panel:
         actual = pred.pivot_table(index="date", columns="code", values="actual", aggfunc="first")
+        close = ("actual_close" in pred.columns and
+                 pred.pivot_table(index="date", columns="code", values="actual_close", aggfunc="first"))
+        labels = _horizon_labels(frames, result) if result.config.label == "tradeable" else {}
         for name, g in pred.groupby("model"):
             f = g.pivot_table(index="date", columns="code", values="forecast", aggfunc="first")
             daily[name] = daily_ic(f, actual, method="spearman")
             ic[name] = ic_summary(daily[name])
+            if close is not False:
+                ic_close[name] = ic_summary(daily_ic(f, close, method="spearman"))
+            quantiles[name] = quantile_summary(quantile_returns(f, actual), horizon=horizon)
+            if labels:
+                horizons[name] = ic_by_horizon(f, labels)
+        if model in daily:
+            for name in daily:
+                if name != model:
+                    tests.append({"baseline": name, **ic_difference_test(daily[model], daily[name],
+                                                                         horizon=horizon)})
     daily_ic_frame = pd.DataFrame(daily)
+    ic_tests = pd.DataFrame(tests)
 
     backtest = backtest or BacktestConfig.for_universe(len(frames))
     results = {}
@@ -126,15 +162,42 @@ def build_report(result: WalkForwardResult, frames: dict[str, pd.DataFrame], mod
             continue
         results[name] = run_backtest({c: frames[c] for c in forecast.columns}, forecast, backtest)
 
-    verdict = _verdict(model, overall, dm, ic, results)
-    notes = [f"{n_suspended} forecast rows on suspended days were not scored"]
+    verdict = _verdict(model, overall if model in returns_models else overall.iloc[:0], dm, ic,
+                       results, ic_tests, horizon)
+    label = ("tradeable" if result.config.label == "tradeable" else "close-to-close")
+    notes = [f"{n_suspended} forecast rows without a scoreable {label} outcome (suspended, no bar, "
+             "limit-up at entry, or beyond the data) were not scored"]
     if panel:
+        notes.append(_ic_meaning(result.config, horizon))
         notes.append("the universe is today's index constituents: averages over it carry "
                      "survivorship bias")
-    return Report(model, overall, per_fold, per_stock, dm, ic, daily_ic_frame, results, verdict, notes)
+    return Report(model, overall, per_fold, per_stock, dm, ic, daily_ic_frame, results, verdict, notes,
+                  ic_close, ic_tests, quantiles, pd.DataFrame(horizons).T)
 
 
-def _verdict(model: str, overall: pd.DataFrame, dm: pd.DataFrame, ic: dict, backtests: dict) -> list[str]:
+def _horizon_labels(frames: dict[str, pd.DataFrame], result: WalkForwardResult,
+                    horizons=(1, 5, 20)) -> dict[int, pd.DataFrame]:
+    """Tradeable labels ``[date x code]`` by forecast date for several horizons."""
+    grid = Panel.from_frames(frames)
+    out = {}
+    for h in horizons:
+        label, _ = tradeable_label(grid, h, result.config.execution)
+        out[h] = pd.DataFrame(by_forecast_date(label), index=grid.dates, columns=list(grid.codes))
+    return out
+
+
+def _ic_meaning(config, horizon: int) -> str:
+    if config.label != "tradeable":
+        return "IC is measured on each day's close-to-close log return"
+    leg = ("the next open to the open" if config.execution == "next_open" else "the close to the close")
+    return (f"daily rank IC = the Spearman correlation, across the stocks of a day, between a model's "
+            f"score and the return from {leg} {horizon} trading day(s) later (what a strategy trading "
+            "on the score earns before costs); 0.03-0.05 is typical of useful equity factors, and a "
+            "score is only as good as how consistently it is positive (ICIR = mean / std)")
+
+
+def _verdict(model: str, overall: pd.DataFrame, dm: pd.DataFrame, ic: dict, backtests: dict,
+             ic_tests: pd.DataFrame | None = None, horizon: int = 1) -> list[str]:
     """Plain sentences on whether the model beat the simple alternatives."""
     lines = []
     row = overall.set_index("model").loc[model] if model in set(overall["model"]) else None
@@ -152,15 +215,36 @@ def _verdict(model: str, overall: pd.DataFrame, dm: pd.DataFrame, ic: dict, back
                      f"Diebold-Mariano stat {stat:+.2f}, p = {p:.3f}")
         lines.append(f"{model} sign hit rate {row['hit_rate']:.1%} (binomial p = {row['binomial_p']:.3f})")
     if ic and model in ic:
-        best = max(ic, key=lambda m: ic[m]["mean_ic"])
-        lines.append(f"{model} daily rank IC {ic[model]['mean_ic']:+.4f} (ICIR {ic[model]['icir']:+.3f}); "
-                     f"best rank IC: {best} {ic[best]['mean_ic']:+.4f}")
+        others = {m: v for m, v in ic.items() if m != model and np.isfinite(v["mean_ic"])}
+        best = max(others, key=lambda m: others[m]["mean_ic"]) if others else None
+        line = f"{model} daily rank IC {ic[model]['mean_ic']:+.4f} (ICIR {ic[model]['icir']:+.3f})"
+        if best is not None:
+            line += f"; best baseline: {best} {ic[best]['mean_ic']:+.4f} (ICIR {ic[best]['icir']:+.3f})"
+        lines.append(line)
+        if best is not None and ic_tests is not None and len(ic_tests):
+            t = ic_tests.set_index("baseline").loc[best]
+            if t["p_value"] < 0.05:
+                word = "significantly beats" if t["mean_diff"] > 0 else "is significantly WORSE than"
+            else:
+                word = "does NOT significantly beat" if t["mean_diff"] > 0 else "does NOT beat"
+            lines.append(f"{model} {word} the best baseline {best}: daily rank IC difference "
+                         f"{t['mean_diff']:+.4f}, Newey-West t {t['t_stat']:+.2f}, p = {t['p_value']:.3f}")
+            wins = ic_tests[(ic_tests["mean_diff"] > 0) & (ic_tests["p_value"] < 0.05)]
+            lines.append(f"{model} beats {len(wins)} of {len(ic_tests)} other models significantly "
+                         "(rank IC, p < 0.05)")
     if model in backtests:
         m, b = backtests[model].metrics, backtests[model].benchmark_metrics
         lines.append(f"{model} strategy after costs: annual return {m['annual_return']:+.2%}, "
                      f"Sharpe {m['sharpe']:.2f}, max drawdown {m['max_drawdown']:.1%}; benchmark "
                      f"({backtests[model].benchmark}) {b['annual_return']:+.2%}, Sharpe {b['sharpe']:.2f}")
     return lines
+
+
+def _shown_models(report: Report, n: int = 5) -> list[str]:
+    """The main model and the best others by rank IC (plots with every model are unreadable)."""
+    others = sorted((m for m in report.ic if m != report.model),
+                    key=lambda m: -np.nan_to_num(report.ic[m]["mean_ic"], nan=-1))
+    return [report.model, *others[: n - 1]] if report.model in report.ic else others[:n]
 
 
 def _jsonable(x):
@@ -216,6 +300,14 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
                                             f"{report.model}: walk-forward forecasts, all stocks"))
     files.append(plots.plot_rolling_ic(pred, report.daily_ic, out / "rolling_ic.png"))
     files.append(plots.plot_fold_metrics(report.per_fold, out / "fold_metrics.png"))
+    if report.quantiles:
+        shown = {m: report.quantiles[m] for m in _shown_models(report) if m in report.quantiles}
+        files.append(plots.plot_quantile_returns(shown, out / "quantile_returns.png",
+                                                 "mean tradeable return per score quintile"))
+    if len(report.ic_horizons):
+        files.append(plots.plot_ic_by_horizon(report.ic_horizons.loc[[m for m in _shown_models(report)
+                                                                      if m in report.ic_horizons.index]],
+                                              out / "ic_by_horizon.png"))
     if len(report.dm):
         files.append(plots.plot_dm(report.dm, report.model, out / "dm_pvalues.png"))
     metrics = {
@@ -225,6 +317,11 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
         "overall": report.overall,
         "diebold_mariano": report.dm,
         "daily_rank_ic": report.ic,
+        "daily_rank_ic_close_to_close": report.ic_close,
+        "rank_ic_difference_tests": report.ic_tests,
+        "quantile_returns": report.quantiles,
+        "ic_by_horizon": ({m: {str(h): v for h, v in row.items()} for m, row in report.ic_horizons.iterrows()}
+                          if len(report.ic_horizons) else {}),
         "backtest": {name: {"strategy": r.metrics, "benchmark": r.benchmark_metrics,
                             "benchmark_name": r.benchmark} for name, r in report.backtests.items()},
         "folds": result.folds,

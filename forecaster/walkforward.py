@@ -26,10 +26,14 @@ from sklearn.base import clone
 from tqdm.auto import tqdm
 
 from .features import log_returns, mask_suspended
+from .interface import input_kind
+from .labels import EXECUTIONS, by_forecast_date, close_to_close, tradeable_label
+from .panel import Panel
 
 log = logging.getLogger(__name__)
 
 SCHEMES = ("expanding", "rolling")
+LABELS = ("tradeable", "close")
 
 
 @dataclass
@@ -49,6 +53,12 @@ class WalkForwardConfig:
         n_jobs: parallel processes (joblib semantics, -1 = all cores).
         threads_per_task: torch threads inside each task.
         start, end: optional bounds (dates) on the forecast days.
+        label: what ``actual`` is. ``"tradeable"``: the return a strategy earns from the
+            execution on the forecast date to the execution ``horizon`` days later (see
+            :mod:`forecaster.labels`; masked where the trade cannot be made), with the
+            close-to-close return of the same days as ``actual_close``. ``"close"``: the
+            close-to-close log return of the day forecast (the single-stock models' target).
+        execution: ``"next_open"`` or ``"close"``, for the tradeable label.
     """
 
     scheme: str = "expanding"
@@ -64,6 +74,8 @@ class WalkForwardConfig:
     start: str | None = None
     end: str | None = None
     progress: bool = True
+    label: str = "tradeable"
+    execution: str = "next_open"
 
     def __post_init__(self) -> None:
         if self.scheme not in SCHEMES:
@@ -77,6 +89,10 @@ class WalkForwardConfig:
         if self.purge < self.horizon:
             raise ValueError(f"purge ({self.purge}) must be at least the horizon ({self.horizon}): "
                              "otherwise the last training target overlaps the first forecast")
+        if self.label not in LABELS:
+            raise ValueError(f"label must be one of {LABELS}, got {self.label!r}")
+        if self.execution not in EXECUTIONS:
+            raise ValueError(f"execution must be one of {EXECUTIONS}, got {self.execution!r}")
         if self.n_jobs == 0:
             raise ValueError("n_jobs must not be 0 (use 1 for serial, -1 for all cores)")
 
@@ -123,7 +139,8 @@ class WalkForwardResult:
 
     Attributes:
         predictions: index ``date`` (the day forecast); columns ``code, model, fold,
-            forecast, actual`` (``actual`` is the day's log return, NaN on suspended days).
+            forecast, actual`` and, with the tradeable label, ``actual_close`` (see
+            :class:`WalkForwardConfig`; NaN where no outcome can be scored).
         folds: one row per fold (train_start, train_end, test_start, test_end, n_test_days,
             n_stocks).
         models: ``{(fold, name): fitted model}`` when run with ``keep_models=True``.
@@ -145,6 +162,7 @@ def point_forecast(pred) -> pd.Series:
 
 
 def _run_fold(fold: Fold, models: dict, train: dict, test: dict, threads: int, keep: bool):
+    """``train``/``test``: ``{"frames": {code: frame}, "panel": Panel or None}``."""
     """Fit every model on ``train`` and forecast the fold's days from ``test``, with
     ``threads`` torch threads (restored afterwards: with ``n_jobs=1`` this is the caller's
     own process)."""
@@ -162,16 +180,28 @@ def _fit_and_forecast(fold: Fold, models: dict, train: dict, test: dict, keep: b
     rows, kept, skipped = [], {}, {}
     for name, template in models.items():
         model = clone(template)
+        panel_model = input_kind(model) == "panel"
         try:
-            model.fit(train)
+            model.fit(train["panel"] if panel_model else train["frames"])
         except ValueError as exc:  # e.g. too little history for this model on this fold
             skipped[(fold.fold, name)] = str(exc)
+            continue
+        if panel_model:
+            # One (date, code) Series for every stock; keep the fold's forecast days.
+            long = model.predict(test["panel"])
+            long = long[long.index.get_level_values("date").isin(fold.test_days)].dropna()
+            rows.append(pd.DataFrame({"code": long.index.get_level_values("code"), "model": name,
+                                      "fold": fold.fold, "forecast": long.to_numpy()},
+                                     index=pd.DatetimeIndex(long.index.get_level_values("date"))))
+            if keep:
+                kept[(fold.fold, name)] = model
             continue
         # A model may leave out stocks it had too little training data for (excluded_).
         left_out = set(getattr(model, "excluded_", ()))
         if left_out:
             skipped[(fold.fold, f"{name}:stocks")] = f"left out {sorted(left_out)}"
-        preds = model.predict({c: f for c, f in test.items() if c in train and c not in left_out})
+        frames = train["frames"]
+        preds = model.predict({c: f for c, f in test["frames"].items() if c in frames and c not in left_out})
         for code, pred in preds.items():
             point = point_forecast(pred).reindex(fold.test_days).dropna()
             rows.append(pd.DataFrame({"code": code, "model": name, "fold": fold.fold,
@@ -188,15 +218,20 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame], models: dict,
 
     Args:
         data: one canonical frame, or a panel ``{code: frame}``.
-        models: ``{name: estimator}`` with ``fit(panel)`` / ``predict(panel) -> {code: Series}``
-            (the forecaster, baselines, ``PerStock(...)``); cloned for each fold.
+        models: ``{name: estimator}``, cloned for each fold. Frame models (the single-stock
+            forecaster, time-series baselines, ``PerStock(...)``) get ``{code: frame}`` and
+            return ``{code: Series}``; panel models (``input_kind = "panel"``: the panel
+            Transformer, factor scores, gradient boosting) get a
+            :class:`~forecaster.panel.Panel` slice and return a ``(date, code)`` Series.
         config: fold layout and parallelism.
         keep_models: also return each fold's fitted models (for inspection and tests).
     """
     config = config or WalkForwardConfig()
     panel = dict(data) if isinstance(data, Mapping) else {str(data["code"].iloc[0]): data}
-    calendar = pd.DatetimeIndex(sorted(set().union(*(f.index for f in panel.values()))), name="date")
+    grid = Panel.from_frames(panel)  # the one aligned panel: panel models' input and the labels
+    calendar = grid.dates
     folds = make_folds(calendar, config)
+    any_panel = any(input_kind(m) == "panel" for m in models.values())
     tasks = []
     for fold in folds:
         train, test = {}, {}
@@ -207,17 +242,23 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame], models: dict,
             train[code] = rows
             first = frame.index.searchsorted(fold.test_days[0])
             test[code] = frame.iloc[max(0, first - config.margin_days) :].loc[: fold.test_days[-1]]
-        tasks.append((fold, train, test))
-    n_stocks = {fold.fold: len(train) for fold, train, _ in tasks}
-    empty = [fold.fold for fold, train, _ in tasks if not train]
+        train_panel = test_panel = None
+        if any_panel and train:
+            codes = sorted(train)
+            first = max(0, int(calendar.searchsorted(fold.test_days[0])) - config.margin_days)
+            train_panel = grid.slice(fold.train_start, fold.cut).take(codes)
+            test_panel = grid.slice(calendar[first], fold.test_days[-1]).take(codes)
+        tasks.append((fold, {"frames": train, "panel": train_panel}, {"frames": test, "panel": test_panel}))
+    n_stocks = {fold.fold: len(train["frames"]) for fold, train, _ in tasks}
+    empty = [fold.fold for fold, train, _ in tasks if not train["frames"]]
     if empty:
         log.warning("%d fold(s) have no stock with %d training days: %s", len(empty),
                     config.min_stock_days, empty)
     jobs = (delayed(_run_fold)(fold, models, train, test, config.threads_per_task, keep_models)
-            for fold, train, test in tasks if train)
+            for fold, train, test in tasks if train["frames"])
     results = Parallel(n_jobs=config.n_jobs, return_as="generator_unordered")(jobs)
     rows, kept, skipped = [], {}, {}
-    with tqdm(total=sum(1 for _, t, _ in tasks if t), desc="walk-forward", unit="fold",
+    with tqdm(total=sum(1 for _, t, _ in tasks if t["frames"]), desc="walk-forward", unit="fold",
               disable=not config.progress, dynamic_ncols=True) as bar:
         for _, fold_rows, fold_kept, fold_skipped in results:
             rows.extend(fold_rows)
@@ -230,13 +271,24 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame], models: dict,
         raise ValueError("no model produced any forecast")
     predictions = pd.concat(rows)
     predictions.index.name = "date"
-    actual = _actuals(panel)
-    predictions["actual"] = actual.reindex(
-        pd.MultiIndex.from_arrays([predictions.index, predictions["code"]])).to_numpy()
+    keys = pd.MultiIndex.from_arrays([predictions.index, predictions["code"]])
+    if config.label == "tradeable":
+        label, _ = tradeable_label(grid, config.horizon, config.execution)
+        predictions["actual"] = _long(by_forecast_date(label), grid).reindex(keys).to_numpy()
+        predictions["actual_close"] = _long(by_forecast_date(close_to_close(grid, config.horizon)),
+                                            grid).reindex(keys).to_numpy()
+    else:
+        predictions["actual"] = _actuals(panel).reindex(keys).to_numpy()
     predictions = (predictions.reset_index()
                    .sort_values(["model", "code", "date"], kind="stable").set_index("date"))
     folds_table = pd.DataFrame([{**f.as_row(), "n_stocks": n_stocks[f.fold]} for f in folds])
     return WalkForwardResult(predictions, folds_table, config, kept, skipped)
+
+
+def _long(values, panel: Panel) -> pd.Series:
+    """``[D, N]`` values as a Series indexed by ``(date, code)``."""
+    index = pd.MultiIndex.from_product([panel.dates, panel.codes], names=["date", "code"])
+    return pd.Series(values.ravel(), index=index)
 
 
 def _actuals(panel: dict[str, pd.DataFrame]) -> pd.Series:

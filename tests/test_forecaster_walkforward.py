@@ -130,7 +130,7 @@ def test_in_process_folds_restore_the_callers_thread_count(frames):
 
 def test_output_frame(frames):
     res = walk_forward(frames, {"zero": ZeroForecast(), "mean": HistoricalMean()},
-                       WalkForwardConfig(**CONFIG))
+                       WalkForwardConfig(**CONFIG, label="close"))
     p = res.predictions
     assert p.index.name == "date" and list(p.columns) == ["code", "model", "fold", "forecast", "actual"]
     assert set(p["fold"]) == set(res.folds["fold"])
@@ -138,6 +138,13 @@ def test_output_frame(frames):
     f = frames["sh.600000"]
     row = p[(p["code"] == "sh.600000") & (p["model"] == "zero")].iloc[3]
     assert row["actual"] == pytest.approx(np.log(f.loc[row.name, "close"] / f.loc[row.name, "preclose"]))
+    # The default label is what a next-open strategy earns: open of the day -> next open.
+    tradeable = walk_forward(frames, {"zero": ZeroForecast()}, WalkForwardConfig(**CONFIG)).predictions
+    assert list(tradeable.columns)[-2:] == ["actual", "actual_close"]
+    row = tradeable[tradeable["code"] == "sh.600000"].iloc[3]
+    nxt = f.index[f.index.get_loc(row.name) + 1]
+    if not (f.loc[row.name, "suspended"] or f.loc[nxt, "suspended"]):
+        assert row["actual"] == pytest.approx(np.log(f.loc[nxt, "open"] / f.loc[row.name, "open"]))
     # Each fold's forecasts lie after its cut-off plus the purge.
     merged = p.reset_index().merge(res.folds, on="fold")
     assert (merged["date"] > merged["train_end"]).all()

@@ -1,0 +1,73 @@
+"""Per-day cross-sectional losses for ranking models: every loss compares the scores of the
+stocks of one day with that day's (normalised) labels, averaged over days.
+
+Shapes: ``scores``, ``labels`` ``[days, stocks]``; ``mask`` ``[days, stocks]`` bool (True =
+a stock with a label that day). Days with fewer than two stocks carry no ranking information
+and are left out.
+"""
+
+from __future__ import annotations
+
+import torch
+
+RANK_LOSSES = ("mse", "ic", "pairwise", "listnet")
+
+
+def _day_weights(mask: torch.Tensor) -> torch.Tensor:
+    return (mask.sum(1) >= 2).to(torch.float32)
+
+
+def mse_loss(scores, labels, mask):
+    """Mean squared error on the normalised labels, over all stock-days."""
+    w = mask.to(scores.dtype)
+    return (((scores - labels.nan_to_num()) ** 2) * w).sum() / w.sum().clamp_min(1.0)
+
+
+def ic_loss(scores, labels, mask):
+    """Minus the mean over days of the Pearson correlation of scores and labels."""
+    w = mask.to(scores.dtype)
+    n = w.sum(1, keepdim=True).clamp_min(1.0)
+    y = labels.nan_to_num()
+    s_c = (scores - (scores * w).sum(1, keepdim=True) / n) * w
+    y_c = (y - (y * w).sum(1, keepdim=True) / n) * w
+    corr = (s_c * y_c).sum(1) / ((s_c.pow(2).sum(1) * y_c.pow(2).sum(1)).sqrt() + 1e-8)
+    days = _day_weights(mask)
+    return -(corr * days).sum() / days.sum().clamp_min(1.0)
+
+
+def pairwise_loss(scores, labels, mask, n_pairs: int = 2048, generator=None):
+    """Logistic loss on sampled pairs of stocks of the same day: the better label should
+    score higher (RankNet). ``n_pairs`` per day keeps the cost linear in the stocks."""
+    B, S = scores.shape
+    i = torch.randint(S, (B, n_pairs), generator=generator).to(scores.device)
+    j = torch.randint(S, (B, n_pairs), generator=generator).to(scores.device)
+    y = labels.nan_to_num()
+    ok = mask.gather(1, i) & mask.gather(1, j)
+    diff_y = y.gather(1, i) - y.gather(1, j)
+    ok &= diff_y != 0
+    diff_s = scores.gather(1, i) - scores.gather(1, j)
+    per = torch.nn.functional.softplus(-torch.sign(diff_y) * diff_s)
+    w = ok.to(scores.dtype)
+    return (per * w).sum() / w.sum().clamp_min(1.0)
+
+
+def listnet_loss(scores, labels, mask, temperature: float = 1.0):
+    """ListNet: cross-entropy between the softmax of the labels and of the scores per day."""
+    neg = torch.finfo(scores.dtype).min
+    target = torch.softmax((labels.nan_to_num() / temperature).masked_fill(~mask, neg), dim=1)
+    logp = torch.log_softmax(scores.masked_fill(~mask, neg), dim=1)
+    per_day = -(target * logp.masked_fill(~mask, 0.0)).sum(1)
+    days = _day_weights(mask)
+    return (per_day * days).sum() / days.sum().clamp_min(1.0)
+
+
+def rank_loss(name: str, scores, labels, mask, generator=None):
+    if name == "mse":
+        return mse_loss(scores, labels, mask)
+    if name == "ic":
+        return ic_loss(scores, labels, mask)
+    if name == "pairwise":
+        return pairwise_loss(scores, labels, mask, generator=generator)
+    if name == "listnet":
+        return listnet_loss(scores, labels, mask)
+    raise ValueError(f"loss must be one of {RANK_LOSSES}, got {name!r}")
