@@ -5,9 +5,8 @@ each day from data strictly before it (``horizon`` days ahead). Fitted state (me
 coefficients, scalers) comes only from the data given to ``fit``.
 
 Return forecasts: :class:`ZeroForecast`, :class:`HistoricalMean`, :class:`ARForecast`,
-:class:`RidgeForecast` (and :class:`forecaster.seed.SeedRecipe`).
-Cross-sectional factor scores (for rank IC and top-k portfolios, not return forecasts):
-:class:`Reversal`, :class:`Momentum`, :class:`LowVolatility`.
+:class:`RidgeForecast` (and :class:`forecaster.seed.SeedRecipe`). The cross-sectional
+factor scores of panels live in :mod:`forecaster.panel_baselines`.
 """
 
 from __future__ import annotations
@@ -156,50 +155,9 @@ class RidgeForecast(_Baseline):
         return self._shifted(signal)
 
 
-class _Factor(_Baseline):
-    """A price factor: a cross-sectional score, not a return forecast."""
-
-    is_return_forecast = False
-
-
-class Reversal(_Factor):
-    """Minus the log return of the last ``days`` days: recent losers score high."""
-
-    def __init__(self, days=1, horizon=1):
-        self.days = days
-        self.horizon = horizon
-
-    def _predict_one(self, frame, params):
-        r, _ = _returns(frame)
-        return self._shifted(-pd.Series(r).rolling(self.days).sum().to_numpy())
-
-
-class Momentum(_Factor):
-    """The log return of the last ``days`` days: recent winners score high."""
-
-    def __init__(self, days=20, horizon=1):
-        self.days = days
-        self.horizon = horizon
-
-    def _predict_one(self, frame, params):
-        r, _ = _returns(frame)
-        return self._shifted(pd.Series(r).rolling(self.days).sum().to_numpy())
-
-
-class LowVolatility(_Factor):
-    """Minus the standard deviation of the last ``days`` daily returns: calm stocks score high."""
-
-    def __init__(self, days=20, horizon=1):
-        self.days = days
-        self.horizon = horizon
-
-    def _predict_one(self, frame, params):
-        r, _ = _returns(frame)
-        return self._shifted(-pd.Series(r).rolling(self.days).std().to_numpy())
-
-
-def default_baselines(panel: bool, window: int = 60, horizon: int = 1, seed: bool = True) -> dict:
-    """The baselines of a walk-forward run: return forecasts, plus price factors for panels."""
+def default_baselines(window: int = 60, horizon: int = 1, seed: bool = True) -> dict:
+    """The time-series baselines of a single-stock walk-forward run (panels:
+    :func:`forecaster.presets.panel_models`)."""
     from .seed import SeedRecipe
 
     models = {
@@ -211,13 +169,6 @@ def default_baselines(panel: bool, window: int = 60, horizon: int = 1, seed: boo
     if seed:
         # Three epochs per fold: the recipe's faults, not its training length, are the point.
         models["seed"] = PerStock(SeedRecipe(max_epochs=3, random_state=0))
-    if panel:
-        models.update({
-            "reversal_1d": Reversal(1, horizon=horizon),
-            "reversal_5d": Reversal(5, horizon=horizon),
-            "momentum_20d": Momentum(20, horizon=horizon),
-            "low_vol_20d": LowVolatility(20, horizon=horizon),
-        })
     return models
 
 

@@ -178,20 +178,28 @@ def plot(csv, run, out, device):
 @main.command()
 @click.argument("data", required=False, type=click.Path(exists=True))
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Report folder to write.")
-@click.option("--window", default=40, show_default=True, help="Input days per forecast.")
-@click.option("--features", default="log_return", show_default=True,
-              help=f"Comma-separated inputs from: {', '.join(FEATURES)}.")
-@click.option("--d-model", default=32, show_default=True)
-@click.option("--heads", "n_heads", default=4, show_default=True)
-@click.option("--layers", "n_layers", default=2, show_default=True)
-@click.option("--epochs", "max_epochs", default=8, show_default=True, help="Max epochs per fold.")
-@click.option("--patience", default=3, show_default=True)
-@click.option("--batch-size", default=256, show_default=True)
+@click.option("--window", type=int, default=None,
+              help="Input days per forecast [panel model: 20; one stock: 40].")
+@click.option("--features", default=None,
+              help="Comma-separated inputs [panel: every feature of forecaster.factors the columns allow; "
+                   f"one stock: log_return, from {', '.join(FEATURES)}].")
+@click.option("--d-model", type=int, default=None, help="[panel 32, one stock 32]")
+@click.option("--heads", "n_heads", type=int, default=None, help="[4]")
+@click.option("--layers", "n_layers", type=int, default=None, help="[2]")
+@click.option("--epochs", "max_epochs", type=int, default=None,
+              help="Max epochs per fold [panel 20, one stock 8].")
+@click.option("--patience", type=int, default=None, help="[panel 4, one stock 3]")
+@click.option("--lr", type=float, default=None, help="[1e-3]")
+@click.option("--loss", type=click.Choice(["ic", "mse", "pairwise", "listnet"]), default=None,
+              help="Panel model: per-day loss [ic].")
+@click.option("--cross-stock/--no-cross-stock", default=None,
+              help="Panel model: attention across the stocks of a day [off].")
+@click.option("--n-seeds", type=int, default=None, help="Panel model: ensemble size [1].")
+@click.option("--batch-size", default=256, show_default=True, help="One stock: windows per step.")
 @click.option("--train-stride", type=int, default=None,
-              help="Train on every n-th window [1 for one stock, window/4 for panels].")
-@click.option("--lr", default=1e-3, show_default=True)
-@click.option("--positional", type=click.Choice(["sinusoidal", "learned", "rotary"]), default="sinusoidal",
-              show_default=True)
+              help="One stock / --per-stock: train on every n-th window [1].")
+@click.option("--positional", type=click.Choice(["sinusoidal", "learned", "rotary", "none"]), default=None,
+              help="Positions [panel: rotary (or none); one stock: sinusoidal, learned or rotary].")
 @click.option("--scheme", type=click.Choice(["expanding", "rolling"]), default="expanding", show_default=True)
 @click.option("--train-days", default=500, show_default=True,
               help="Days before the first cut-off (the window length when rolling).")
@@ -199,18 +207,20 @@ def plot(csv, run, out, device):
               help="Days between refits (21 ~ monthly, 63 ~ quarterly).")
 @click.option("--purge", type=int, default=None, help="Days from cut-off to first forecast [horizon].")
 @click.option("--step", default=1, show_default=True, help="Forecast every n-th day of each fold.")
-@click.option("--horizon", default=1, show_default=True)
+@click.option("--horizon", default=1, show_default=True,
+              help="Label horizon H: panels score the return from the next open to the open H days later.")
 @click.option("--jobs", "n_jobs", default=-1, show_default=True, help="Parallel processes (-1: all cores).")
 @click.option("--seed-recipe/--no-seed-recipe", default=None,
               help="Include the seed recipe baseline [on for one stock, off for panels: it is slow].")
-@click.option("--per-stock", is_flag=True, help="Also fit one Transformer per stock (panels).")
+@click.option("--per-stock", is_flag=True,
+              help="Panels: also fit one single-stock Transformer per stock (slow).")
 @click.option("--execution", type=click.Choice(["next_open", "close"]), default="next_open",
               show_default=True, help="next_open: trade at the open after the forecast; close: idealised.")
 @click.option("--mode", type=click.Choice(["long_flat", "long_short"]), default="long_flat",
               show_default=True)
 @click.option("--threshold", default=0.0, show_default=True, help="Go long when the forecast exceeds it.")
 @click.option("--top-k", type=int, default=None, help="Panels: hold the k best forecasts [n/3, at most 10].")
-@click.option("--rebalance-every", default=1, show_default=True)
+@click.option("--rebalance-every", type=int, default=None, help="Days between rebalances [horizon].")
 @click.option("--capital", default=1_000_000.0, show_default=True, help="CNY.")
 @click.option("--commission", default=0.00025, show_default=True, help="Commission rate, both sides.")
 @click.option("--min-commission", default=5.0, show_default=True, help="CNY per trade.")
@@ -221,16 +231,21 @@ def plot(csv, run, out, device):
 @click.option("--on-bad", type=click.Choice(["raise", "drop"]), default="raise", show_default=True)
 def backtest(data, out, features, scheme, train_days, retrain_every, purge, step, horizon, n_jobs,
              seed_recipe, per_stock, execution, mode, threshold, top_k, rebalance_every, capital,
-             commission, min_commission, transfer_fee, slippage_bps, on_bad, **params):
+             commission, min_commission, transfer_fee, slippage_bps, on_bad, loss, cross_stock, n_seeds,
+             **params):
     """Walk-forward evaluation against baselines, then an A-share backtest and a report.
 
-    DATA is one CSV (one stock) or a folder of CSVs (a panel: one global model, scored per
-    stock and across stocks); default: the embedded synthetic series.
+    DATA is one CSV (one stock: the single-stock Transformer and time-series baselines on
+    close-to-close returns) or a folder of CSVs (a panel: the cross-sectional panel
+    Transformer against factor scores, a composite, gradient boosting and ridge on the same
+    features, scored by daily rank IC on the tradeable label); default: the embedded
+    synthetic series.
     """
     from .backtest import BacktestConfig
     from .baselines import PerStock, default_baselines
     from .data import load_dir
     from .estimator import CausalTransformerForecaster
+    from .presets import panel_models
     from .report import build_report, write_report
     from .rules import CostModel
     from .walkforward import WalkForwardConfig, walk_forward
@@ -248,34 +263,57 @@ def backtest(data, out, features, scheme, train_days, retrain_every, purge, step
         frames = {str(frame["code"].iloc[0]): frame}
         source = str(path.resolve())
     panel = len(frames) > 1
-    if params["train_stride"] is None:
-        params["train_stride"] = max(1, params["window"] // 4) if panel else 1
+    feature_list = tuple(f.strip() for f in features.split(",")) if features else None
+    given = {k: v for k, v in params.items() if v is not None}
     try:
+        if panel:
+            panel_params = {k: v for k, v in given.items()
+                            if k in ("window", "d_model", "n_heads", "n_layers", "max_epochs", "patience",
+                                     "lr", "positional")}
+            panel_params.update({k: v for k, v in (("loss", loss), ("cross_stock", cross_stock),
+                                                   ("n_seeds", n_seeds), ("features", feature_list))
+                                 if v is not None})
+            models = panel_models(horizon=horizon, execution=execution, random_state=params["random_state"],
+                                  device=params["device"], **panel_params)
+            models["transformer"]._validate_params()
+            window = models["transformer"].window
+        single = dict(window=40, d_model=32, n_heads=4, n_layers=2, max_epochs=8, patience=3,
+                      lr=1e-3, train_stride=1, positional="sinusoidal")
+        single.update({k: v for k, v in given.items()
+                       if k in single or k in ("batch_size", "device", "random_state")})
+        net = CausalTransformerForecaster(features=feature_list or ("log_return",), horizon=horizon,
+                                          progress=False, **single)
+        net._validate_params()
+        if not panel:
+            models = {"transformer": net}
+            window = net.window
+            use_seed = True if seed_recipe is None else seed_recipe
+            models.update(default_baselines(window=window, horizon=horizon, seed=use_seed and horizon == 1))
+        else:
+            if per_stock:
+                models["transformer_per_stock"] = PerStock(net)
+            if seed_recipe and horizon == 1:
+                models["seed"] = default_baselines(seed=True)["seed"]
         wf = WalkForwardConfig(scheme=scheme, train_days=train_days, retrain_every=retrain_every,
                                purge=purge, step=step, horizon=horizon, n_jobs=n_jobs,
-                               margin_days=max(130, 2 * params["window"] + 10))
-        net = CausalTransformerForecaster(features=tuple(f.strip() for f in features.split(",")),
-                                          horizon=horizon, progress=False, **params)
-        net._validate_params()
-        models = {"transformer": net}
-        if per_stock and panel:
-            models["transformer_per_stock"] = PerStock(net)
-        use_seed = (not panel) if seed_recipe is None else seed_recipe
-        models.update(default_baselines(panel, window=params["window"], horizon=horizon,
-                                        seed=use_seed and horizon == 1))
+                               margin_days=max(130, 2 * window + 10),
+                               label="tradeable" if panel else "close", execution=execution)
         costs = CostModel(commission_rate=commission, min_commission=min_commission,
                           transfer_fee_rate=transfer_fee, slippage_bps=slippage_bps)
         bt = BacktestConfig.for_universe(len(frames), top_k, capital=capital, execution=execution,
                                          mode=mode, threshold=threshold,
-                                         rebalance_every=rebalance_every, costs=costs)
+                                         rebalance_every=rebalance_every or horizon, costs=costs)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"walk-forward: {len(models)} models, {scheme} window, refit every {retrain_every} days",
                err=True)
     result = walk_forward(frames, models, wf)
     report = build_report(result, frames, models, "transformer", bt, horizon)
-    files = write_report(report, result, out, extra={"data": source, "model_params": params})
-    with pd.option_context("display.width", 160, "display.max_columns", 20,
+    files = write_report(report, result, out, extra={"data": source, "model_params": {
+        name: {k: (list(v) if isinstance(v, tuple) else v) for k, v in m.get_params(deep=False).items()
+               if not hasattr(v, "get_params")}
+        for name, m in models.items() if name.startswith("transformer")}})
+    with pd.option_context("display.width", 200, "display.max_columns", 20,
                            "display.float_format", "{:+.4f}".format):
         click.echo(report.summary_table().to_string())
     click.echo("")

@@ -1,8 +1,9 @@
 """The dataset handler of the panel models (Qlib's handler + dataset, in one small room):
-features, their processor, labels and the windows a network reads, for one panel.
+features, their processor, labels and the day batches a network reads, for one panel.
 
-Shapes: features ``[days, stocks, features]``; a day batch of windows
-``[days, stocks, window, features]``; labels and masks ``[days, stocks]``, rows by signal day.
+Shapes: features ``[days, stocks, features]``; a batch of consecutive days gives the network
+``x [stocks, context + days, features]`` (each day's output needs ``context`` earlier days);
+labels and masks ``[days, stocks]``, rows by signal day.
 """
 
 from __future__ import annotations
@@ -19,57 +20,76 @@ from .panel import Panel
 
 
 @dataclass
-class WindowData:
-    """Processed inputs of one panel, ready to be cut into day batches.
+class SequenceData:
+    """Processed inputs of one panel, ready to be cut into batches of consecutive days.
 
     Attributes:
         dates, codes: the panel's calendar ``[D]`` and stocks ``[N]``.
-        windows: ``[D, N, F, L]`` view over the zero-padded processed features.
-        present: ``[D, N]`` a stock has an input window that day (it has a bar and at least
-            ``window`` days since its first bar).
+        X: ``[context + D, N, F]`` processed features, zero-padded in front.
+        context: days of history each output needs.
+        present: ``[D, N]`` a stock is scored that day (it has a bar and ``min_days`` days
+            since its first bar).
         label: ``[D, N]`` raw tradeable label (NaN where none), or None when not needed.
         target: ``[D, N]`` the per-day normalised label the loss sees.
     """
 
     dates: pd.DatetimeIndex
     codes: np.ndarray
-    windows: torch.Tensor
+    X: torch.Tensor
+    context: int
     present: np.ndarray
     label: np.ndarray | None = None
     target: np.ndarray | None = None
 
     def batch(self, days: np.ndarray) -> tuple[torch.Tensor, ...]:
-        """``(x [B, N, L, F], target [B, N], mask [B, N], present [B, N])`` for signal days."""
+        """For consecutive signal days ``days``: ``(x [S, context + B, F], target [B, S],
+        mask [B, S], present [B, S], stocks [S])``, ``S`` being the stocks present on any of
+        the days (absent ones cost nothing)."""
         days = np.asarray(days)
-        x = self.windows[torch.as_tensor(days)].permute(0, 1, 3, 2)
-        present = torch.as_tensor(self.present[days])
+        first, last = int(days[0]), int(days[-1])
+        if last - first + 1 != len(days):
+            raise ValueError("a batch must hold consecutive days")
+        present = self.present[first:last + 1]
+        stocks = np.flatnonzero(present.any(axis=0))
+        x = self.X[first:last + 1 + self.context, stocks].transpose(0, 1)  # padded rows: +context
+        present_t = torch.as_tensor(present[:, stocks])
         if self.target is None:
-            target = torch.zeros(present.shape)
-            mask = torch.zeros(present.shape, dtype=torch.bool)
+            target = torch.zeros(present_t.shape)
+            mask = torch.zeros(present_t.shape, dtype=torch.bool)
         else:
-            y = self.target[days]
-            mask = torch.as_tensor(np.isfinite(y)) & present
+            y = self.target[first:last + 1][:, stocks]
+            mask = torch.as_tensor(np.isfinite(y)) & present_t
             target = torch.as_tensor(np.nan_to_num(y), dtype=torch.float32)
-        return x.contiguous(), target, mask, present
+        return x.contiguous(), target, mask, present_t, torch.as_tensor(stocks)
 
 
-def input_present(panel: Panel, window: int) -> np.ndarray:
-    """``[D, N]``: the stock has a bar on the day and ``window`` days since its first bar."""
+def input_present(panel: Panel, min_days: int) -> np.ndarray:
+    """``[D, N]``: the stock has a bar on the day and ``min_days`` days since its first bar."""
     since = np.cumsum(panel.listed, axis=0)
-    return panel.listed & (since >= window)
+    return panel.listed & (since >= min_days)
 
 
-def build_windows(panel: Panel, features: tuple[str, ...], processor, window: int,
-                  horizon: int | None = None, execution: str = "next_open",
-                  label_norm: str = "rank", drop_tails: float = 0.0) -> WindowData:
-    """Features processed by the (fitted) ``processor``, windows, and with ``horizon`` the
-    labels."""
+def build_sequences(panel: Panel, features: tuple[str, ...], processor, context: int, min_days: int,
+                    horizon: int | None = None, execution: str = "next_open",
+                    label_norm: str = "rank", drop_tails: float = 0.0) -> SequenceData:
+    """Features processed by the (fitted) ``processor`` and, with ``horizon``, the labels."""
     X = processor.transform(feature_tensor(panel, features))
-    padded = np.concatenate([np.zeros((window - 1,) + X.shape[1:], dtype=np.float32), X])
-    windows = torch.from_numpy(padded).unfold(0, window, 1)  # [D, N, F, L], a view
-    data = WindowData(panel.dates, panel.codes, windows, input_present(panel, window))
+    padded = np.concatenate([np.zeros((context,) + X.shape[1:], dtype=np.float32), X])
+    data = SequenceData(panel.dates, panel.codes, torch.from_numpy(padded), context,
+                        input_present(panel, min_days))
     if horizon is not None:
         label, _ = tradeable_label(panel, horizon, execution)
         data.label = label
         data.target = normalise_per_day(label, label_norm, drop_tails)
     return data
+
+
+def day_blocks(days: np.ndarray, size: int) -> list[np.ndarray]:
+    """Split sorted day indices into runs of at most ``size`` consecutive days."""
+    if not len(days):
+        return []
+    breaks = np.flatnonzero(np.diff(days) != 1) + 1
+    blocks = []
+    for run in np.split(days, breaks):
+        blocks.extend(run[i:i + size] for i in range(0, len(run), size))
+    return blocks

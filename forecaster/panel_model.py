@@ -20,7 +20,7 @@ from sklearn.exceptions import NotFittedError
 
 from seq2seq.core import load_checkpoint, resolve_device, save_checkpoint
 
-from .dataset import WindowData, build_windows
+from .dataset import SequenceData, build_sequences, day_blocks
 from .factors import DEFAULT_FEATURES, FEATURES, available_features, feature_tensor, lookback
 from .labels import EXECUTIONS, LABEL_NORMS
 from .metrics import daily_ic
@@ -62,7 +62,8 @@ class PanelTransformer(BaseEstimator):
     """Rank the stocks of each day by their expected tradeable return ``horizon`` days ahead.
 
     Args:
-        window: days of features per stock and day.
+        window: days each attention layer looks back over (the stack sees
+            ``n_layers * (window - 1) + 1`` days of features per stock and day).
         horizon: H >= 1; the label runs from the execution after the signal day to the
             execution H trading days later.
         execution: ``"next_open"`` or ``"close"`` (how the label is earned).
@@ -72,10 +73,12 @@ class PanelTransformer(BaseEstimator):
             ``"rank"`` (per-day ranks across stocks).
         label_norm: per-day label normalisation for training (``"rank"``, ``"zscore"``).
         drop_tails: share of each day's labels cut from each tail before training.
-        d_model, n_heads, n_layers, d_ff, dropout, positional: the causal encoder.
+        d_model, n_heads, n_layers, d_ff, dropout: the causal encoder.
+        positional: ``"rotary"`` (relative positions) or ``"none"``.
         cross_stock: one attention layer across the stocks of a day after the encoder.
         loss: ``"ic"``, ``"mse"``, ``"pairwise"`` or ``"listnet"`` (per-day).
-        max_epochs, days_per_batch, lr, weight_decay, patience: the training loop.
+        max_epochs, days_per_batch, lr, weight_decay, patience: the training loop (a batch is
+            ``days_per_batch`` consecutive days of every stock).
         val_fraction: the latest share of training days held out for early stopping on the
             mean daily rank IC (with a gap of ``horizon + 1`` days so that no validation label
             overlaps a training one).
@@ -91,8 +94,8 @@ class PanelTransformer(BaseEstimator):
 
     def __init__(self, window=20, horizon=1, execution="next_open", features=None, norm="robust",
                  label_norm="rank", drop_tails=0.0, d_model=32, n_heads=4, n_layers=2, d_ff=64,
-                 dropout=0.1, positional="sinusoidal", cross_stock=False, loss="ic", max_epochs=20,
-                 days_per_batch=4, lr=1e-3, weight_decay=1e-2, patience=4, val_fraction=0.2,
+                 dropout=0.1, positional="rotary", cross_stock=False, loss="ic", max_epochs=20,
+                 days_per_batch=8, lr=1e-3, weight_decay=1e-2, patience=4, val_fraction=0.2,
                  n_seeds=1, device="auto", random_state=0, progress=False):
         self.window = window
         self.horizon = horizon
@@ -170,8 +173,8 @@ class PanelTransformer(BaseEstimator):
             raise ValueError("no feature can be computed from the data's columns")
         device = resolve_device(self.device)
         processor = make_processor(self.norm).fit(feature_tensor(panel, names), panel.dates)
-        data_ = build_windows(panel, names, processor, self.window, self.horizon, self.execution,
-                              self.label_norm, self.drop_tails)
+        self.net_config_ = self._net_config(len(names))
+        data_ = self._sequences(panel, names, processor, with_labels=True)
         usable = (np.isfinite(data_.target) & data_.present).sum(axis=1) >= 2
         # Rows before the longest feature lookback have mostly empty inputs.
         usable[: min(lookback(names), panel.n_days)] = False
@@ -185,7 +188,6 @@ class PanelTransformer(BaseEstimator):
         fit_days = days[: len(days) - n_val - (gap if n_val else 0)]
         self.features_ = names
         self.processor_ = processor
-        self.net_config_ = self._net_config(len(names))
         self.device_ = device
         self.train_end_ = panel.dates[-1]
         self.nets_, self.histories_, self.best_epochs_ = [], [], []
@@ -195,32 +197,39 @@ class PanelTransformer(BaseEstimator):
                 torch.manual_seed(seed)
                 net = PanelTransformerNet(self.net_config_).to(device)
                 validate = (lambda net=net: self._val_ic(net, data_, val_days)) if n_val else None
-                history, best = train_days(net, data_.batch, fit_days, validate, self._loop_config(),
-                                           seed, device, self.progress, f"fit seed {seed}")
+                history, best = train_days(net, data_.batch, day_blocks(fit_days, self.days_per_batch),
+                                           validate, self._loop_config(), seed, device, self.progress,
+                                           f"fit seed {seed}")
             self.nets_.append(net)
             self.histories_.append(history)
             self.best_epochs_.append(best)
         return self
 
+    def _sequences(self, panel: Panel, names, processor, with_labels: bool = False) -> SequenceData:
+        config = self.net_config_
+        return build_sequences(panel, names, processor, config.context, min_days=self.window,
+                               horizon=self.horizon if with_labels else None, execution=self.execution,
+                               label_norm=self.label_norm, drop_tails=self.drop_tails)
+
     @torch.no_grad()
-    def _scores(self, nets, data: WindowData, rows: np.ndarray, chunk: int = 16) -> np.ndarray:
-        """Ensemble scores ``[len(rows), N]`` (NaN where no input)."""
+    def _scores(self, nets, data: SequenceData, rows: np.ndarray, chunk: int = 64) -> np.ndarray:
+        """Ensemble scores ``[len(rows), N]`` (NaN where not present) for consecutive rows."""
         out = np.full((len(rows), len(data.codes)), np.nan)
         for net in nets:
             net.eval()
-        for start in range(0, len(rows), chunk):
-            days = rows[start:start + chunk]
-            x, _, _, present = data.batch(days)
+        for block in day_blocks(rows, chunk):
+            x, _, _, present, stocks = data.batch(block)
             present_np = present.numpy()
             total = np.zeros(present_np.shape)
             for net in nets:
                 s = net(x.to(self.device_), present.to(self.device_)).double().cpu().numpy()
                 s = np.where(present_np, s, np.nan)
                 total += np.nan_to_num(standardise_per_day(s)) if len(nets) > 1 else s
-            out[start:start + len(days)] = np.where(present_np, total / len(nets), np.nan)
+            at = np.searchsorted(rows, block)
+            out[np.ix_(at, stocks.numpy())] = np.where(present_np, total / len(nets), np.nan)
         return out
 
-    def _val_ic(self, net, data: WindowData, days: np.ndarray) -> float:
+    def _val_ic(self, net, data: SequenceData, days: np.ndarray) -> float:
         was = net.training
         scores = self._scores([net], data, days)
         net.train(was)
@@ -228,10 +237,10 @@ class PanelTransformer(BaseEstimator):
         return float(ic.mean()) if len(ic) else float("nan")
 
     # ------------------------------------------------------------------ prediction
-    def _windows(self, data) -> tuple[Panel, WindowData]:
+    def _windows(self, data) -> tuple[Panel, SequenceData]:
         self._check_fitted()
         panel = as_panel(data)
-        return panel, build_windows(panel, self.features_, self.processor_, self.window)
+        return panel, self._sequences(panel, self.features_, self.processor_)
 
     def predict(self, data) -> pd.Series:
         """Scores for every (forecast date, code) the data allows: row ``t``'s inputs end at

@@ -1,10 +1,10 @@
 """The training loop of the panel models: batches of whole days, a per-day ranking loss,
 early stopping on the validation tail's mean daily rank IC, best weights restored.
 
-The loop knows nothing about features or labels: it asks ``batch(days)`` for tensors
-``x [days, stocks, window, features]``, ``labels [days, stocks]``, ``mask [days, stocks]``
-(stocks with a label) and ``present [days, stocks]`` (stocks with an input window), and
-``validate()`` for a score where higher is better.
+The loop knows nothing about features or labels: it asks ``batch(days)`` (a block of
+consecutive days) for ``x`` (whatever the network takes), ``labels [days, stocks]``,
+``mask [days, stocks]`` (stocks with a label) and ``present [days, stocks]`` (stocks the
+network scores), and ``validate()`` for a score where higher is better.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class LoopConfig:
     Attributes:
         loss: one of ``ranking_losses.RANK_LOSSES``.
         max_epochs: passes over the training days.
-        days_per_batch: trading days per optimiser step (all their stocks together).
+        days_per_batch: consecutive trading days per optimiser step (all their stocks).
         lr, weight_decay: AdamW; weight decay applies to weight matrices only, not to biases,
             norms or embeddings of positions.
         grad_clip: max gradient norm.
@@ -66,10 +66,11 @@ def param_groups(net: nn.Module, weight_decay: float) -> list[dict]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
 
 
-def train_days(net: nn.Module, batch: Callable, days: np.ndarray, validate: Callable[[], float] | None,
-               config: LoopConfig, seed: int, device: torch.device, progress: bool = False,
-               desc: str = "fit") -> tuple[list[dict], int]:
-    """Train ``net`` on the signal days ``days``; returns ``(history, best_epoch)``.
+def train_days(net: nn.Module, batch: Callable, blocks: list[np.ndarray],
+               validate: Callable[[], float] | None, config: LoopConfig, seed: int, device: torch.device,
+               progress: bool = False, desc: str = "fit") -> tuple[list[dict], int]:
+    """Train ``net`` on ``blocks`` of consecutive signal days (one optimiser step each, in a
+    new random order every epoch); returns ``(history, best_epoch)``.
 
     With ``validate``, the weights of the epoch with the best validation score are restored;
     without, the last epoch's are kept.
@@ -79,16 +80,14 @@ def train_days(net: nn.Module, batch: Callable, days: np.ndarray, validate: Call
     gen = torch.Generator().manual_seed(seed)
     history: list[dict] = []
     best, best_state, best_epoch, stale = -math.inf, None, 0, 0
-    steps = math.ceil(len(days) / config.days_per_batch)
+    steps = len(blocks)
     bar = tqdm(total=config.max_epochs * steps, unit="step", desc=desc, disable=not progress,
                dynamic_ncols=True, leave=False)
     for epoch in range(1, config.max_epochs + 1):
         net.train()
         t0, total = time.perf_counter(), 0.0
-        order = days[torch.randperm(len(days), generator=gen).numpy()]
-        for start in range(0, len(order), config.days_per_batch):
-            chunk = order[start:start + config.days_per_batch]
-            x, labels, mask, present = (t.to(device) for t in batch(chunk))
+        for b in torch.randperm(steps, generator=gen).tolist():
+            x, labels, mask, present = (t.to(device) for t in batch(blocks[b])[:4])
             loss = rank_loss(config.loss, net(x, present), labels, mask, generator=gen)
             opt.zero_grad(set_to_none=True)
             loss.backward()

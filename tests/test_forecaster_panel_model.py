@@ -83,14 +83,34 @@ def test_cross_stock_attention_ignores_absent_stocks(one_thread):
     from forecaster.panel_net import PanelNetConfig, PanelTransformerNet
 
     torch.manual_seed(0)
-    net = PanelTransformerNet(PanelNetConfig(n_features=3, window=5, d_model=8, n_heads=2, d_ff=16,
-                                             cross_stock=True)).eval()
-    x = torch.randn(2, 6, 5, 3)
+    config = PanelNetConfig(n_features=3, window=5, d_model=8, n_heads=2, d_ff=16, cross_stock=True)
+    net = PanelTransformerNet(config).eval()
+    x = torch.randn(6, config.context + 2, 3)  # 6 stocks, two scored days
     present = torch.tensor([[True] * 4 + [False] * 2, [True] * 6])
     out = net(x, present)
     x2 = x.clone()
-    x2[0, 4:] = 100.0  # garbage in the absent stocks' inputs
-    assert torch.equal(out, net(x2, present)) and (out[0, 4:] == 0).all()
+    x2[4:, -2] = 100.0  # garbage in the absent stocks' inputs of the first day
+    again = net(x2, present)
+    assert torch.allclose(out[0], again[0], atol=1e-6) and (out[0, 4:] == 0).all()
+    assert not torch.allclose(out[1], again[1])  # the second day does see them (causally)
+
+
+def test_sequence_network_depends_on_its_context_only(one_thread):
+    from forecaster.panel_net import PanelNetConfig, PanelTransformerNet
+
+    torch.manual_seed(0)
+    config = PanelNetConfig(n_features=3, window=4, d_model=8, n_heads=2, n_layers=2, d_ff=16)
+    net = PanelTransformerNet(config).eval()
+    x = torch.randn(5, 40, 3)  # 5 stocks, 40 days
+    days = 40 - config.context
+    full = net(x, torch.ones(days, 5, dtype=torch.bool))
+    # The last day computed from just its context equals the same day within a long batch.
+    last = net(x[:, -config.context - 1:], torch.ones(1, 5, dtype=torch.bool))
+    assert torch.allclose(full[-1], last[0], atol=1e-5)
+    x2 = x.clone()
+    x2[:, : 40 - config.context - 1] = 9.0  # everything before the last day's context
+    changed = net(x2, torch.ones(days, 5, dtype=torch.bool))
+    assert torch.allclose(changed[-1], full[-1], atol=1e-5) and not torch.allclose(changed[0], full[0])
 
 
 def test_ranking_losses_known_values():

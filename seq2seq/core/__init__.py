@@ -10,7 +10,7 @@ from .device import resolve_device
 from .dropout import Dropout, dropout
 from .feedforward import FeedForward
 from .layers import Decoder, DecoderLayer, Encoder, EncoderLayer, LayerCache, StackCache
-from .masks import causal_mask, combine_masks, padding_mask
+from .masks import causal_mask, combine_masks, local_causal_mask, padding_mask
 from .positions import (
     LearnedPositionalEncoding,
     RotaryEmbedding,
@@ -37,6 +37,7 @@ __all__ = [
     "causal_mask",
     "combine_masks",
     "dropout",
+    "local_causal_mask",
     "padding_mask",
     "load_checkpoint",
     "save_checkpoint",

@@ -34,6 +34,22 @@ def causal_mask(length: int, device: torch.device | str | None = None, offset: i
     return k <= q
 
 
+def local_causal_mask(length: int, window: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """Sliding-window causal mask: query ``i`` may attend to keys ``i - window + 1 .. i``.
+
+    A causal stack of ``n`` such layers sees ``n * (window - 1) + 1`` positions back, so
+    every position of a long sequence is computed once instead of once per window.
+
+    Returns:
+        bool ``[length, length]``, True where attention is allowed.
+    """
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window}")
+    q = torch.arange(length, device=device).unsqueeze(1)
+    k = torch.arange(length, device=device).unsqueeze(0)
+    return (k <= q) & (k > q - window)
+
+
 def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
     """Mask out padded keys.
 
