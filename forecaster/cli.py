@@ -191,7 +191,7 @@ def plot(csv, run, out, device):
 @click.option("--patience", type=int, default=None, help="[panel 4, one stock 3]")
 @click.option("--lr", type=float, default=None, help="[1e-3]")
 @click.option("--loss", type=click.Choice(["ic", "mse", "pairwise", "listnet"]), default=None,
-              help="Panel model: per-day loss [ic].")
+              help="Panel model: per-day loss [pairwise].")
 @click.option("--cross-stock/--no-cross-stock", default=None,
               help="Panel model: attention across the stocks of a day [off].")
 @click.option("--n-seeds", type=int, default=None, help="Panel model: ensemble size [1].")

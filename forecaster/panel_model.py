@@ -76,7 +76,9 @@ class PanelTransformer(BaseEstimator):
         d_model, n_heads, n_layers, d_ff, dropout: the causal encoder.
         positional: ``"rotary"`` (relative positions) or ``"none"``.
         cross_stock: one attention layer across the stocks of a day after the encoder.
-        loss: ``"ic"``, ``"mse"``, ``"pairwise"`` or ``"listnet"`` (per-day).
+        loss: per-day ``"pairwise"`` (RankNet on sampled pairs of the same day; the default,
+            chosen by ``scripts/sweep_panel.py``), ``"ic"`` (minus the daily correlation),
+            ``"mse"`` (on the normalised label) or ``"listnet"``.
         max_epochs, days_per_batch, lr, weight_decay, patience: the training loop (a batch is
             ``days_per_batch`` consecutive days of every stock).
         val_fraction: the latest share of training days held out for early stopping on the
@@ -94,7 +96,7 @@ class PanelTransformer(BaseEstimator):
 
     def __init__(self, window=20, horizon=1, execution="next_open", features=None, norm="robust",
                  label_norm="rank", drop_tails=0.0, d_model=32, n_heads=4, n_layers=2, d_ff=64,
-                 dropout=0.1, positional="rotary", cross_stock=False, loss="ic", max_epochs=20,
+                 dropout=0.1, positional="rotary", cross_stock=False, loss="pairwise", max_epochs=20,
                  days_per_batch=8, lr=1e-3, weight_decay=1e-2, patience=4, val_fraction=0.2,
                  n_seeds=1, device="auto", random_state=0, progress=False):
         self.window = window

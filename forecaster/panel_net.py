@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from seq2seq.core import Encoder, StackConfig, local_causal_mask
+from seq2seq.core import Encoder, StackConfig
 
 PANEL_POSITIONALS = ("rotary", "none")
 
@@ -81,9 +81,8 @@ class PanelTransformerNet(nn.Module):
         if x.size(1) > self.config.max_len:
             raise ValueError(f"{x.size(1)} positions exceed max_len={self.config.max_len}; "
                              "use smaller chunks")
-        mask = local_causal_mask(x.size(1), self.config.window, x.device)
-        h = self.encoder(self.input_proj(x), mask=mask)  # (S, T, C)
-        return h[:, -days:].transpose(0, 1)  # (days, S, C)
+        h = self.encoder.forward_local(self.input_proj(x), self.config.window, days)  # (S, days, C)
+        return h.transpose(0, 1)  # (days, S, C)
 
     def forward(self, x: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
         h = self.embed(x, present.size(0))

@@ -188,3 +188,22 @@ def test_weights_are_returned_per_layer():
 def test_config_validation(kwargs, message):
     with pytest.raises(ValueError, match=message):
         StackConfig(**kwargs)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_forward_local_equals_the_masked_full_forward(norm_first):
+    from seq2seq.core import local_causal_mask
+
+    torch.manual_seed(0)
+    enc = Encoder(StackConfig(d_model=16, n_heads=2, d_ff=32, n_layers=3, dropout=0.0, causal=True,
+                              rotary=True, norm_first=norm_first)).eval()
+    x = torch.randn(3, 30, 16)
+    full = enc(x, mask=local_causal_mask(30, 5))
+    torch.testing.assert_close(enc.forward_local(x, window=5, keep=4), full[:, -4:])
+    # Query i sees keys i-4..i only: changing position 0 leaves position 5 (layer 1) unchanged
+    # and, three layers deep, positions from 13 on.
+    x2 = x.clone()
+    x2[:, 0] = torch.randn(3, 16)  # (a constant shift would vanish in the layer norms)
+    out2 = enc(x2, mask=local_causal_mask(30, 5))
+    torch.testing.assert_close(out2[:, 13:], full[:, 13:])
+    assert not torch.allclose(out2[:, 12], full[:, 12])

@@ -16,7 +16,7 @@ from .attention import KVCache, MultiHeadAttention
 from .config import LayerConfig, StackConfig
 from .dropout import Dropout
 from .feedforward import FeedForward
-from .masks import causal_mask, combine_masks
+from .masks import causal_mask, combine_masks, local_causal_mask
 from .positions import RotaryEmbedding
 
 
@@ -81,6 +81,7 @@ class _TransformerLayer(nn.Module):
         cache: LayerCache | None = None,
         need_weights: bool = False,
         last_only: bool = False,
+        last: int | None = None,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor] | None]:
         """
         Args:
@@ -92,16 +93,19 @@ class _TransformerLayer(nn.Module):
             need_weights: also return ``{"self": w, "cross": w}`` per-head weights.
             last_only: compute the output of the last position only (it still attends to
                 every position): what a forecast from the end of a window needs.
+            last: compute the outputs of the last ``last`` positions only (``last_only`` is
+                ``last=1``).
 
         Returns:
             ``(x [batch, seq or 1, d_model], weights or None)``.
         """
         weights: dict[str, torch.Tensor] = {}
-        if last_only and mask is not None and mask.size(-2) > 1:
-            mask = mask[..., -1:, :]
+        last = 1 if last_only else last
+        if last is not None and mask is not None and mask.size(-2) > 1:
+            mask = mask[..., -last:, :]
 
         def self_block(h: torch.Tensor) -> torch.Tensor:
-            query = h[:, -1:] if last_only else h
+            query = h[:, -last:] if last else h
             out, w = self.self_attn(
                 query, h, h, mask, need_weights, None if cache is None else cache.self_attn
             )
@@ -119,7 +123,7 @@ class _TransformerLayer(nn.Module):
         def ff_block(h: torch.Tensor) -> torch.Tensor:
             return self.dropout2(self.ff(h))
 
-        residual = x[:, -1:] if last_only else x
+        residual = x[:, -last:] if last else x
         if self.norm_first:
             x = residual + self_block(self.norm1(x))
             if self.cross_attn is not None:
@@ -212,6 +216,25 @@ class Encoder(_Stack):
     def forward_with_weights(self, x, mask=None, cache=None):
         """As ``forward`` but also returns a list (per layer) of ``{"self": [B, H, T, T]}``."""
         return self._run(x, mask, None, None, cache, True)
+
+    def forward_local(self, x: torch.Tensor, window: int, keep: int) -> torch.Tensor:
+        """A causal stack in which every layer attends to the last ``window`` positions
+        (:func:`local_causal_mask`), returning the last ``keep`` positions
+        ``[batch, keep, d_model]``.
+
+        Each layer computes only the positions the layers above it read: the top layer
+        ``keep``, each one below ``window - 1`` more. The result equals
+        ``forward(x, mask=local_causal_mask(T, window))[:, -keep:]``.
+        """
+        n = len(self.layers)
+        mask = local_causal_mask(x.size(1), window, x.device)
+        for i, layer in enumerate(self.layers):
+            need = min(x.size(1), keep + (n - 1 - i) * (window - 1))
+            x, _ = layer(x, mask, last=need)
+            mask = mask[-need:, -need:]  # the next layer's sequence is these positions
+        if self.norm is not None:
+            x = self.norm(x)
+        return x[:, -keep:]
 
 
 class Decoder(_Stack):
