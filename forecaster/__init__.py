@@ -1,7 +1,8 @@
-"""forecaster: a causal Transformer (built on :mod:`seq2seq.core`) forecasting daily A-share
-log returns."""
+"""forecaster: causal Transformers (built on :mod:`seq2seq.core`) for daily A-share returns:
+one stock's log returns (:class:`CausalTransformerForecaster`) and the cross-section of a
+panel of stocks (:class:`PanelTransformer`)."""
 
-__all__ = ["CausalTransformerForecaster"]
+__all__ = ["CausalTransformerForecaster", "PanelTransformer"]
 __version__ = "0.1.0"
 
 
@@ -11,4 +12,8 @@ def __getattr__(name: str):
         from .estimator import CausalTransformerForecaster
 
         return CausalTransformerForecaster
+    if name == "PanelTransformer":
+        from .panel_model import PanelTransformer
+
+        return PanelTransformer
     raise AttributeError(f"module 'forecaster' has no attribute {name!r}")

@@ -64,7 +64,8 @@ import numpy as np
 import pandas as pd
 
 from .metrics import TRADING_DAYS
-from .rules import CostModel, limit_matrix
+from .panel import Panel
+from .rules import CostModel
 
 log = logging.getLogger(__name__)
 
@@ -469,54 +470,11 @@ class _Panel:
 
 
 def _build_panel(frames: dict[str, pd.DataFrame], codes: list[str]) -> _Panel:
-    for code in codes:
-        frame = frames[code]
-        if not isinstance(frame.index, pd.DatetimeIndex):
-            raise ValueError(f"frames[{code!r}] needs a DatetimeIndex (use forecaster.data.load_csv)")
-        if not (frame.index.is_monotonic_increasing and frame.index.is_unique):
-            raise ValueError(f"frames[{code!r}]: dates must be sorted and unique")
-        missing = [c for c in ("open", "close") if c not in frame.columns]
-        if missing:
-            raise ValueError(f"frames[{code!r}] lacks column(s) {missing}")
-    dates = frames[codes[0]].index
-    for code in codes[1:]:
-        dates = dates.union(frames[code].index)
-    dates = pd.DatetimeIndex(dates, name="date")
-
-    def matrix(col: str, default: float | None = None) -> np.ndarray:
-        out = np.full((len(dates), len(codes)), np.nan)
-        for j, code in enumerate(codes):
-            frame = frames[code]
-            if col in frame.columns:
-                series = frame[col].astype(float)
-            elif default is not None:
-                series = pd.Series(default, index=frame.index)
-            elif col == "preclose":  # formats without preclose: the previous close, open on day one
-                series = frame["close"].astype(float).shift(1).fillna(frame["open"].astype(float))
-            else:
-                continue
-            out[:, j] = series.reindex(dates).to_numpy(dtype=float)
-        return out
-
-    open_, close = matrix("open"), matrix("close")
-    has_bar = np.isfinite(open_) & np.isfinite(close)
-    preclose, is_st = matrix("preclose"), matrix("is_st", 0.0)
-    suspended = np.zeros(has_bar.shape, dtype=bool)
-    for j, code in enumerate(codes):
-        frame = frames[code]
-        if "suspended" in frame.columns:
-            flag = frame["suspended"].astype(bool)
-        else:
-            flag = pd.Series(False, index=frame.index)
-            if "trade_status" in frame.columns:
-                flag |= frame["trade_status"] == 0
-            if "volume" in frame.columns:
-                flag |= frame["volume"] == 0
-        suspended[:, j] = flag.reindex(dates, fill_value=False).to_numpy(dtype=bool)
-    high = matrix("high") if all("high" in frames[c].columns for c in codes) else None
-    low = matrix("low") if all("low" in frames[c].columns for c in codes) else None
-    up, down = limit_matrix(codes, dates, preclose, is_st, high, low)
-
+    """The trading view of :class:`~forecaster.panel.Panel` (alignment, suspensions and limit
+    prices are computed there, once) for the stocks ``codes``, in that order."""
+    grid = Panel.from_frames({code: frames[code] for code in codes}).take(codes)
+    open_, close, preclose = grid["open"], grid["close"], grid["preclose"]
+    has_bar = grid.listed
     close_ff = pd.DataFrame(close).ffill().to_numpy()
     prev_close = np.vstack([np.full((1, len(codes)), np.nan), close_ff[:-1]])
     first_bar = has_bar & ~np.isfinite(prev_close)
@@ -525,8 +483,8 @@ def _build_panel(frames: dict[str, pd.DataFrame], codes: list[str]) -> _Panel:
         ratio = np.where(event, prev_close / preclose, 1.0)
         payout = np.where(event, prev_close - preclose, 0.0)
     open_val = np.where(has_bar, open_, np.nan_to_num(prev_close))
-    return _Panel(dates=dates, codes=codes, open=open_, close=close, preclose=preclose, has_bar=has_bar,
-                  suspended=suspended, first_bar=first_bar, up=up, down=down,
+    return _Panel(dates=grid.dates, codes=codes, open=open_, close=close, preclose=preclose, has_bar=has_bar,
+                  suspended=grid.suspended, first_bar=first_bar, up=grid.limit_up, down=grid.limit_down,
                   close_val=np.nan_to_num(close_ff), open_val=np.nan_to_num(open_val), ratio=ratio,
                   payout=payout)
 

@@ -67,7 +67,7 @@ class Panel:
                 raise ValueError(f"frames[{code!r}] needs a DatetimeIndex (use forecaster.data.load_csv)")
             if not (index.is_monotonic_increasing and index.is_unique):
                 raise ValueError(f"frames[{code!r}]: dates must be sorted and unique")
-            missing = [c for c in ("open", "high", "low", "close") if c not in frames[code].columns]
+            missing = [c for c in ("open", "close") if c not in frames[code].columns]
             if missing:
                 raise ValueError(f"frames[{code!r}] lacks column(s) {missing}")
         dates = pd.DatetimeIndex(sorted(set().union(*(frames[c].index for c in codes))), name="date")
@@ -99,8 +99,11 @@ class Panel:
         suspended &= listed
         st_table = wide("is_st")
         st = (np.nan_to_num(st_table) == 1) if st_table is not None else np.zeros_like(listed)
+        # A day outside its band (a new listing's first days) has no limit; that needs the
+        # high and low of every stock.
+        ranges = all(c in frames[code].columns for code in codes for c in ("high", "low"))
         up, down = limit_matrix(codes, dates, fields["preclose"], st.astype(float),
-                                fields["high"], fields["low"])
+                                fields.get("high") if ranges else None, fields.get("low") if ranges else None)
         return cls(dates=dates, codes=np.asarray(codes, dtype=object), fields=fields,
                    listed=listed, suspended=suspended, st=st, limit_up=up, limit_down=down,
                    synthetic=synthetic)

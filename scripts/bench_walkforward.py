@@ -52,6 +52,7 @@ def main() -> None:
     p.add_argument("--horizon", type=int, default=1)
     p.add_argument("--jobs", type=int, default=-1)
     p.add_argument("--top-k", type=int, default=10)
+    p.add_argument("--rebalance-every", type=int, default=None, help="days between rebalances [horizon]")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a PanelTransformer parameter (repeatable), e.g. --set window=10")
     args = p.parse_args()
@@ -64,14 +65,16 @@ def main() -> None:
                                horizon=args.horizon, n_jobs=args.jobs, margin_days=130)
     result = walk_forward(frames, models, config)
     t_wf = time.perf_counter() - start
-    bt = BacktestConfig(top_k=args.top_k, top_k_above_threshold=False, rebalance_every=args.horizon)
+    rebalance = args.rebalance_every or args.horizon
+    bt = BacktestConfig(top_k=args.top_k, top_k_above_threshold=False, rebalance_every=rebalance)
     report = build_report(result, frames, models, "transformer", bt, args.horizon)
     write_report(report, result, args.out, extra={"data": args.data, "overrides": overrides})
     wall = time.perf_counter() - start
 
     table = report.summary_table()
     print(f"# {len(frames)} stocks, {len(result.folds)} folds (expanding, refit every {args.retrain_every} "
-          f"days from day {args.train_days}), horizon {args.horizon}, {len(models)} models, overrides "
+          f"days from day {args.train_days}), horizon {args.horizon}, top-{args.top_k} rebalanced every "
+          f"{rebalance} days, {len(models)} models, overrides "
           f"{overrides or 'none'}; report in {args.out}")
     for name in table.index:
         ic = report.ic.get(name, {})

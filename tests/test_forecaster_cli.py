@@ -121,3 +121,13 @@ def test_backtest_panel(tmp_path):
     per_stock = pd.read_csv(tmp_path / "report" / "stock_metrics.csv")
     assert per_stock.groupby("model")["code"].nunique()["transformer"] == 6
     assert not any(c.startswith("daily_") for c in per_stock.columns)  # no cross-section in one stock
+    # The panel model is the model under test: a score, compared by rank IC with every baseline.
+    assert {"composite", "gbm", "ridge_features"} <= set(metrics["daily_rank_ic"])
+    assert {r["baseline"] for r in metrics["rank_ic_difference_tests"]} >= {"composite", "gbm"}
+    assert any("best baseline" in line for line in metrics["verdict"])
+    assert not any("zero forecast" in line for line in metrics["verdict"])
+    assert set(metrics["ic_by_horizon"]["transformer"]) == {"1", "5", "20"}
+    pred = pd.read_csv(tmp_path / "report" / "predictions.csv")
+    assert {"actual", "actual_close"} <= set(pred.columns)
+    for name in ("quantile_returns.png", "ic_by_horizon.png"):
+        assert (tmp_path / "report" / name).read_bytes()[:4] == b"\x89PNG"

@@ -12,6 +12,7 @@ import torch
 from scipy import stats
 
 from forecaster.data import synthetic_panel
+from forecaster.factors import FACTORS
 from forecaster.interface import Forecaster
 from forecaster.panel import Panel
 from forecaster.panel_baselines import FactorScore, FeatureRegressor
@@ -33,7 +34,7 @@ def frames():
 def contract_models():
     return {
         "transformer": PanelTransformer(**TINY),
-        "composite": FactorScore("composite"),
+        **{name: FactorScore(name) for name in FACTORS},
         "gbm": FeatureRegressor("gbm"),
         "ridge_features": FeatureRegressor("ridge"),
     }
@@ -56,7 +57,7 @@ def test_model_contract(name, frames, one_thread):
     later = {c: f.copy() for c, f in frames.items()}
     for f in later.values():
         rows = f.index >= panel.dates[230]
-        f.loc[rows, ["open", "high", "low", "close", "volume", "amount"]] *= 1.3
+        f.loc[rows, ["open", "high", "low", "close", "volume", "amount", "turnover", "pb_mrq"]] *= 1.3
     other = Panel.from_frames(later)
     again = contract_models()[name].fit(other.slice(end=cut))
     pred2 = again.predict(other.slice(start=panel.dates[100]))
