@@ -164,9 +164,10 @@ def build_report(result: WalkForwardResult, frames: dict[str, pd.DataFrame], mod
 
     verdict = _verdict(model, overall if model in returns_models else overall.iloc[:0], dm, ic,
                        results, ic_tests, horizon)
-    label = ("tradeable" if result.config.label == "tradeable" else "close-to-close")
-    notes = [f"{n_suspended} forecast rows without a scoreable {label} outcome (suspended, no bar, "
-             "limit-up at entry, or beyond the data) were not scored"]
+    why = ("without a scoreable tradeable outcome (suspended or no bar on the entry or exit day, "
+           "limit-up at the entry, or an exit beyond the data)" if result.config.label == "tradeable"
+           else "on suspended days")
+    notes = [f"{n_suspended} forecast rows {why} were not scored"]
     if panel:
         notes.append(_ic_meaning(result.config, horizon))
         notes.append("the universe is today's index constituents: averages over it carry "
