@@ -7,9 +7,13 @@ import logging
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 import click
 import torch
+
+if TYPE_CHECKING:
+    from .evaluation import Scores
 
 DEFAULT_OUT = Path("runs") / "seq2seq"
 DEFAULT_CHECKPOINT = DEFAULT_OUT / "best.pt"
@@ -256,13 +260,46 @@ def train(**opts) -> None:
 # ----------------------------------------------------------------------------------- translate
 
 
+def _stdin_lines() -> list[str]:
+    """Lines of stdin, split at ``\\n`` as files are (see :func:`seq2seq.text.read_lines`)."""
+    data = sys.stdin.buffer.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise click.ClickException(f"<stdin>: not UTF-8 text ({exc})") from exc
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.rstrip("\r") for line in lines]
+
+
+def _translate(loaded, sentences: list[str], decode, max_tokens: int, dev: torch.device,
+               source: str | None) -> list[str]:
+    """One translation per sentence, in order; a sentence too long for the model stops with an
+    error naming ``source`` (a file, ``<stdin>``) and the line, or the argument (``None``)."""
+    from .decoding import InputTooLongError, translate_texts
+
+    try:
+        return translate_texts(loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer, sentences,
+                               decode, max_tokens, dev)
+    except InputTooLongError as exc:
+        where = f"argument {exc.index + 1}: {exc.reason}" if source is None else f"{source}: {exc}"
+        raise click.ClickException(where) from exc
+
+
+def _write_lines(path: Path, lines: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
 @main.command()
 @click.argument("text", nargs=-1)
 @click.option("-c", "--checkpoint", default=DEFAULT_CHECKPOINT, show_default=True,
               type=click.Path(dir_okay=False, path_type=Path), help="Model checkpoint.")
 @click.option("-i", "--input", "input_file", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
               help="File of sentences (one per line, plain or .gz; '-' = stdin). Without TEXT or "
-                   "--input, sentences are read from stdin.")
+                   "--input, sentences are read from stdin. One output line per input line, in "
+                   "order; blank lines stay blank.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write translations here instead of stdout.")
 @click.option("--max-tokens", default=4000, show_default=True, type=click.IntRange(min=1),
@@ -271,8 +308,9 @@ def train(**opts) -> None:
 @_common_options
 def translate(text, checkpoint, input_file, output, max_tokens, beam, length_penalty, max_len_ratio,
               max_len_extra, device, threads, verbose) -> None:
-    """Translate TEXT arguments, a file, or stdin (one sentence per line)."""
-    from .decoding import translate_texts
+    """Translate TEXT arguments, a file, or stdin (one sentence per line).
+
+    A line longer than the model's maximum length is an error naming its line number."""
     from .text import DataError, read_lines
 
     _setup(verbose, threads)
@@ -280,21 +318,21 @@ def translate(text, checkpoint, input_file, output, max_tokens, beam, length_pen
     decode = _decode_config(beam, length_penalty, max_len_ratio, max_len_extra)
     if text and input_file is not None:
         raise click.UsageError("give sentences as arguments or with --input, not both")
+    source = None
     if text:
         sentences = list(text)
     elif input_file is not None and str(input_file) != "-":
+        source = str(input_file)
         try:
-            sentences = read_lines(input_file)
+            sentences = read_lines(input_file, allow_blank=True)
         except DataError as exc:
             raise click.ClickException(str(exc)) from exc
     else:
-        sentences = [line.rstrip("\r\n") for line in sys.stdin]
+        source, sentences = "<stdin>", _stdin_lines()
     loaded = _load(checkpoint, dev)
-    outs = translate_texts(loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer, sentences, decode,
-                           max_tokens, dev) if sentences else []
+    outs = _translate(loaded, sentences, decode, max_tokens, dev, source) if sentences else []
     if output is not None:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text("".join(o + "\n" for o in outs), encoding="utf-8")
+        _write_lines(output, outs)
     else:
         for o in outs:
             click.echo(o)
@@ -303,17 +341,100 @@ def translate(text, checkpoint, input_file, output, max_tokens, beam, length_pen
 # ------------------------------------------------------------------------------------ evaluate
 
 
+def _test_sets(src: tuple[Path, ...], ref: tuple[Path, ...], outputs: tuple[Path, ...]):
+    """``[(source, reference, ParallelText), ...]`` of the test sets given as repeated
+    ``--src``/``--ref`` pairs (none: the toy corpus); checks the ``-o`` count."""
+    from .text import DataError, read_parallel, toy_corpus_paths
+
+    if len(src) != len(ref):
+        raise click.UsageError(f"give one --ref per --src: got {len(src)} --src and {len(ref)} --ref")
+    if outputs and len(outputs) != max(len(src), 1):
+        raise click.UsageError(f"give one -o per test set: got {len(outputs)} -o for "
+                               f"{max(len(src), 1)} test sets")
+    try:
+        pairs = list(zip(src, ref, strict=True)) or [toy_corpus_paths()]
+        # skip_empty=False keeps file line i at index i - 1, so errors can name the line.
+        return [(s, r, read_parallel(s, r, skip_empty=False)) for s, r in pairs]
+    except DataError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+class _Scored(NamedTuple):
+    """The scores of one test set."""
+
+    src: Path
+    ref: Path
+    n_sentences: int
+    seconds: float
+    scores: Scores
+
+
+def _score_sets(loaded, sets, decode, max_tokens: int, dev: torch.device,
+                outputs: tuple[Path, ...]) -> list[_Scored]:
+    """Translate and score each test set in turn (writing the translations to ``outputs``)."""
+    from .evaluation import score
+
+    results = []
+    for i, (src_path, ref_path, pairs) in enumerate(sets):
+        start = time.perf_counter()
+        hyps = _translate(loaded, pairs.src, decode, max_tokens, dev, str(src_path))
+        seconds = time.perf_counter() - start
+        results.append(_Scored(src_path, ref_path, len(hyps), seconds, score(hyps, pairs.tgt)))
+        if outputs:
+            _write_lines(outputs[i], hyps)
+    return results
+
+
+def _score_table(results: list[_Scored]) -> list[str]:
+    """One line per test set (source file, sentences, BLEU, chrF, tokenized lower-cased BLEU,
+    seconds) under a header, then what the columns mean."""
+    width = max(len("test set"), *(len(str(r.src)) for r in results))
+    lines = [f"{'test set':<{width}}  sentences    BLEU    chrF  tok-lc BLEU  seconds"]
+    for r in results:
+        s = r.scores
+        lines.append(f"{str(r.src):<{width}}  {r.n_sentences:>9}  {s.bleu:6.2f}  {s.chrf:6.2f}  "
+                     f"{s.tok_lc_bleu:11.2f}  {r.seconds:7.1f}")
+    lines.append(f"BLEU: sacreBLEU, cased, detokenized ({results[0].scores.signature}); tok-lc BLEU: "
+                 "lower-cased, split into words and punctuation, sacreBLEU tokenize=none")
+    return lines
+
+
+def _echo_scores(results: list[_Scored], beam: int) -> None:
+    """One test set: the detailed lines; several: a table with one row per set."""
+    if len(results) == 1:
+        r = results[0]
+        click.echo(f"{r.n_sentences} sentences from {r.src}, beam {beam}, {r.seconds:.1f} s")
+        lines = r.scores.lines()
+    else:
+        click.echo(f"{len(results)} test sets, beam {beam}")
+        lines = _score_table(results)
+    for line in lines:
+        click.echo(line)
+
+
+def _json_report(results: list[_Scored], run: dict) -> dict:
+    """One test set: its scores and the run settings in one flat dict; several: the settings
+    and a list of per-set scores under ``"sets"``."""
+    if len(results) == 1:
+        r = results[0]
+        return {**r.scores.to_dict(), **run, "seconds": r.seconds}
+    return {**run, "sets": [{"src": str(r.src), "ref": str(r.ref), **r.scores.to_dict(),
+                             "seconds": r.seconds} for r in results]}
+
+
 @main.command()
 @click.option("-c", "--checkpoint", default=DEFAULT_CHECKPOINT, show_default=True,
               type=click.Path(dir_okay=False, path_type=Path), help="Model checkpoint.")
-@click.option("--src", type=click.Path(dir_okay=False, path_type=Path),
-              help="Source sentences (plain or .gz). Default: the embedded toy corpus.")
-@click.option("--ref", type=click.Path(dir_okay=False, path_type=Path),
-              help="Raw (untokenized) reference translations, line-aligned with --src.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write the translations here.")
+@click.option("--src", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Source sentences (plain or .gz). Repeat with --ref for several test sets (one "
+                   "row each). Default: the embedded toy corpus.")
+@click.option("--ref", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Raw (untokenized) reference translations, line-aligned with the --src of the "
+                   "same position.")
+@click.option("-o", "--output", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the translations here (one -o per test set).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write the scores as JSON here.")
+              help="Also write the scores as JSON here (several sets: a list under 'sets').")
 @click.option("--max-tokens", default=4000, show_default=True, type=click.IntRange(min=1),
               help="Source tokens per decoding batch.")
 @_decode_options
@@ -321,37 +442,17 @@ def translate(text, checkpoint, input_file, output, max_tokens, beam, length_pen
 def evaluate(checkpoint, src, ref, output, json_out, max_tokens, beam, length_penalty, max_len_ratio,
              max_len_extra, device, threads, verbose) -> None:
     """Translate --src and score against --ref: sacreBLEU BLEU and chrF, plus tokenized
-    lower-cased BLEU."""
-    from .decoding import translate_texts
-    from .evaluation import score
-    from .text import DataError, read_parallel, toy_corpus_paths
-
+    lower-cased BLEU. Several --src/--ref pairs give one row per test set."""
     _setup(verbose, threads)
     dev = _device(device)
     decode = _decode_config(beam, length_penalty, max_len_ratio, max_len_extra)
-    if (src is None) != (ref is None):
-        raise click.UsageError("give both --src and --ref, or neither (toy corpus)")
-    try:
-        src_path, ref_path = toy_corpus_paths() if src is None else (src, ref)
-        pairs = read_parallel(src_path, ref_path, skip_empty=False)
-    except DataError as exc:
-        raise click.ClickException(str(exc)) from exc
-    loaded = _load(checkpoint, dev)
-    start = time.perf_counter()
-    hyps = translate_texts(loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer, pairs.src, decode,
-                           max_tokens, dev)
-    seconds = time.perf_counter() - start
-    scores = score(hyps, pairs.tgt)
-    if output is not None:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
-    click.echo(f"{len(hyps)} sentences from {src_path}, beam {beam}, {seconds:.1f} s")
-    for line in scores.lines():
-        click.echo(line)
+    sets = _test_sets(src, ref, output)
+    results = _score_sets(_load(checkpoint, dev), sets, decode, max_tokens, dev, output)
+    _echo_scores(results, beam)
     if json_out is not None:
+        run = {"checkpoint": str(checkpoint), "beam": beam, "length_penalty": length_penalty}
         json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps({**scores.to_dict(), "checkpoint": str(checkpoint), "beam": beam,
-                                        "length_penalty": length_penalty, "seconds": seconds}, indent=2))
+        json_out.write_text(json.dumps(_json_report(results, run), indent=2))
 
 
 # ----------------------------------------------------------------------------------- attention

@@ -221,21 +221,71 @@ def decode_batch(model: Transformer, src: torch.Tensor, config: DecodeConfig,
                        config.max_len_extra, use_cache)
 
 
+class InputTooLongError(ValueError):
+    """A source sentence has more tokens than the model's positions cover.
+
+    Attributes:
+        index: 0-based position of the sentence in the input (line ``index + 1``).
+        n_tokens: its source tokens.
+        limit: the most source tokens the model takes (``max_len - 1``: ``<eos>`` takes one).
+    """
+
+    def __init__(self, index: int, n_tokens: int, limit: int):
+        self.index, self.n_tokens, self.limit = index, n_tokens, limit
+        super().__init__(f"line {index + 1}: {self.reason}")
+
+    @property
+    def reason(self) -> str:
+        """Why the sentence is refused, without its position."""
+        return (f"too long: {self.n_tokens} source tokens, but the model takes at most {self.limit} "
+                f"(max_len {self.limit + 1}, one position is <eos>); split the line, or use a model "
+                "trained with a larger --max-len")
+
+
+def fit_sources(sources: list[list[int]], limit: int, truncate: bool = False) -> list[list[int]]:
+    """Check that no source has more than ``limit`` tokens, or cut them to it (``truncate``).
+
+    Raises:
+        InputTooLongError: for the first source over the limit, unless ``truncate``.
+    """
+    if truncate:
+        return [s[:limit] for s in sources]
+    for i, s in enumerate(sources):
+        if len(s) > limit:
+            raise InputTooLongError(i, len(s), limit)
+    return list(sources)
+
+
+def one_line(text: str) -> str:
+    """``text`` with line breaks (``\\n``, ``\\r``, and the others :meth:`str.splitlines` knows)
+    replaced by spaces, so that one translation stays one line of a file."""
+    return " ".join(text.splitlines())
+
+
 def translate_ids(model: Transformer, sources: list[list[int]], config: DecodeConfig,
                   max_tokens: int = 4000, device: torch.device | str = "cpu",
-                  use_cache: bool = True) -> list[list[int]]:
+                  use_cache: bool = True, truncate: bool = False) -> list[list[int]]:
     """Decode many tokenised sentences, batched by length (within ``max_tokens`` source
     tokens per batch) and returned in input order.
 
+    An empty source gives an empty output without decoding (a bare ``<eos>`` would decode to
+    whatever sentence the model likes best).
+
     Args:
         sources: per sentence, source ids without specials (``<eos>`` is added here).
+        truncate: cut sources longer than the model takes instead of raising (validation
+            BLEU during training, where the loss sees the same cut sentences).
+
+    Raises:
+        InputTooLongError: a source has more than ``max_len - 1`` tokens (and not ``truncate``).
     """
-    limit = model.config.max_len - 1  # room for <eos>
-    sources = [s[:limit] for s in sources]
-    lengths = [len(s) for s in sources]
+    sources = fit_sources(sources, model.config.max_len - 1, truncate)
     out: list[list[int]] = [[] for _ in sources]
+    todo = [i for i, s in enumerate(sources) if s]
+    lengths = [len(sources[i]) for i in todo]
     # Sorted by length, as in training, so batches carry little padding.
-    for idx in TokenBatchSampler(lengths, lengths, max_tokens, shuffle=False):
+    for batch in TokenBatchSampler(lengths, lengths, max_tokens, shuffle=False):
+        idx = [todo[b] for b in batch]
         src = source_tensor([sources[i] for i in idx]).to(device)
         for i, ids in zip(idx, decode_batch(model, src, config, use_cache), strict=True):
             out[i] = ids
@@ -245,6 +295,16 @@ def translate_ids(model: Transformer, sources: list[list[int]], config: DecodeCo
 def translate_texts(model: Transformer, src_tokenizer, tgt_tokenizer, texts: list[str],
                     config: DecodeConfig, max_tokens: int = 4000,
                     device: torch.device | str = "cpu") -> list[str]:
-    """Tokenise ``texts``, decode, and detokenise: plain text in, plain text out."""
-    ids = translate_ids(model, src_tokenizer.encode_batch(texts), config, max_tokens, device)
-    return [tgt_tokenizer.decode(i) for i in ids]
+    """Tokenise ``texts``, decode, and detokenise: plain text in, plain text out, one output
+    per text, in order.
+
+    Empty or whitespace-only texts give ``""``; characters the source tokenizer does not know
+    become ``<unk>``; each output is one line (embedded line breaks become spaces).
+
+    Raises:
+        InputTooLongError: a text has more source tokens than the model takes; its ``index``
+            says which.
+    """
+    sources = src_tokenizer.encode_batch([t if t.strip() else "" for t in texts])
+    ids = translate_ids(model, sources, config, max_tokens, device)
+    return [one_line(tgt_tokenizer.decode(i)) for i in ids]

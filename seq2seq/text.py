@@ -14,24 +14,31 @@ class DataError(ValueError):
     """Bad input data (missing file, empty file, mismatched line counts)."""
 
 
-def read_lines(path: str | Path) -> list[str]:
+def read_lines(path: str | Path, allow_blank: bool = False) -> list[str]:
     """All lines of a UTF-8 text file (``.gz`` is decompressed), without line endings.
 
+    Lines end at ``\\n`` only (a ``\\r\\n`` ending loses its ``\\r`` too), so lines are counted
+    as ``wc -l`` and ``paste`` count them; a stray ``\\r`` inside a line stays in it.
+
+    Args:
+        allow_blank: return an empty or all-blank file's lines instead of raising.
+
     Raises:
-        DataError: when the file is missing, not UTF-8, or holds no lines at all.
+        DataError: when the file is missing, not UTF-8, or holds no non-blank line (unless
+            ``allow_blank``).
     """
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     opener = gzip.open if path.suffix == ".gz" else open
     try:
-        with opener(path, "rt", encoding="utf-8") as handle:
+        with opener(path, "rt", encoding="utf-8", newline="\n") as handle:
             lines = [line.rstrip("\r\n") for line in handle]
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not UTF-8 text ({exc})") from exc
     except (OSError, EOFError) as exc:  # e.g. a truncated or fake .gz
         raise DataError(f"{path}: cannot read ({exc})") from exc
-    if not lines or all(not line.strip() for line in lines):
+    if not allow_blank and all(not line.strip() for line in lines):
         raise DataError(f"{path}: file is empty; expected one sentence per line")
     return lines
 

@@ -23,6 +23,7 @@ _WORD_RE = re.compile(r"\w+(?:[-'’]\w+)*|[^\w\s]")
 # Detokenisation: no space before closing punctuation, none after opening punctuation.
 _NO_SPACE_BEFORE = frozenset(".,!?;:%)]}…'’")
 _NO_SPACE_AFTER = frozenset("([{¿¡")
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 
 def _strip_specials(ids: Iterable[int]) -> list[int]:
@@ -35,6 +36,12 @@ def _strip_specials(ids: Iterable[int]) -> list[int]:
         if i not in (PAD_ID, BOS_ID):
             out.append(i)
     return out
+
+
+def _valid_unicode(text: str) -> str:
+    """``text`` with lone surrogates (e.g. undecodable bytes of a command-line argument) replaced
+    by U+FFFD, which the ``tokenizers`` library accepts and maps to ``<unk>``."""
+    return _SURROGATE_RE.sub("\ufffd", text)
 
 
 def word_split(text: str) -> list[str]:
@@ -170,13 +177,15 @@ class SubwordTokenizer:
         return self.tokenizer.get_vocab_size()
 
     def pieces(self, text: str) -> list[str]:
-        return self.tokenizer.encode(text, add_special_tokens=False).tokens
+        return self.tokenizer.encode(_valid_unicode(text), add_special_tokens=False).tokens
 
     def encode(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text, add_special_tokens=False).ids
+        """Ids of ``text``; characters outside the vocabulary become ``<unk>``."""
+        return self.tokenizer.encode(_valid_unicode(text), add_special_tokens=False).ids
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        return [e.ids for e in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+        encoded = self.tokenizer.encode_batch([_valid_unicode(t) for t in texts], add_special_tokens=False)
+        return [e.ids for e in encoded]
 
     def id_to_piece(self, i: int) -> str:
         return self.tokenizer.id_to_token(i) or "<unk>"

@@ -140,9 +140,10 @@ class ValidationSet:
 
 def evaluate_bleu(model: Transformer, tgt_tokenizer: TextTokenizer, val: ValidationSet,
                   decode: DecodeConfig, device: torch.device, limit: int = 0) -> float:
-    """Decode the first ``limit`` (0 = all) validation sources; sacreBLEU corpus BLEU."""
+    """Decode the first ``limit`` (0 = all) validation sources (cut to the model's length, as
+    for the loss); sacreBLEU corpus BLEU."""
     n = len(val.ref_text) if limit == 0 else min(limit, len(val.ref_text))
-    ids = translate_ids(model, val.data.src[:n], decode, device=device)
+    ids = translate_ids(model, val.data.src[:n], decode, device=device, truncate=True)
     return bleu([tgt_tokenizer.decode(i) for i in ids], val.ref_text[:n])
 
 

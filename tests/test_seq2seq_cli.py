@@ -1,6 +1,7 @@
 """The ``seq2seq`` command end to end on the embedded toy corpus."""
 
 import pytest
+import torch
 from click.testing import CliRunner
 
 from seq2seq.cli import main
@@ -115,3 +116,114 @@ def test_help_lists_options(command):
         for opt in ("--tokenizer", "--joint-vocab", "--share-embeddings", "--positional", "--average-last",
                     "--resume", "--max-tokens", "--warmup", "--label-smoothing", "--seed"):
             assert opt in result.output
+
+
+def _translate_lines(ckpt, lines):
+    """The CLI's translation of each line on its own (one TEXT argument per call)."""
+    outs = []
+    for line in lines:
+        result = CliRunner().invoke(main, ["translate", "-c", ckpt, "--beam", "1", line])
+        assert result.exit_code == 0, result.output
+        outs.append(result.output.rstrip("\n"))
+    return outs
+
+
+def test_translate_blank_lines_give_blank_lines(toy_run, tmp_path):
+    out, _ = toy_run
+    ckpt = str(out / "best.pt")
+    src = tmp_path / "in.de"
+    src.write_text("\nIch möchte ein Bier.\n   \n\t\nDer Hund schläft.\n\n", encoding="utf-8")
+    runner = CliRunner()
+    from_file = runner.invoke(main, ["translate", "-c", ckpt, "-i", str(src)])
+    from_stdin = runner.invoke(main, ["translate", "-c", ckpt], input=src.read_text(encoding="utf-8"))
+    args = runner.invoke(main, ["translate", "-c", ckpt, "", "Der Hund schläft.", " "])
+    assert from_file.output == from_stdin.output == "\nI want a beer.\n\n\nThe dog sleeps.\n\n"
+    assert args.output == "\nThe dog sleeps.\n\n"
+    only_blank = tmp_path / "blank.de"
+    only_blank.write_text("\n  \n", encoding="utf-8")
+    result = runner.invoke(main, ["translate", "-c", ckpt, "-i", str(only_blank)])
+    assert result.exit_code == 0 and result.output == "\n\n"
+
+
+def test_translate_long_line_is_an_error_naming_file_and_line(toy_run, tmp_path):
+    out, _ = toy_run
+    ckpt = str(out / "best.pt")
+    src = tmp_path / "long.de"  # the toy model has max_len 256: at most 255 source tokens
+    src.write_text("Ich möchte ein Bier.\n\n" + "Bier " * 300 + "\nDer Hund schläft.\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["translate", "-c", ckpt, "-i", str(src), "-o", str(tmp_path / "o")])
+    assert result.exit_code == 1
+    assert f"Error: {src}: line 3: too long: 300 source tokens, but the model takes at most 255" \
+        in result.output
+    assert not (tmp_path / "o").exists()
+    result = CliRunner().invoke(main, ["translate", "-c", ckpt], input=src.read_text(encoding="utf-8"))
+    assert result.exit_code == 1 and "<stdin>: line 3: too long" in result.output
+    result = CliRunner().invoke(main, ["translate", "-c", ckpt, "Hallo", "Bier " * 300])
+    assert result.exit_code == 1 and "argument 2: too long: 300 source tokens" in result.output
+    ref = tmp_path / "long.en"
+    ref.write_text("I want a beer.\n\nbeer\nThe dog sleeps.\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["evaluate", "-c", ckpt, "--src", str(src), "--ref", str(ref)])
+    assert result.exit_code == 1 and f"{src}: line 3: too long" in result.output
+
+
+def test_translate_file_keeps_one_line_per_input_line_in_order(toy_run, tmp_path):
+    out, _ = toy_run
+    ckpt = str(out / "best.pt")
+    pairs = read_parallel(*toy_corpus_paths())
+    # Lengths that sorting reorders, blank lines, unknown characters, a stray \r inside a line;
+    # --max-tokens 24 makes several batches.
+    lines = [pairs.src[i] for i in (7, 3, 60, 0, 100, 31)]
+    lines.insert(2, "")
+    lines.insert(5, "Ich möchte 😀 ein ☃ Bier.")
+    lines.insert(6, "Der Hund\rschläft.")
+    src = tmp_path / "in.de"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["translate", "-c", ckpt, "--beam", "1", "--max-tokens", "24",
+                                       "-i", str(src), "-o", str(tmp_path / "out.en")])
+    assert result.exit_code == 0, result.output
+    written = (tmp_path / "out.en").read_text(encoding="utf-8")
+    assert written.count("\n") == len(lines) and written.endswith("\n")
+    assert written.split("\n")[:-1] == _translate_lines(ckpt, lines)
+    assert written.split("\n")[2] == "" and written.split("\n")[0] == pairs.tgt[7]
+
+
+def test_translate_output_line_breaks_become_spaces(toy_run, tmp_path):
+    out, _ = toy_run
+    data = torch.load(out / "best.pt", weights_only=True)
+    itos = data["tokenizers"]["tgt"]["itos"]
+    itos[itos.index("beer")] = "be\ner"  # a target vocabulary with a line break in a token
+    torch.save(data, tmp_path / "nl.pt")
+    src = tmp_path / "in.de"
+    src.write_text("Ich möchte ein Bier.\nDer Hund schläft.\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["translate", "-c", str(tmp_path / "nl.pt"), "-i", str(src)])
+    assert result.exit_code == 0, result.output
+    assert result.output == "I want a be er.\nThe dog sleeps.\n"
+
+
+def test_evaluate_several_test_sets(toy_run, tmp_path):
+    out, _ = toy_run
+    pairs = read_parallel(*toy_corpus_paths())
+    sets = []
+    for name, lo, hi in (("first", 0, 30), ("second", 30, 40)):
+        s, r = tmp_path / f"{name}.de", tmp_path / f"{name}.en"
+        s.write_text("\n".join(pairs.src[lo:hi]) + "\n", encoding="utf-8")
+        r.write_text("\n".join(pairs.tgt[lo:hi]) + "\n", encoding="utf-8")
+        sets.append((s, r))
+    args = ["evaluate", "-c", str(out / "best.pt"), "--beam", "1", "--json", str(tmp_path / "s.json")]
+    for s, r in sets:
+        args += ["--src", str(s), "--ref", str(r), "-o", str(s.with_suffix(".hyp"))]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    rows = [line.split() for line in result.output.splitlines()]
+    header = next(i for i, row in enumerate(rows) if row[:2] == ["test", "set"])
+    assert rows[header + 1][:2] == [str(sets[0][0]), "30"] and rows[header + 2][:2] == [str(sets[1][0]), "10"]
+    assert float(rows[header + 1][2]) > 90  # BLEU
+    import json
+
+    scores = json.loads((tmp_path / "s.json").read_text())
+    assert [(s["src"], s["n_sentences"]) for s in scores["sets"]] == [(str(sets[0][0]), 30),
+                                                                     (str(sets[1][0]), 10)]
+    assert scores["sets"][0]["bleu"] == pytest.approx(float(rows[header + 1][2]), abs=0.01)
+    assert len(sets[1][0].with_suffix(".hyp").read_text(encoding="utf-8").splitlines()) == 10
+    bad = CliRunner().invoke(main, ["evaluate", "-c", str(out / "best.pt"), "--src", str(sets[0][0]),
+                                    "--src", str(sets[1][0]), "--ref", str(sets[0][1])])
+    assert bad.exit_code == 2 and "got 2 --src and 1 --ref" in bad.output
