@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
+import sys
 from pathlib import Path
 
 import click
@@ -229,10 +231,14 @@ def plot(csv, run, out, device):
 @click.option("--device", default="auto", show_default=True)
 @click.option("--seed", "random_state", default=0, show_default=True)
 @click.option("--on-bad", type=click.Choice(["raise", "drop"]), default="raise", show_default=True)
+@click.option("--resume", is_flag=True,
+              help="Continue the interrupted run in --out from its finished folds (same data and options).")
+@click.option("--index-constituents", is_flag=True,
+              help="The folder holds an index's current constituents: state the survivorship bias as a fact.")
 def backtest(data, out, features, scheme, train_days, retrain_every, purge, step, horizon, n_jobs,
              seed_recipe, per_stock, execution, mode, threshold, top_k, rebalance_every, capital,
              commission, min_commission, transfer_fee, slippage_bps, on_bad, loss, cross_stock, n_seeds,
-             **params):
+             resume, index_constituents, **params):
     """Walk-forward evaluation against baselines, then an A-share backtest and a report.
 
     DATA is one CSV (one stock: the single-stock Transformer and time-series baselines on
@@ -240,11 +246,17 @@ def backtest(data, out, features, scheme, train_days, retrain_every, purge, step
     Transformer against factor scores, a composite, gradient boosting and ridge on the same
     features, scored by daily rank IC on the tradeable label); default: the embedded
     synthetic series.
+
+    Each finished fold is saved in OUT/folds as the run goes: after a crash, kill or Ctrl-C,
+    the same command with --resume continues from there. A model that fails on a fold is
+    recorded and the run goes on; the exit status is 1 when the Transformer failed on every
+    fold.
     """
     from .backtest import BacktestConfig
     from .baselines import PerStock, default_baselines
     from .data import load_dir
     from .estimator import CausalTransformerForecaster
+    from .fold_store import ResumeError
     from .presets import panel_models
     from .report import build_report, write_report
     from .rules import CostModel
@@ -297,7 +309,8 @@ def backtest(data, out, features, scheme, train_days, retrain_every, purge, step
         wf = WalkForwardConfig(scheme=scheme, train_days=train_days, retrain_every=retrain_every,
                                purge=purge, step=step, horizon=horizon, n_jobs=n_jobs,
                                margin_days=max(130, 2 * window + 10),
-                               label="tradeable" if panel else "close", execution=execution)
+                               label="tradeable" if panel else "close", execution=execution,
+                               resume=resume)
         costs = CostModel(commission_rate=commission, min_commission=min_commission,
                           transfer_fee_rate=transfer_fee, slippage_bps=slippage_bps)
         bt = BacktestConfig.for_universe(len(frames), top_k, capital=capital, execution=execution,
@@ -307,8 +320,19 @@ def backtest(data, out, features, scheme, train_days, retrain_every, purge, step
         raise click.ClickException(str(exc)) from exc
     click.echo(f"walk-forward: {len(models)} models, {scheme} window, refit every {retrain_every} days",
                err=True)
-    result = walk_forward(frames, models, wf)
-    report = build_report(result, frames, models, "transformer", bt, horizon)
+    folds_dir = Path(out) / "folds"
+    try:
+        result = walk_forward(frames, models, wf, checkpoint_dir=folds_dir)
+    except KeyboardInterrupt:
+        done = len(list(folds_dir.glob("fold_*.pkl")))
+        args = [a for a in sys.argv[1:] if a != "--resume"]
+        click.echo(f"\ninterrupted: {done} finished fold(s) kept in {folds_dir}; resume with:\n  "
+                   + shlex.join(["forecaster", *args, "--resume"]), err=True)
+        sys.exit(130)
+    except (ResumeError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    report = build_report(result, frames, models, "transformer", bt, horizon,
+                          index_constituents=index_constituents)
     files = write_report(report, result, out, extra={"data": source, "model_params": {
         name: {k: (list(v) if isinstance(v, tuple) else v) for k, v in m.get_params(deep=False).items()
                if not hasattr(v, "get_params")}
@@ -320,6 +344,10 @@ def backtest(data, out, features, scheme, train_days, retrain_every, purge, step
     for line in report.verdict + report.notes:
         click.echo(f"- {line}")
     click.echo(f"report: {', '.join(f.name for f in files)} in {out}")
+    if "transformer" not in set(result.predictions["model"]) and any(
+            name == "transformer" for _, name in result.failed):
+        click.echo("transformer failed on every fold (see 'failed' in metrics.json)", err=True)
+        sys.exit(1)
 
 
 @main.command()

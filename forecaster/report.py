@@ -1,7 +1,8 @@
 """Scores, backtests and plots of a walk-forward run, written to a report folder.
 
 Files: ``metrics.json`` (everything below, machine-readable), ``predictions.csv``,
-``fold_metrics.csv``, ``stock_metrics.csv`` (panels), ``trades.csv`` and ``equity.csv`` (of the
+``fold_metrics.csv``, ``universe.csv`` (every stock loaded: its days used, or why it was left
+out), ``stock_metrics.csv`` (panels), ``trades.csv`` and ``equity.csv`` (of the
 main model), and PNGs: ``equity.png`` (equity vs benchmark with drawdown), ``predicted_vs_actual.png``,
 ``rolling_ic.png``, ``fold_metrics.png``, ``dm_pvalues.png``.
 """
@@ -30,6 +31,8 @@ from .metrics import (
     summarise,
 )
 from .panel import Panel
+from .rules import is_synthetic
+from .universe import universe_counts, universe_line, universe_table
 from .walkforward import WalkForwardResult
 
 log = logging.getLogger(__name__)
@@ -55,6 +58,13 @@ class Report:
     ic_tests: pd.DataFrame = field(default_factory=pd.DataFrame)
     quantiles: dict[str, dict] = field(default_factory=dict)
     ic_horizons: pd.DataFrame = field(default_factory=pd.DataFrame)
+    universe: pd.DataFrame = field(default_factory=pd.DataFrame)
+    failed: dict = field(default_factory=dict)
+    not_computed: dict = field(default_factory=dict)
+
+    @property
+    def universe_counts(self) -> dict:
+        return universe_counts(self.universe) if len(self.universe) else {}
 
     def summary_table(self) -> pd.DataFrame:
         """One row per model: forecast scores, DM p-value vs the main model, backtest."""
@@ -98,7 +108,7 @@ def _with_mean_forecast(pred: pd.DataFrame) -> pd.DataFrame:
 
 def build_report(result: WalkForwardResult, frames: dict[str, pd.DataFrame], models: dict,
                  model: str = "transformer", backtest: BacktestConfig | None = None,
-                 horizon: int = 1) -> Report:
+                 horizon: int = 1, index_constituents: bool = False) -> Report:
     """Score every model of ``result`` and backtest its forecasts.
 
     Args:
@@ -109,6 +119,8 @@ def build_report(result: WalkForwardResult, frames: dict[str, pd.DataFrame], mod
         model: the main model's name; DM compares it with every other return forecast.
         backtest: trading configuration (panels: top-k by forecast).
         horizon: forecast horizon (DM's HAC lags).
+        index_constituents: the user says the stocks are an index's current constituents, so
+            the survivorship caveat is stated as a fact (otherwise as a condition).
     """
     pred = _with_mean_forecast(result.predictions.reset_index())
     pred = pred[pred["actual"].notna()]  # suspended days are not scored (counted below)
@@ -127,7 +139,7 @@ def build_report(result: WalkForwardResult, frames: dict[str, pd.DataFrame], mod
     dm = (dm_table(pred[pred["model"].isin(returns_models)], model, baselines, horizon=horizon)
           if model in returns_models and baselines else pd.DataFrame())
 
-    ic, daily, ic_close, quantiles, horizons, tests = {}, {}, {}, {}, {}, []
+    ic, daily, ic_close, quantiles, horizons, tests, gaps = {}, {}, {}, {}, {}, [], {}
     if panel:
         actual = pred.pivot_table(index="date", columns="code", values="actual", aggfunc="first")
         close = ("actual_close" in pred.columns and
@@ -137,6 +149,7 @@ def build_report(result: WalkForwardResult, frames: dict[str, pd.DataFrame], mod
             f = g.pivot_table(index="date", columns="code", values="forecast", aggfunc="first")
             daily[name] = daily_ic(f, actual, method="spearman")
             ic[name] = ic_summary(daily[name])
+            gaps[name] = _ic_gaps(ic[name], f, actual)
             if close is not False:
                 ic_close[name] = ic_summary(daily_ic(f, close, method="spearman"))
             quantiles[name] = quantile_summary(quantile_returns(f, actual), horizon=horizon)
@@ -163,17 +176,86 @@ def build_report(result: WalkForwardResult, frames: dict[str, pd.DataFrame], mod
         results[name] = run_backtest({c: frames[c] for c in forecast.columns}, forecast, backtest)
 
     verdict = _verdict(model, overall if model in returns_models else overall.iloc[:0], dm, ic,
-                       results, ic_tests, horizon)
+                       results, ic_tests, horizon, gaps)
+    universe = universe_table(frames, result, model)
+    if result.failed:
+        verdict.append(_failure_line(model, result))
     why = ("without a scoreable tradeable outcome (suspended or no bar on the entry or exit day, "
            "limit-up at the entry, or an exit beyond the data)" if result.config.label == "tradeable"
            else "on suspended days")
     notes = [f"{n_suspended} forecast rows {why} were not scored"]
+    notes.append(universe_line(universe_counts(universe)))
+    if any(gaps.values()):
+        notes.append("NaN cells in the tables are statistics that could not be computed; "
+                     "'not_computed' in metrics.json gives each reason")
     if panel:
         notes.append(_ic_meaning(result.config, horizon))
-        notes.append("the universe is today's index constituents: averages over it carry "
-                     "survivorship bias")
+    notes += data_caveats(list(frames), panel, index_constituents)
     return Report(model, overall, per_fold, per_stock, dm, ic, daily_ic_frame, results, verdict, notes,
-                  ic_close, ic_tests, quantiles, pd.DataFrame(horizons).T)
+                  ic_close, ic_tests, quantiles, pd.DataFrame(horizons).T, universe, dict(result.failed),
+                  {m: g for m, g in gaps.items() if g})
+
+
+def data_caveats(codes: list[str], panel: bool, index_constituents: bool = False) -> list[str]:
+    """What the data cannot tell, stated only where it is true: synthetic prices always named
+    as such; survivorship as a fact when the user says the folder is an index's current
+    constituents, else as a condition the reader can check."""
+    notes = []
+    n_syn = sum(is_synthetic(c) for c in codes)
+    if n_syn == len(codes):
+        notes.append("SYNTHETIC data: every price here is generated (codes 'syn.*'), not market data; "
+                     "returns and equity curves say nothing about any listed stock")
+    elif n_syn:
+        notes.append(f"{n_syn} of {len(codes)} stocks are SYNTHETIC (codes 'syn.*'), not market data")
+    if panel and index_constituents:
+        notes.append("the stocks are an index's current constituents: stocks that left the index or "
+                     "were delisted are missing, so averages over them carry survivorship bias")
+    elif panel and n_syn < len(codes):
+        notes.append("if these stocks were chosen by today's index membership (or any other "
+                     "after-the-fact list), stocks that dropped out are missing and the averages carry "
+                     "survivorship bias")
+    return notes
+
+
+def _failure_line(model: str, result: WalkForwardResult) -> str:
+    n_folds = len(result.folds)
+    by_model: dict[str, int] = {}
+    for _, name in result.failed:
+        by_model[name] = by_model.get(name, 0) + 1
+    parts = ", ".join(f"{name} on {n} of {n_folds} folds" for name, n in sorted(by_model.items()))
+    first = next(iter(sorted(result.failed.items())))
+    return (f"FAILED model runs (recorded, the run went on): {parts}; first: fold {first[0][0]} "
+            f"{first[0][1]}: {first[1]}" + (f" -- {model} failed on EVERY fold" if by_model.get(model)
+                                             and model not in set(result.predictions["model"]) else ""))
+
+
+def _ic_gaps(summary: dict, forecast: pd.DataFrame, actual: pd.DataFrame, min_stocks: int = 5) -> dict:
+    """Why a model's daily rank IC or ICIR could not be computed (``{stat: reason}``; empty
+    when both were)."""
+    gaps = {}
+    if summary["n_days"] == 0:
+        f, a = forecast.align(actual, join="inner")
+        valid = f.notna() & a.notna()
+        most = int(valid.sum(axis=1).max()) if len(valid) else 0
+        if most < min_stocks:
+            gaps["mean_ic"] = (f"fewer than {min_stocks} stocks with a forecast and a scored outcome on "
+                               f"every day (at most {most})")
+        elif (f.where(valid).nunique(axis=1) <= 1).all():
+            gaps["mean_ic"] = "the forecast is the same for every stock on every day"
+        else:
+            gaps["mean_ic"] = "no day had a cross-section that varies in both forecast and outcome"
+        gaps["icir"] = gaps["mean_ic"]
+    elif not math.isfinite(summary["icir"]):
+        gaps["icir"] = ("needs at least 2 days of IC" if summary["n_days"] < 2
+                        else "the daily IC does not vary")
+    return gaps
+
+
+def stat_text(value: float, spec: str, reason: str | None = None) -> str:
+    """``format(value, spec)``, or "not computed (reason)" where the value is not a number."""
+    if value is not None and math.isfinite(float(value)):
+        return format(float(value), spec)
+    return f"not computed ({reason or 'not enough data'})"
 
 
 def _horizon_labels(frames: dict[str, pd.DataFrame], result: WalkForwardResult,
@@ -198,9 +280,11 @@ def _ic_meaning(config, horizon: int) -> str:
 
 
 def _verdict(model: str, overall: pd.DataFrame, dm: pd.DataFrame, ic: dict, backtests: dict,
-             ic_tests: pd.DataFrame | None = None, horizon: int = 1) -> list[str]:
-    """Plain sentences on whether the model beat the simple alternatives."""
-    lines = []
+             ic_tests: pd.DataFrame | None = None, horizon: int = 1, gaps: dict | None = None
+             ) -> list[str]:
+    """Plain sentences on whether the model beat the simple alternatives; a statistic that
+    could not be computed is said to be so, with the reason (``gaps``: model -> stat -> why)."""
+    lines, gaps = [], gaps or {}
     row = overall.set_index("model").loc[model] if model in set(overall["model"]) else None
     if row is not None:
         r2 = row["r2_oos_zero"]
@@ -212,32 +296,53 @@ def _verdict(model: str, overall: pd.DataFrame, dm: pd.DataFrame, ic: dict, back
             word = "is significantly WORSE than"
         else:
             word = "does NOT beat"
-        lines.append(f"{model} {word} the zero forecast: out-of-sample R^2 vs zero {r2:+.4f}, "
-                     f"Diebold-Mariano stat {stat:+.2f}, p = {p:.3f}")
-        lines.append(f"{model} sign hit rate {row['hit_rate']:.1%} (binomial p = {row['binomial_p']:.3f})")
+        dm_why = "no zero-forecast baseline in the run" if vs_zero is None else "too few paired days"
+        lines.append(f"{model} {word} the zero forecast: out-of-sample R^2 vs zero "
+                     f"{stat_text(r2, '+.4f', 'no scored forecast')}, Diebold-Mariano stat "
+                     f"{stat_text(stat, '+.2f', dm_why)}, p = {stat_text(p, '.3f', dm_why)}")
+        lines.append(f"{model} sign hit rate {stat_text(row['hit_rate'], '.1%', 'no scored forecast')} "
+                     f"(binomial p = {stat_text(row['binomial_p'], '.3f', 'no scored forecast')})")
     if ic and model in ic:
         others = {m: v for m, v in ic.items() if m != model and np.isfinite(v["mean_ic"])}
         best = max(others, key=lambda m: others[m]["mean_ic"]) if others else None
-        line = f"{model} daily rank IC {ic[model]['mean_ic']:+.4f} (ICIR {ic[model]['icir']:+.3f})"
+        mine = gaps.get(model, {})
+        if not np.isfinite(ic[model]["mean_ic"]):
+            line = f"{model} daily rank IC {stat_text(math.nan, '', mine.get('mean_ic'))}"
+        else:
+            line = (f"{model} daily rank IC {ic[model]['mean_ic']:+.4f} "
+                    f"(ICIR {stat_text(ic[model]['icir'], '+.3f', mine.get('icir'))})")
         if best is not None:
-            line += f"; best baseline: {best} {ic[best]['mean_ic']:+.4f} (ICIR {ic[best]['icir']:+.3f})"
+            theirs = gaps.get(best, {})
+            line += (f"; best baseline: {best} {ic[best]['mean_ic']:+.4f} "
+                     f"(ICIR {stat_text(ic[best]['icir'], '+.3f', theirs.get('icir'))})")
+        elif len(ic) > 1:
+            line += "; no baseline's rank IC could be computed either"
         lines.append(line)
         if best is not None and ic_tests is not None and len(ic_tests):
             t = ic_tests.set_index("baseline").loc[best]
-            if t["p_value"] < 0.05:
-                word = "significantly beats" if t["mean_diff"] > 0 else "is significantly WORSE than"
+            if not np.isfinite(t["p_value"]):
+                lines.append(f"{model} vs the best baseline {best}: rank-IC difference test not computed "
+                             f"({mine.get('mean_ic') or 'too few days with both ICs'})")
             else:
-                word = "does NOT significantly beat" if t["mean_diff"] > 0 else "does NOT beat"
-            lines.append(f"{model} {word} the best baseline {best}: daily rank IC difference "
-                         f"{t['mean_diff']:+.4f}, Newey-West t {t['t_stat']:+.2f}, p = {t['p_value']:.3f}")
-            wins = ic_tests[(ic_tests["mean_diff"] > 0) & (ic_tests["p_value"] < 0.05)]
-            lines.append(f"{model} beats {len(wins)} of {len(ic_tests)} other models significantly "
-                         "(rank IC, p < 0.05)")
+                if t["p_value"] < 0.05:
+                    word = "significantly beats" if t["mean_diff"] > 0 else "is significantly WORSE than"
+                else:
+                    word = "does NOT significantly beat" if t["mean_diff"] > 0 else "does NOT beat"
+                lines.append(f"{model} {word} the best baseline {best}: daily rank IC difference "
+                             f"{t['mean_diff']:+.4f}, Newey-West t {t['t_stat']:+.2f}, "
+                             f"p = {t['p_value']:.3f}")
+                wins = ic_tests[(ic_tests["mean_diff"] > 0) & (ic_tests["p_value"] < 0.05)]
+                lines.append(f"{model} beats {len(wins)} of {len(ic_tests)} other models significantly "
+                             "(rank IC, p < 0.05)")
     if model in backtests:
         m, b = backtests[model].metrics, backtests[model].benchmark_metrics
-        lines.append(f"{model} strategy after costs: annual return {m['annual_return']:+.2%}, "
-                     f"Sharpe {m['sharpe']:.2f}, max drawdown {m['max_drawdown']:.1%}; benchmark "
-                     f"({backtests[model].benchmark}) {b['annual_return']:+.2%}, Sharpe {b['sharpe']:.2f}")
+        flat = "no trades" if not m.get("n_trades") else "the equity never moved"
+        lines.append(f"{model} strategy after costs: annual return "
+                     f"{stat_text(m['annual_return'], '+.2%', flat)}, "
+                     f"Sharpe {stat_text(m['sharpe'], '.2f', flat)}, max drawdown "
+                     f"{stat_text(m['max_drawdown'], '.1%', flat)}; benchmark ({backtests[model].benchmark}) "
+                     f"{stat_text(b['annual_return'], '+.2%', 'no days')}, Sharpe "
+                     f"{stat_text(b['sharpe'], '.2f', 'flat benchmark')}")
     return lines
 
 
@@ -276,6 +381,9 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
     pred.to_csv(out / "predictions.csv")
     report.per_fold.to_csv(out / "fold_metrics.csv", index=False)
     files += [out / "predictions.csv", out / "fold_metrics.csv"]
+    if len(report.universe):
+        report.universe.to_csv(out / "universe.csv", index=False)
+        files.append(out / "universe.csv")
     if len(report.per_stock):
         report.per_stock.to_csv(out / "stock_metrics.csv", index=False)
         files.append(out / "stock_metrics.csv")
@@ -327,7 +435,11 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
                             "benchmark_name": r.benchmark} for name, r in report.backtests.items()},
         "folds": result.folds,
         "walk_forward": asdict(result.config),
-        "skipped": {f"{fold}:{name}": why for (fold, name), why in result.skipped.items()},
+        "universe": report.universe_counts,
+        "skipped": {f"{fold}:{name}": why for (fold, name), why in sorted(result.skipped.items())},
+        "failed": {f"{fold}:{name}": why for (fold, name), why in sorted(result.failed.items())},
+        "not_computed": report.not_computed,
+        "resumed_folds": result.n_resumed,
         **(extra or {}),
     }
     (out / "metrics.json").write_text(json.dumps(_jsonable(metrics), indent=2))

@@ -106,12 +106,21 @@ class CostModel:
         return price * (1.0 + s) if side == "buy" else price * (1.0 - s)
 
 
+def is_synthetic(code: str) -> bool:
+    """Generated data carries codes ``syn.*`` (``syn.000001``, or ``syn.sz.300001`` to get a
+    board's limit rules), which no listed stock has."""
+    return str(code).strip().lower().startswith("syn.")
+
+
 def board(code: str) -> str:
     """``"main"``, ``"chinext"`` (sz.30xxxx), ``"star"`` (sh.688/689xxx) or ``"bse"`` (Beijing).
 
-    Codes that are not canonical ``sh.``/``sz.``/``bj.`` codes count as main board.
+    Codes that are not canonical ``sh.``/``sz.``/``bj.`` codes count as main board; a synthetic
+    code ``syn.<canonical code>`` follows the rules of the board of the code it wraps.
     """
     code = str(code).strip().lower()
+    if is_synthetic(code):
+        code = code[4:]
     exchange, _, number = code.partition(".")
     if exchange == "sh" and number.startswith(("688", "689")):
         return "star"

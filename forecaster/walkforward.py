@@ -9,23 +9,33 @@ away from the first forecast. Cut-offs advance by ``retrain_every`` days, so the
 tile the calendar after the first ``train_days``.
 
 Folds run in parallel processes (joblib, ``n_jobs``); each task runs torch with
-``threads_per_task`` threads, so results are identical whatever ``n_jobs`` is.
+``threads_per_task`` threads, so results are identical whatever ``n_jobs`` is. Given a
+``checkpoint_dir``, each finished fold is written there at once (:mod:`forecaster.fold_store`)
+and ``resume=True`` continues an interrupted run from its finished folds.
+
+A model that raises on a fold does not stop the run: a ``ValueError`` in ``fit`` (too little
+data for it) is recorded as *skipped*, any other exception as *failed* with a summary of
+where it was raised; the other models and folds go on.
 """
 
 from __future__ import annotations
 
 import logging
+import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 from joblib import Parallel, delayed
 from sklearn.base import clone
+from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from .features import log_returns, mask_suspended
+from .fold_store import FoldOutput, FoldStore, data_fingerprint, run_description
 from .interface import input_kind
 from .labels import EXECUTIONS, by_forecast_date, close_to_close, tradeable_label
 from .panel import Panel
@@ -59,6 +69,8 @@ class WalkForwardConfig:
             close-to-close return of the same days as ``actual_close``. ``"close"``: the
             close-to-close log return of the day forecast (the single-stock models' target).
         execution: ``"next_open"`` or ``"close"``, for the tradeable label.
+        resume: continue the run stored in ``walk_forward``'s ``checkpoint_dir`` from its
+            finished folds (refused if its data or configuration differ from this run's).
     """
 
     scheme: str = "expanding"
@@ -76,6 +88,7 @@ class WalkForwardConfig:
     progress: bool = True
     label: str = "tradeable"
     execution: str = "next_open"
+    resume: bool = False
 
     def __post_init__(self) -> None:
         if self.scheme not in SCHEMES:
@@ -143,8 +156,16 @@ class WalkForwardResult:
             :class:`WalkForwardConfig`; NaN where no outcome can be scored).
         folds: one row per fold (train_start, train_end, test_start, test_end, n_test_days,
             n_stocks).
-        models: ``{(fold, name): fitted model}`` when run with ``keep_models=True``.
-        skipped: ``{(fold, name): reason}`` for models that could not be fit on a fold.
+        models: ``{(fold, name): fitted model}`` when run with ``keep_models=True`` (folds
+            taken from a resumed run have none).
+        skipped: ``{(fold, name): reason}`` for models that could not be fit on a fold
+            (``(fold, "name:stocks")`` for stocks a per-stock model left out).
+        failed: ``{(fold, name): "ExceptionType: message (at file:line in function)"}`` for
+            models that raised on a fold.
+        excluded: ``{(fold, name): [codes]}``, stocks a model left out of a fold it ran on.
+        members: ``{fold: [codes]}``, the stocks with ``min_stock_days`` rows up to each
+            fold's cut-off (the others were not given to the fold's models).
+        n_resumed: folds taken from a checkpoint rather than run.
     """
 
     predictions: pd.DataFrame
@@ -152,6 +173,10 @@ class WalkForwardResult:
     config: WalkForwardConfig
     models: dict = field(default_factory=dict)
     skipped: dict = field(default_factory=dict)
+    failed: dict = field(default_factory=dict)
+    excluded: dict = field(default_factory=dict)
+    members: dict = field(default_factory=dict)
+    n_resumed: int = 0
 
 
 def point_forecast(pred) -> pd.Series:
@@ -162,58 +187,113 @@ def point_forecast(pred) -> pd.Series:
 
 
 def _run_fold(fold: Fold, models: dict, train: dict, test: dict, threads: int, keep: bool):
-    """``train``/``test``: ``{"frames": {code: frame}, "panel": Panel or None}``."""
-    """Fit every model on ``train`` and forecast the fold's days from ``test``, with
-    ``threads`` torch threads (restored afterwards: with ``n_jobs=1`` this is the caller's
-    own process)."""
+    """Fit every model on ``train`` (``{"frames": {code: frame}, "panel": Panel or None}``)
+    and forecast the fold's days from ``test``, with ``threads`` torch threads (restored
+    afterwards: with ``n_jobs=1`` this is the caller's own process). Returns the fold's
+    :class:`FoldOutput` and ``{(fold, name): model}`` when ``keep``."""
     previous = torch.get_num_threads()
     if threads != previous:
         torch.set_num_threads(threads)
+    # OpenMP/BLAS pools too (gradient boosting): spinning threads beyond the task's share
+    # of the cores make small fits many times slower on a busy machine.
+    limits = threadpool_limits(limits=threads)
     try:
-        return _fit_and_forecast(fold, models, train, test, keep)
+        output, kept = FoldOutput(fold.fold, []), {}
+        for name, template in models.items():
+            try:
+                model = _fit_and_forecast(fold, name, template, train, test, output)
+            except _Skip as exc:
+                output.skipped[(fold.fold, name)] = str(exc)
+                continue
+            except Exception as exc:  # one model's bug must not sink a long run: record it
+                output.failed[(fold.fold, name)] = failure_summary(exc)
+                continue
+            if keep:
+                kept[(fold.fold, name)] = model
+        return output, kept
     finally:
+        limits.restore_original_limits()
         if torch.get_num_threads() != previous:
             torch.set_num_threads(previous)
 
 
-def _fit_and_forecast(fold: Fold, models: dict, train: dict, test: dict, keep: bool):
-    rows, kept, skipped = [], {}, {}
-    for name, template in models.items():
-        model = clone(template)
-        panel_model = input_kind(model) == "panel"
-        try:
-            model.fit(train["panel"] if panel_model else train["frames"])
-        except ValueError as exc:  # e.g. too little history for this model on this fold
-            skipped[(fold.fold, name)] = str(exc)
-            continue
-        if panel_model:
-            # One (date, code) Series for every stock; keep the fold's forecast days.
-            long = model.predict(test["panel"])
-            long = long[long.index.get_level_values("date").isin(fold.test_days)].dropna()
-            rows.append(pd.DataFrame({"code": long.index.get_level_values("code"), "model": name,
-                                      "fold": fold.fold, "forecast": long.to_numpy()},
-                                     index=pd.DatetimeIndex(long.index.get_level_values("date"))))
-            if keep:
-                kept[(fold.fold, name)] = model
-            continue
-        # A model may leave out stocks it had too little training data for (excluded_).
-        left_out = set(getattr(model, "excluded_", ()))
-        if left_out:
-            skipped[(fold.fold, f"{name}:stocks")] = f"left out {sorted(left_out)}"
-        frames = train["frames"]
-        preds = model.predict({c: f for c, f in test["frames"].items() if c in frames and c not in left_out})
-        for code, pred in preds.items():
-            point = point_forecast(pred).reindex(fold.test_days).dropna()
-            rows.append(pd.DataFrame({"code": code, "model": name, "fold": fold.fold,
-                                      "forecast": point.to_numpy()}, index=point.index))
-        if keep:
-            kept[(fold.fold, name)] = model
-    return fold.fold, rows, kept, skipped
+class _Skip(Exception):
+    """A model could not be fit on a fold for lack of data (its ``fit`` raised ValueError)."""
+
+
+def failure_summary(exc: BaseException) -> str:
+    """``"Type: message (at file:line in function)"``, the frame that raised."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return f"{type(exc).__name__}: {exc}"
+    last = frames[-1]
+    return f"{type(exc).__name__}: {exc} (at {Path(last.filename).name}:{last.lineno} in {last.name})"
+
+
+def _fit_and_forecast(fold: Fold, name: str, template, train: dict, test: dict, output: FoldOutput):
+    """Fit a fresh copy of ``template`` and append its forecast rows to ``output``."""
+    model = clone(template)
+    panel_model = input_kind(model) == "panel"
+    try:
+        model.fit(train["panel"] if panel_model else train["frames"])
+    except ValueError as exc:  # e.g. too little history for this model on this fold
+        raise _Skip(str(exc)) from exc
+    if panel_model:
+        # One (date, code) Series for every stock; keep the fold's forecast days.
+        long = model.predict(test["panel"])
+        long = long[long.index.get_level_values("date").isin(fold.test_days)].dropna()
+        output.rows.append(pd.DataFrame({"code": long.index.get_level_values("code"), "model": name,
+                                         "fold": fold.fold, "forecast": long.to_numpy()},
+                                        index=pd.DatetimeIndex(long.index.get_level_values("date"))))
+        return model
+    # A model may leave out stocks it had too little training data for (excluded_).
+    left_out = set(getattr(model, "excluded_", ()))
+    if left_out:
+        output.excluded[(fold.fold, name)] = sorted(left_out)
+        output.skipped[(fold.fold, f"{name}:stocks")] = f"left out {sorted(left_out)}"
+    frames = train["frames"]
+    preds = model.predict({c: f for c, f in test["frames"].items() if c in frames and c not in left_out})
+    for code, pred in preds.items():
+        point = point_forecast(pred).reindex(fold.test_days).dropna()
+        output.rows.append(pd.DataFrame({"code": code, "model": name, "fold": fold.fold,
+                                         "forecast": point.to_numpy()}, index=point.index))
+    return model
+
+
+def fold_members(grid: Panel, folds: list[Fold], min_stock_days: int) -> dict[int, list[str]]:
+    """``{fold: codes}``: the stocks with at least ``min_stock_days`` bars from the fold's
+    training start to its cut-off (vectorised: cumulative bar counts over the calendar)."""
+    counts = np.vstack([np.zeros((1, len(grid.codes)), int), np.cumsum(grid.listed, axis=0)])
+    out = {}
+    for f in folds:
+        lo, hi = grid.dates.searchsorted(f.train_start), grid.dates.searchsorted(f.cut, side="right")
+        out[f.fold] = [str(c) for c in grid.codes[(counts[hi] - counts[lo]) >= min_stock_days]]
+    return out
+
+
+def _fold_inputs(panel: dict, grid: Panel, fold: Fold, codes: list[str], config: WalkForwardConfig,
+                 kinds: set[str]):
+    """The inputs of one fold's models for the stocks ``codes``: rows up to the cut-off for
+    training, and the forecast block with ``margin_days`` of history before it."""
+    calendar = grid.dates
+    train, test = {}, {}
+    if "frames" in kinds:
+        for code in codes:
+            frame = panel[code]
+            train[code] = frame.loc[fold.train_start : fold.cut]
+            first = frame.index.searchsorted(fold.test_days[0])
+            test[code] = frame.iloc[max(0, first - config.margin_days) :].loc[: fold.test_days[-1]]
+    train_panel = test_panel = None
+    if "panel" in kinds:
+        first = max(0, int(calendar.searchsorted(fold.test_days[0])) - config.margin_days)
+        train_panel = grid.slice(fold.train_start, fold.cut).take(codes)
+        test_panel = grid.slice(calendar[first], fold.test_days[-1]).take(codes)
+    return {"frames": train, "panel": train_panel}, {"frames": test, "panel": test_panel}
 
 
 def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame], models: dict,
-                 config: WalkForwardConfig | None = None, keep_models: bool = False
-                 ) -> WalkForwardResult:
+                 config: WalkForwardConfig | None = None, keep_models: bool = False,
+                 checkpoint_dir: str | Path | None = None) -> WalkForwardResult:
     """Run every model on every fold.
 
     Args:
@@ -223,52 +303,61 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame], models: dict,
             return ``{code: Series}``; panel models (``input_kind = "panel"``: the panel
             Transformer, factor scores, gradient boosting) get a
             :class:`~forecaster.panel.Panel` slice and return a ``(date, code)`` Series.
-        config: fold layout and parallelism.
+        config: fold layout and parallelism; ``config.resume`` continues the run stored in
+            ``checkpoint_dir``.
         keep_models: also return each fold's fitted models (for inspection and tests).
+        checkpoint_dir: folder for finished folds (written as they finish), so a crash or
+            Ctrl-C loses only the folds in progress.
+
+    Raises:
+        forecaster.fold_store.ResumeError: resuming a run whose data or configuration differ.
+        ValueError: no fold fits the calendar, or no model produced any forecast.
     """
     config = config or WalkForwardConfig()
     panel = dict(data) if isinstance(data, Mapping) else {str(data["code"].iloc[0]): data}
     grid = Panel.from_frames(panel)  # the one aligned panel: panel models' input and the labels
-    calendar = grid.dates
-    folds = make_folds(calendar, config)
-    any_panel = any(input_kind(m) == "panel" for m in models.values())
-    tasks = []
-    for fold in folds:
-        train, test = {}, {}
-        for code, frame in panel.items():
-            rows = frame.loc[fold.train_start : fold.cut]
-            if len(rows) < config.min_stock_days:
-                continue
-            train[code] = rows
-            first = frame.index.searchsorted(fold.test_days[0])
-            test[code] = frame.iloc[max(0, first - config.margin_days) :].loc[: fold.test_days[-1]]
-        train_panel = test_panel = None
-        if any_panel and train:
-            codes = sorted(train)
-            first = max(0, int(calendar.searchsorted(fold.test_days[0])) - config.margin_days)
-            train_panel = grid.slice(fold.train_start, fold.cut).take(codes)
-            test_panel = grid.slice(calendar[first], fold.test_days[-1]).take(codes)
-        tasks.append((fold, {"frames": train, "panel": train_panel}, {"frames": test, "panel": test_panel}))
-    n_stocks = {fold.fold: len(train["frames"]) for fold, train, _ in tasks}
-    empty = [fold.fold for fold, train, _ in tasks if not train["frames"]]
+    folds = make_folds(grid.dates, config)
+    if config.resume and checkpoint_dir is None:
+        raise ValueError("resume needs a checkpoint folder (the report folder of the interrupted run)")
+    done: dict[int, FoldOutput] = {}
+    store = None
+    if checkpoint_dir is not None:
+        store = FoldStore(checkpoint_dir, {"data": data_fingerprint(panel),
+                                           "run": run_description(config, models)})
+        done = store.start(config.resume)
+    kinds = {input_kind(m) for m in models.values()}
+    members = fold_members(grid, folds, config.min_stock_days)
+    empty = [f.fold for f in folds if not members[f.fold]]
     if empty:
         log.warning("%d fold(s) have no stock with %d training days: %s", len(empty),
                     config.min_stock_days, empty)
-    jobs = (delayed(_run_fold)(fold, models, train, test, config.threads_per_task, keep_models)
-            for fold, train, test in tasks if train["frames"])
-    results = Parallel(n_jobs=config.n_jobs, return_as="generator_unordered")(jobs)
-    rows, kept, skipped = [], {}, {}
-    with tqdm(total=sum(1 for _, t, _ in tasks if t["frames"]), desc="walk-forward", unit="fold",
+    todo = [f for f in folds if members[f.fold] and f.fold not in done]
+    jobs = (delayed(_run_fold)(fold, models,
+                               *_fold_inputs(panel, grid, fold, members[fold.fold], config, kinds),
+                               config.threads_per_task, keep_models) for fold in todo)
+    outputs, kept = list(done.values()), {}
+    with tqdm(total=len(todo) + len(done), initial=len(done), desc="walk-forward", unit="fold",
               disable=not config.progress, dynamic_ncols=True) as bar:
-        for _, fold_rows, fold_kept, fold_skipped in results:
-            rows.extend(fold_rows)
+        for output, fold_kept in Parallel(n_jobs=config.n_jobs, return_as="generator_unordered")(jobs):
+            if store is not None:
+                store.save(output)
+            outputs.append(output)
             kept.update(fold_kept)
-            skipped.update(fold_skipped)
             bar.update(1)
+    rows, skipped, failed, excluded = [], {}, {}, {}
+    for output in sorted(outputs, key=lambda o: o.fold):
+        rows.extend(output.rows)
+        skipped.update(output.skipped)
+        failed.update(output.failed)
+        excluded.update(output.excluded)
     for (fold, name), reason in sorted(skipped.items()):
         log.warning("fold %d: %s skipped: %s", fold, name, reason)
+    for (fold, name), reason in sorted(failed.items()):
+        log.error("fold %d: %s FAILED: %s", fold, name, reason)
     if not rows:
-        raise ValueError("no model produced any forecast")
+        raise ValueError("no model produced any forecast"
+                         + (f" ({len(failed)} model-fold(s) failed, e.g. {next(iter(failed.values()))})"
+                            if failed else ""))
     predictions = pd.concat(rows)
     predictions.index.name = "date"
     keys = pd.MultiIndex.from_arrays([predictions.index, predictions["code"]])
@@ -281,8 +370,9 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame], models: dict,
         predictions["actual"] = _actuals(panel).reindex(keys).to_numpy()
     predictions = (predictions.reset_index()
                    .sort_values(["model", "code", "date"], kind="stable").set_index("date"))
-    folds_table = pd.DataFrame([{**f.as_row(), "n_stocks": n_stocks[f.fold]} for f in folds])
-    return WalkForwardResult(predictions, folds_table, config, kept, skipped)
+    folds_table = pd.DataFrame([{**f.as_row(), "n_stocks": len(members[f.fold])} for f in folds])
+    return WalkForwardResult(predictions, folds_table, config, kept, skipped, failed, excluded, members,
+                             n_resumed=len(done))
 
 
 def _long(values, panel: Panel) -> pd.Series:

@@ -23,7 +23,7 @@ class SyntheticConfig:
 
     n_days: int = 1200
     start: str = "2020-01-02"
-    code: str = "sh.600000"
+    code: str = "syn.000000"  # no listed stock has a syn. code; main-board limits
     initial_price: float = 10.0
     ar: float = 0.08
     omega: float = 8e-6

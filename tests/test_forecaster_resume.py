@@ -1,0 +1,198 @@
+"""Long runs survive interruption; a failing model does not sink a run; every stock is
+accounted for; statistics that cannot be computed say so; caveats are only stated where true."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from sklearn.base import BaseEstimator
+
+from forecaster.cli import main
+from forecaster.data import synthetic_panel, write_synthetic_panel
+from forecaster.fold_store import ResumeError
+from forecaster.panel_baselines import FactorScore
+from forecaster.report import build_report, data_caveats
+from forecaster.walkforward import WalkForwardConfig, walk_forward
+
+FAST = ["--window", "8", "--d-model", "8", "--heads", "2", "--layers", "1", "--epochs", "1",
+        "--train-days", "150", "--retrain-every", "30", "--jobs", "1", "--no-seed-recipe"]
+
+
+def _cli(folder, out, *extra):
+    return [sys.executable, "-m", "forecaster.cli", "backtest", str(folder), "--out", str(out), *FAST, *extra]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    root = tmp_path_factory.mktemp("syn")
+    write_synthetic_panel(root, n_stocks=10, n_days=300, signal_ic=0.05, seed=3)
+    return root
+
+
+def _wait_for_folds(proc, folds, n, timeout=240):
+    t0 = time.time()
+    while len(list(folds.glob("fold_*.pkl"))) < n:
+        assert proc.poll() is None, "the run ended before it could be interrupted"
+        assert time.time() - t0 < timeout, "no fold finished in time"
+        time.sleep(0.05)
+
+
+def _metrics(out):
+    m = json.loads((out / "metrics.json").read_text())
+    m.pop("resumed_folds")
+    m["walk_forward"].pop("resume")
+    return m
+
+
+def test_killed_run_resumes_to_the_uninterrupted_result(folder, tmp_path):
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(_cli(folder, killed), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=env)
+    try:
+        _wait_for_folds(proc, killed / "folds", 2)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    finished = len(list((killed / "folds").glob("fold_*.pkl")))
+    assert 2 <= finished < 5 and not (killed / "metrics.json").exists()
+
+    # Other options than the interrupted run's: refused, naming the difference.
+    res = subprocess.run([*_cli(folder, killed, "--resume"), "--lr", "0.01"], capture_output=True,
+                         text=True, env=env)
+    assert res.returncode != 0 and "configuration differs" in res.stderr and "lr" in res.stderr
+    assert len(list((killed / "folds").glob("fold_*.pkl"))) == finished  # nothing lost
+
+    res = subprocess.run(_cli(folder, killed, "--resume"), capture_output=True, text=True, env=env)
+    assert res.returncode == 0, res.stderr
+    whole = tmp_path / "whole"
+    res = subprocess.run(_cli(folder, whole), capture_output=True, text=True, env=env)
+    assert res.returncode == 0, res.stderr
+
+    assert json.loads((killed / "metrics.json").read_text())["resumed_folds"] == finished
+    assert (killed / "predictions.csv").read_text() == (whole / "predictions.csv").read_text()
+    a, b = _metrics(killed), _metrics(whole)
+    assert a == b
+
+
+def test_ctrl_c_keeps_finished_folds_and_prints_the_resume_command(folder, tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.Popen(_cli(folder, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for_folds(proc, out / "folds", 1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    assert "interrupted" in err and "--resume" in err and str(out) in err
+    assert list((out / "folds").glob("fold_*.pkl"))
+
+
+def test_resume_refuses_changed_data(tmp_path):
+    frames = synthetic_panel(n_stocks=6, n_days=260, seed=1)
+    models = {"low_vol": FactorScore("low_vol_20d")}
+    config = WalkForwardConfig(train_days=150, retrain_every=40, min_stock_days=60, progress=False)
+    walk_forward(frames, models, config, checkpoint_dir=tmp_path)
+    changed = dict(frames)
+    code = sorted(frames)[-1]
+    changed[code] = frames[code].copy()
+    changed[code].iloc[-1, changed[code].columns.get_loc("close")] *= 1.01  # the future moved
+    resume = WalkForwardConfig(train_days=150, retrain_every=40, min_stock_days=60, progress=False,
+                               resume=True)
+    with pytest.raises(ResumeError, match="the data differ"):
+        walk_forward(changed, models, resume, checkpoint_dir=tmp_path)
+    # Same data: every fold comes from the store, and the result is the same.
+    again = walk_forward(frames, models, resume, checkpoint_dir=tmp_path)
+    first = walk_forward(frames, models, config)
+    assert again.n_resumed == len(first.folds)
+    pd.testing.assert_frame_equal(again.predictions, first.predictions)
+
+
+class _Flaky(BaseEstimator):
+    """A score that raises on chosen folds (recognised by the first training date)."""
+
+    input_kind = "panel"
+    is_return_forecast = False
+
+    def __init__(self, fail_after=None):
+        self.fail_after = fail_after
+
+    def fit(self, panel):
+        if self.fail_after is None or panel.dates[-1] > pd.Timestamp(self.fail_after):
+            raise RuntimeError("boom")
+        self.fitted_ = True
+        return self
+
+    def predict(self, panel):
+        return FactorScore("low_vol_20d").fit(panel).predict(panel)
+
+
+def test_a_failing_model_is_recorded_and_the_run_goes_on():
+    frames = synthetic_panel(n_stocks=8, n_days=300, seed=2)
+    config = WalkForwardConfig(train_days=150, retrain_every=40, min_stock_days=60, progress=False)
+    cuts = pd.DatetimeIndex(sorted(set().union(*(f.index for f in frames.values()))))
+    models = {"flaky": _Flaky(fail_after=str(cuts[200].date())), "low_vol": FactorScore("low_vol_20d")}
+    result = walk_forward(frames, models, config)
+    n_folds = len(result.folds)
+    failed = {fold for fold, name in result.failed if name == "flaky"}
+    assert 0 < len(failed) < n_folds
+    assert all("RuntimeError: boom (at test_forecaster_resume.py" in why for why in result.failed.values())
+    low_vol = result.predictions[result.predictions["model"] == "low_vol"]
+    assert set(low_vol["fold"]) == set(range(n_folds))
+    report = build_report(result, frames, models, "flaky")
+    assert any("FAILED model runs" in line and "flaky on" in line for line in report.verdict)
+
+
+def test_cli_exits_nonzero_only_when_the_model_under_test_failed_everywhere(folder, tmp_path, monkeypatch):
+    from forecaster.panel_model import PanelTransformer
+
+    def broken(self, panel):
+        raise RuntimeError("no GPU today")
+
+    monkeypatch.setattr(PanelTransformer, "fit", broken)
+    res = CliRunner().invoke(main, ["backtest", str(folder), "--out", str(tmp_path / "r"), *FAST])
+    assert res.exit_code == 1, res.output
+    metrics = json.loads((tmp_path / "r" / "metrics.json").read_text())  # the report is still written
+    assert metrics["failed"] and all("no GPU today" in v for v in metrics["failed"].values())
+    assert "low_vol_20d" in metrics["daily_rank_ic"]
+
+
+def test_universe_table_names_the_stock_left_out_and_stats_not_computed(tmp_path):
+    write_synthetic_panel(tmp_path / "d", n_stocks=4, n_days=300, signal_ic=0.0, seed=5)
+    short = sorted((tmp_path / "d").glob("*.csv"))[0]
+    short.write_text("".join(short.read_text().splitlines(keepends=True)[:50]))  # header + 49 rows
+    res = CliRunner().invoke(main, ["backtest", str(tmp_path / "d"), "--out", str(tmp_path / "r"), *FAST])
+    assert res.exit_code == 0, res.output
+    code = short.stem
+    assert f"4 stocks loaded, 3 used, 1 left out: {code} (too few days" in res.output
+    table = pd.read_csv(tmp_path / "r" / "universe.csv")
+    row = table.set_index("code").loc[code]
+    assert row["status"] == "left out" and row["days"] == 49 and "min_stock_days is 120" in row["reason"]
+    used = table[table["status"] == "used"]
+    assert len(used) == 3 and (used["scored_days"] > 0).all()
+    metrics = json.loads((tmp_path / "r" / "metrics.json").read_text())
+    assert metrics["universe"]["loaded"] == 4 and list(metrics["universe"]["left_out"]) == [code]
+    # Three stocks a day: no daily rank IC. Said in words, never as "nan" in a sentence.
+    lines = metrics["verdict"] + metrics["notes"]
+    assert any("daily rank IC not computed (fewer than 5 stocks" in line for line in lines)
+    assert not any("nan" in line.lower().replace("nan cells", "") for line in lines)
+    assert metrics["not_computed"]["transformer"]["mean_ic"].startswith("fewer than 5 stocks")
+    assert any("SYNTHETIC" in line for line in metrics["notes"])
+    assert not any("survivorship" in line for line in metrics["notes"])  # generated data: no selection
+
+
+def test_caveats_are_conditional_unless_the_user_says_so():
+    real = ["sh.600000", "sz.000001"]
+    assert not any("SYNTHETIC" in n for n in data_caveats(real, panel=True))
+    conditional = " ".join(data_caveats(real, panel=True))
+    assert conditional.startswith("if these stocks were chosen by today's index membership")
+    stated = " ".join(data_caveats(real, panel=True, index_constituents=True))
+    assert "are an index's current constituents" in stated and "if these" not in stated
+    assert "SYNTHETIC" in " ".join(data_caveats(["syn.000000"], panel=False))
+    assert "1 of 2 stocks are SYNTHETIC" in " ".join(data_caveats(["syn.000001", "sh.600000"], panel=True))
