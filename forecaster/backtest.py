@@ -65,7 +65,8 @@ import pandas as pd
 
 from .metrics import TRADING_DAYS
 from .panel import Panel
-from .rules import CostModel
+from .rules import CostModel, MarketRules
+from .strategy import StrategyConfig, rebalance_rows, target_weights
 
 log = logging.getLogger(__name__)
 
@@ -74,15 +75,14 @@ __all__ = [
     "BacktestResult",
     "Broker",
     "CostModel",
+    "MarketRules",
+    "StrategyConfig",
     "TRADE_COLUMNS",
     "performance_metrics",
     "run_backtest",
-    "signals_to_weights",
 ]
 
 EXECUTIONS = ("next_open", "close")
-MODES = ("long_flat", "long_short")
-CORPORATE_ACTIONS = ("shares", "cash")
 TRADE_COLUMNS = [
     "date", "signal_date", "code", "side", "requested", "shares", "price", "value", "commission",
     "stamp_duty", "transfer_fee", "slippage_cost", "status", "reason",
@@ -92,72 +92,45 @@ FEE_COLUMNS = ("commission", "stamp_duty", "transfer_fee", "slippage_cost")
 
 @dataclass
 class BacktestConfig:
-    """How forecasts become trades.
+    """How target weights become trades: the strategy, the market's rules, and the
+    execution and cost settings, each its own piece.
 
     Attributes:
+        strategy: forecasts -> target weights (:class:`~forecaster.strategy.StrategyConfig`:
+            top-k, top-k dropout, threshold; equal or rank weights; rebalance period).
+        market: the exchange's rules that are settings (:class:`~forecaster.rules.MarketRules`:
+            lot size, corporate actions); price limits, suspensions and T+1 always apply.
         capital: starting cash in CNY.
         execution: ``"next_open"`` (default) or ``"close"``; see the module docstring.
-        lot_size: shares per board lot; buys are whole lots.
         costs: the :class:`~forecaster.rules.CostModel`.
-        mode: ``"long_flat"`` or ``"long_short"``.
-        threshold: long when forecast > threshold, short (long_short) when < -threshold.
-        top_k: for panels, hold the k highest forecasts at 1/k each (and short the k lowest at
-            -1/k in long_short); ``None`` spreads equally over every stock past the threshold.
-        rebalance_every: decide new weights every n forecast rows, holding them in between.
-        top_k_above_threshold: with ``top_k``, only stocks past the threshold qualify (fewer
-            than k leaves the rest in cash); ``False`` ranks regardless of sign.
         rebalance_tolerance: on rebalance days a held position is resized only when its value
             is off target by more than this fraction of the target (0 resizes to the lot).
-        corporate_actions: ``"shares"`` (default) or ``"cash"``; see the module docstring.
     """
 
+    strategy: StrategyConfig = field(default_factory=StrategyConfig)
+    market: MarketRules = field(default_factory=MarketRules)
     capital: float = 1_000_000.0
     execution: str = "next_open"
-    lot_size: int = 100
     costs: CostModel = field(default_factory=CostModel)
-    mode: str = "long_flat"
-    threshold: float = 0.0
-    top_k: int | None = None
-    rebalance_every: int = 1
-    top_k_above_threshold: bool = True
     rebalance_tolerance: float = 0.1
-    corporate_actions: str = "shares"
 
     def __post_init__(self):
         if not (isinstance(self.capital, (int, float)) and math.isfinite(self.capital) and self.capital > 0):
             raise ValueError(f"capital must be a positive amount of CNY, got {self.capital!r}")
         if self.execution not in EXECUTIONS:
             raise ValueError(f"execution must be one of {EXECUTIONS}, got {self.execution!r}")
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
-        if self.corporate_actions not in CORPORATE_ACTIONS:
-            raise ValueError(
-                f"corporate_actions must be one of {CORPORATE_ACTIONS}, got {self.corporate_actions!r}"
-            )
-        for name in ("lot_size", "rebalance_every"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        if self.top_k is not None and (
-            isinstance(self.top_k, bool) or not isinstance(self.top_k, (int, np.integer)) or self.top_k < 1
-        ):
-            raise ValueError(f"top_k must be None or an integer >= 1, got {self.top_k!r}")
-        if not (isinstance(self.threshold, (int, float)) and math.isfinite(self.threshold)
-                and self.threshold >= 0):
-            raise ValueError(f"threshold must be a finite number >= 0, got {self.threshold!r}")
         if not (isinstance(self.rebalance_tolerance, (int, float)) and self.rebalance_tolerance >= 0):
             raise ValueError(f"rebalance_tolerance must be >= 0, got {self.rebalance_tolerance!r}")
-        if not isinstance(self.costs, CostModel):
-            raise ValueError(f"costs must be a CostModel, got {type(self.costs).__name__}")
+        for name, kind in (("strategy", StrategyConfig), ("market", MarketRules), ("costs", CostModel)):
+            value = getattr(self, name)
+            if not isinstance(value, kind):
+                raise ValueError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
 
     @classmethod
-    def for_universe(cls, n_stocks: int, top_k: int | None = None, **kwargs) -> BacktestConfig:
-        """The walk-forward report's setting for ``n_stocks``: a panel holds the ``top_k`` best
-        forecasts (default a third of the stocks, at most 10) ranked whatever their sign; one
-        stock trades its own forecast past the threshold. ``kwargs``: the other fields."""
-        if n_stocks < 2:
-            return cls(top_k=None, top_k_above_threshold=True, **kwargs)
-        return cls(top_k=top_k or min(10, max(1, n_stocks // 3)), top_k_above_threshold=False, **kwargs)
+    def for_universe(cls, n_stocks: int, strategy: StrategyConfig | None = None, **kwargs) -> BacktestConfig:
+        """The walk-forward report's setting for ``n_stocks``: ``strategy`` as given, or the
+        default of :meth:`StrategyConfig.for_universe`. ``kwargs``: the other fields."""
+        return cls(strategy=strategy or StrategyConfig.for_universe(n_stocks), **kwargs)
 
 
 @dataclass
@@ -330,63 +303,6 @@ def _trades_frame(rows: list[tuple]) -> pd.DataFrame:
     return frame
 
 
-def _rebalance_rows(n_rows: int, every: int) -> np.ndarray:
-    """Index of the row whose weights are in force on each row (the last rebalance row)."""
-    return np.arange(n_rows) // every * every
-
-
-def _ranks(values: np.ndarray, descending: bool) -> np.ndarray:
-    """0-based rank of each finite value within its row; ties keep column order; NaN last."""
-    key = np.where(np.isfinite(values), -values if descending else values, np.inf)
-    order = np.argsort(key, axis=1, kind="stable")
-    ranks = np.empty_like(order)
-    np.put_along_axis(ranks, order, np.broadcast_to(np.arange(values.shape[1]), values.shape), axis=1)
-    return ranks
-
-
-def signals_to_weights(forecast: pd.DataFrame, config: BacktestConfig | None = None) -> pd.DataFrame:
-    """Target weights ``[date x code]`` from forecasts ``[date x code]``, row for row.
-
-    Row ``t`` of the result is the portfolio wanted for day ``t``, decided from forecast row
-    ``t`` (see the module docstring for when it trades). ``NaN`` forecasts get weight 0.
-
-    * Without ``top_k`` (and for a single stock): equal weight over the stocks with forecast >
-      threshold (one stock: 1); in long_short, the stocks below -threshold share -1 equally.
-    * With ``top_k``: 1/k on each of the k highest forecasts (only those > threshold when
-      ``top_k_above_threshold``); long_short adds -1/k on the k lowest (< -threshold), never
-      on a stock already long. Ties go to the earlier column.
-    * Weights are decided on every ``rebalance_every``-th row (the first included) and held
-      in between.
-    """
-    config = config or BacktestConfig()
-    if not isinstance(forecast, pd.DataFrame):
-        raise TypeError(f"forecast must be a DataFrame [date x code], got {type(forecast).__name__}")
-    f = forecast.to_numpy(dtype=float)
-    valid = np.isfinite(f)
-    thr = config.threshold
-    short_side = config.mode == "long_short"
-    with np.errstate(invalid="ignore"):
-        above, below = valid & (f > thr), valid & (f < -thr)
-    if config.top_k is None:
-        longs = above
-        shorts = below if short_side else np.zeros_like(above)
-        w = longs / np.maximum(longs.sum(axis=1, keepdims=True), 1)
-        w = w - shorts / np.maximum(shorts.sum(axis=1, keepdims=True), 1)
-    else:
-        k = int(config.top_k)
-        longs = valid & (_ranks(f, descending=True) < k)
-        if config.top_k_above_threshold:
-            longs &= above
-        w = longs / k
-        if short_side:
-            shorts = valid & (_ranks(f, descending=False) < k) & ~longs
-            if config.top_k_above_threshold:
-                shorts &= below
-            w = w - shorts / k
-    w = w[_rebalance_rows(len(w), config.rebalance_every)]
-    return pd.DataFrame(w + 0.0, index=forecast.index, columns=forecast.columns)
-
-
 def performance_metrics(equity: pd.Series, trades: pd.DataFrame | None = None,
                         capital: float | None = None) -> dict:
     """Summary statistics of an equity curve ``[date]`` (252 trading days a year, rf = 0).
@@ -513,7 +429,7 @@ def _trade_day(broker: Broker, panel: _Panel, config: BacktestConfig, j: int, w:
     date = panel.dates[j]
     nav = broker.cash + float(shares @ value_price)
     c = config.costs
-    lot = config.lot_size
+    lot = config.market.lot_size
     # Size with the buy-side cost estimate so that a 100% target is affordable after fees.
     size_price = np.where(np.isfinite(price), price, value_price) * (
         1 + c.slippage_bps / 1e4 + c.commission_rate + c.transfer_fee_rate)
@@ -541,7 +457,7 @@ def _simulate(panel: _Panel, weights: np.ndarray, rebalance: np.ndarray, start: 
 
     Returns ``(equity [days], cash [days], positions [days x stocks], trades)``.
     """
-    broker = Broker(panel.codes, config.capital, config.costs, config.lot_size, allow_short)
+    broker = Broker(panel.codes, config.capital, config.costs, config.market.lot_size, allow_short)
     n_days = end - start + 1
     equity, cash = np.empty(n_days), np.empty(n_days)
     positions = np.zeros((n_days, len(panel.codes)), dtype=np.int64)
@@ -549,7 +465,7 @@ def _simulate(panel: _Panel, weights: np.ndarray, rebalance: np.ndarray, start: 
     for d, j in enumerate(range(start, end + 1)):
         broker.new_day()
         if d and broker.shares.any():
-            _corporate_actions(broker, panel, j, config.corporate_actions)
+            _corporate_actions(broker, panel, j, config.market.corporate_actions)
         if at_open:
             _trade_day(broker, panel, config, j, weights[j], panel.open[j], panel.open_val[j], rebalance[j],
                        tolerance, panel.dates[j])
@@ -636,13 +552,13 @@ def run_backtest(frames: dict[str, pd.DataFrame], forecast: pd.DataFrame | pd.Se
     if forecast.empty:
         raise ValueError("no forecast row falls on a date of the price data")
 
-    weights = signals_to_weights(forecast, config)
+    weights = target_weights(forecast, config.strategy)
     first, last = panel.dates.get_loc(forecast.index[0]), panel.dates.get_loc(forecast.index[-1])
     w_cal = np.zeros((len(panel.dates), len(codes)))
     w_cal[first:last + 1] = weights.reindex(panel.dates[first:last + 1]).ffill().to_numpy()
     rebalance = np.zeros(len(panel.dates), dtype=bool)
-    rebalance_rows = np.unique(_rebalance_rows(len(forecast), config.rebalance_every))
-    rebalance[panel.dates.get_indexer(forecast.index[rebalance_rows])] = True
+    rows = np.unique(rebalance_rows(len(forecast), config.strategy.rebalance_every))
+    rebalance[panel.dates.get_indexer(forecast.index[rows])] = True
     if config.execution == "next_open":
         start = first
     elif first > 0:
@@ -654,7 +570,7 @@ def run_backtest(frames: dict[str, pd.DataFrame], forecast: pd.DataFrame | pd.Se
     if start == last and config.execution == "close":
         raise ValueError("execution='close' needs at least two trading days")
 
-    allow_short = config.mode == "long_short"
+    allow_short = config.strategy.mode == "long_short"
     eq, cash, pos, trades = _simulate(panel, w_cal, rebalance, start, last, config,
                                       config.rebalance_tolerance, allow_short)
     days = panel.dates[start:last + 1]
@@ -665,7 +581,8 @@ def run_backtest(frames: dict[str, pd.DataFrame], forecast: pd.DataFrame | pd.Se
     if len(codes) == 1:
         ones = np.zeros_like(w_cal)
         ones[first:last + 1] = 1.0
-        bench_config = dataclasses.replace(config, mode="long_flat")
+        bench_config = dataclasses.replace(config, strategy=dataclasses.replace(config.strategy,
+                                                                                 mode="long_flat"))
         b_eq, _, _, b_trades = _simulate(panel, ones, np.zeros_like(rebalance), start, last, bench_config,
                                          math.inf, False)
         benchmark = f"buy-and-hold {codes[0]} (same costs and rules)"

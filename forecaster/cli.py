@@ -221,7 +221,13 @@ def plot(csv, run, out, device):
 @click.option("--mode", type=click.Choice(["long_flat", "long_short"]), default="long_flat",
               show_default=True)
 @click.option("--threshold", default=0.0, show_default=True, help="Go long when the forecast exceeds it.")
+@click.option("--rule", type=click.Choice(["top_k", "dropout", "threshold"]), default=None,
+              help="Portfolio rule [panels: top_k; one stock: threshold]; dropout replaces at most "
+                   "--n-drop names per rebalance.")
 @click.option("--top-k", type=int, default=None, help="Panels: hold the k best forecasts [n/3, at most 10].")
+@click.option("--n-drop", type=int, default=None, help="dropout: names replaced per rebalance at most [1].")
+@click.option("--weighting", type=click.Choice(["equal", "rank"]), default=None,
+              help="Weights of the held names [equal].")
 @click.option("--rebalance-every", type=int, default=None, help="Days between rebalances [horizon].")
 @click.option("--capital", default=1_000_000.0, show_default=True, help="CNY.")
 @click.option("--commission", default=0.00025, show_default=True, help="Commission rate, both sides.")
@@ -236,7 +242,8 @@ def plot(csv, run, out, device):
 @click.option("--index-constituents", is_flag=True,
               help="The folder holds an index's current constituents: state the survivorship bias as a fact.")
 def backtest(data, out, features, scheme, train_days, retrain_every, purge, step, horizon, n_jobs,
-             seed_recipe, per_stock, execution, mode, threshold, top_k, rebalance_every, capital,
+             seed_recipe, per_stock, execution, mode, threshold, rule, top_k, n_drop, weighting,
+             rebalance_every, capital,
              commission, min_commission, transfer_fee, slippage_bps, on_bad, loss, cross_stock, n_seeds,
              resume, index_constituents, **params):
     """Walk-forward evaluation against baselines, then an A-share backtest and a report.
@@ -260,6 +267,7 @@ def backtest(data, out, features, scheme, train_days, retrain_every, purge, step
     from .presets import panel_models
     from .report import build_report, write_report
     from .rules import CostModel
+    from .strategy import StrategyConfig
     from .walkforward import WalkForwardConfig, walk_forward
 
     if data and Path(data).is_dir():
@@ -313,9 +321,10 @@ def backtest(data, out, features, scheme, train_days, retrain_every, purge, step
                                resume=resume)
         costs = CostModel(commission_rate=commission, min_commission=min_commission,
                           transfer_fee_rate=transfer_fee, slippage_bps=slippage_bps)
-        bt = BacktestConfig.for_universe(len(frames), top_k, capital=capital, execution=execution,
-                                         mode=mode, threshold=threshold,
-                                         rebalance_every=rebalance_every or horizon, costs=costs)
+        strategy = StrategyConfig.for_universe(len(frames), rule=rule, top_k=top_k, n_drop=n_drop,
+                                               weighting=weighting, mode=mode, threshold=threshold,
+                                               rebalance_every=rebalance_every or horizon)
+        bt = BacktestConfig(strategy=strategy, capital=capital, execution=execution, costs=costs)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"walk-forward: {len(models)} models, {scheme} window, refit every {retrain_every} days",

@@ -106,6 +106,32 @@ class CostModel:
         return price * (1.0 + s) if side == "buy" else price * (1.0 - s)
 
 
+CORPORATE_ACTIONS = ("shares", "cash")
+
+
+@dataclass
+class MarketRules:
+    """The exchange's rules that are settings (price limits by board and date, suspensions
+    and T+1 always apply).
+
+    Attributes:
+        lot_size: shares per board lot; buys are whole lots.
+        corporate_actions: ``"shares"`` (held shares scaled on ex-dates) or ``"cash"`` (the
+            ex-date drop credited as cash); see :mod:`forecaster.backtest`.
+    """
+
+    lot_size: int = 100
+    corporate_actions: str = "shares"
+
+    def __post_init__(self):
+        if isinstance(self.lot_size, bool) or not isinstance(self.lot_size, (int, np.integer)) \
+                or self.lot_size < 1:
+            raise ValueError(f"lot_size must be an integer >= 1, got {self.lot_size!r}")
+        if self.corporate_actions not in CORPORATE_ACTIONS:
+            raise ValueError(f"corporate_actions must be one of {CORPORATE_ACTIONS}, "
+                             f"got {self.corporate_actions!r}")
+
+
 def is_synthetic(code: str) -> bool:
     """Generated data carries codes ``syn.*`` (``syn.000001``, or ``syn.sz.300001`` to get a
     board's limit rules), which no listed stock has."""

@@ -30,6 +30,7 @@ from forecaster.data import load_dir
 from forecaster.metrics import ic_summary
 from forecaster.presets import panel_models
 from forecaster.report import build_report, write_report
+from forecaster.strategy import StrategyConfig
 from forecaster.walkforward import WalkForwardConfig, walk_forward
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,6 +53,8 @@ def main() -> None:
     p.add_argument("--horizon", type=int, default=1)
     p.add_argument("--jobs", type=int, default=-1)
     p.add_argument("--top-k", type=int, default=10)
+    p.add_argument("--rule", choices=["top_k", "dropout"], default="top_k", help="portfolio rule")
+    p.add_argument("--n-drop", type=int, default=1, help="dropout: names replaced per rebalance")
     p.add_argument("--rebalance-every", type=int, default=None, help="days between rebalances [horizon]")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a PanelTransformer parameter (repeatable), e.g. --set window=10")
@@ -66,7 +69,9 @@ def main() -> None:
     result = walk_forward(frames, models, config)
     t_wf = time.perf_counter() - start
     rebalance = args.rebalance_every or args.horizon
-    bt = BacktestConfig(top_k=args.top_k, top_k_above_threshold=False, rebalance_every=rebalance)
+    strategy = StrategyConfig(rule=args.rule, top_k=args.top_k, n_drop=args.n_drop,
+                              top_k_above_threshold=False, rebalance_every=rebalance)
+    bt = BacktestConfig(strategy=strategy)
     report = build_report(result, frames, models, "transformer", bt, args.horizon)
     write_report(report, result, args.out, extra={"data": args.data, "overrides": overrides})
     wall = time.perf_counter() - start

@@ -14,9 +14,17 @@ from forecaster.backtest import (
     Broker,
     performance_metrics,
     run_backtest,
-    signals_to_weights,
 )
-from forecaster.rules import CostModel, board, limit_matrix, limit_prices, price_limit, round_price
+from forecaster.rules import (
+    CostModel,
+    MarketRules,
+    board,
+    limit_matrix,
+    limit_prices,
+    price_limit,
+    round_price,
+)
+from forecaster.strategy import StrategyConfig, target_weights
 
 NO_SLIP = CostModel(slippage_bps=0.0)
 FREE = CostModel(commission_rate=0.0, min_commission=0.0, stamp_duty_before=0.0, stamp_duty_after=0.0,
@@ -292,7 +300,7 @@ def test_cash_limits_a_buy_after_a_blocked_sell():
     b = bars(days, [10.0, 10.0, 10.0], [10.0, 10.0, 10.0], code="sh.600016")
     forecast = pd.DataFrame({"sh.600000": [0.02, -0.01], "sh.600016": [0.01, 0.02]},
                             index=pd.DatetimeIndex(days[1:]))
-    config = BacktestConfig(capital=100_000.0, top_k=1, costs=NO_SLIP)
+    config = BacktestConfig(capital=100_000.0, strategy=StrategyConfig(top_k=1), costs=NO_SLIP)
     result = run_backtest({"sh.600000": a, "sh.600016": b}, forecast, config)
     # day 3: the sale of sh.600000 is blocked at limit-down, so there is no cash for sh.600016
     day3 = result.trades[result.trades["date"] == pd.Timestamp("2024-01-04")]
@@ -345,27 +353,28 @@ def test_benchmark_panel_is_equal_weight_of_trading_stocks():
 # ---------------------------------------------------------------- weights, shorts, corporate actions
 
 
-def test_signals_to_weights_top_k_threshold_and_rebalance():
+def test_target_weights_top_k_threshold_and_rebalance():
     idx = pd.DatetimeIndex(["2024-01-02", "2024-01-03", "2024-01-04"])
     f = pd.DataFrame({"a": [0.3, -0.1, 0.5], "b": [0.2, 0.2, np.nan], "c": [-0.4, 0.1, 0.1]}, index=idx)
-    w = signals_to_weights(f, BacktestConfig(top_k=2))
+    w = target_weights(f, StrategyConfig(top_k=2))
     assert w.values.tolist() == [[0.5, 0.5, 0.0], [0.0, 0.5, 0.5], [0.5, 0.0, 0.5]]
-    w = signals_to_weights(f, BacktestConfig(top_k=2, threshold=0.15))
+    w = target_weights(f, StrategyConfig(top_k=2, threshold=0.15))
     assert w.values.tolist() == [[0.5, 0.5, 0.0], [0.0, 0.5, 0.0], [0.5, 0.0, 0.0]]
-    w = signals_to_weights(f, BacktestConfig(top_k=1, mode="long_short"))
+    w = target_weights(f, StrategyConfig(top_k=1, mode="long_short"))
     assert w.values.tolist() == [[1.0, 0.0, -1.0], [-1.0, 1.0, 0.0], [1.0, 0.0, 0.0]]
-    w = signals_to_weights(f, BacktestConfig(top_k=1, rebalance_every=2))
+    w = target_weights(f, StrategyConfig(top_k=1, rebalance_every=2))
     assert w.values.tolist() == [[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [1.0, 0.0, 0.0]]
-    single = signals_to_weights(f[["a"]], BacktestConfig(mode="long_short", threshold=0.2))
+    single = target_weights(f[["a"]], StrategyConfig(mode="long_short", threshold=0.2))
     assert single["a"].tolist() == [1.0, 0.0, 1.0]
-    assert signals_to_weights(f[["c"]], BacktestConfig(mode="long_short"))["c"].tolist() == [-1.0, 1.0, 1.0]
+    assert target_weights(f[["c"]], StrategyConfig(mode="long_short"))["c"].tolist() == [-1.0, 1.0, 1.0]
 
 
 def test_long_short_single_stock_goes_short():
     days = ["2024-01-02", "2024-01-03", "2024-01-04"]
     frame = bars(days, [10.0, 10.0, 9.5], [10.0, 9.5, 9.5])
     result = run_backtest({"sh.600000": frame}, signal(days[1:], [-0.01, -0.01]),
-                          BacktestConfig(capital=100_000.0, mode="long_short", costs=FREE))
+                          BacktestConfig(capital=100_000.0, strategy=StrategyConfig(mode="long_short"),
+                                         costs=FREE))
     assert result.positions.iloc[0, 0] == -10_000
     assert result.equity.iloc[0] == pytest.approx(105_000.0)
 
@@ -376,7 +385,8 @@ def test_corporate_action_keeps_value(how):
     days = ["2024-06-03", "2024-06-04", "2024-06-05"]
     frame = bars(days, [20.0, 10.0, 10.0], [20.0, 10.0, 10.0], preclose=[20.0, 10.0, 10.0])
     result = run_backtest({"sh.600000": frame}, signal(days, [0.01, 0.01, 0.01]),
-                          BacktestConfig(capital=200_000.0, costs=FREE, corporate_actions=how,
+                          BacktestConfig(capital=200_000.0, costs=FREE,
+                                         market=MarketRules(corporate_actions=how),
                                          rebalance_tolerance=math.inf))
     assert result.equity.tolist() == pytest.approx([200_000.0] * 3)
     assert result.positions.iloc[:, 0].tolist() == ([10_000, 20_000, 20_000] if how == "shares"
@@ -403,14 +413,23 @@ def test_performance_metrics_by_hand():
     assert m["max_drawdown"] == pytest.approx(0.10)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"execution": "vwap"}, "execution"), ({"mode": "short_only"}, "mode"), ({"capital": 0.0}, "capital"),
-    ({"lot_size": 0}, "lot_size"), ({"top_k": 0}, "top_k"), ({"rebalance_every": 1.5}, "rebalance_every"),
-    ({"threshold": -0.1}, "threshold"), ({"costs": {"slippage_bps": 1}}, "CostModel"),
+@pytest.mark.parametrize("cls, kwargs, match", [
+    (BacktestConfig, {"execution": "vwap"}, "execution"),
+    (BacktestConfig, {"capital": 0.0}, "capital"),
+    (BacktestConfig, {"costs": {"slippage_bps": 1}}, "CostModel"),
+    (StrategyConfig, {"mode": "short_only"}, "mode"),
+    (StrategyConfig, {"top_k": 0}, "top_k"),
+    (StrategyConfig, {"rebalance_every": 1.5}, "rebalance_every"),
+    (StrategyConfig, {"threshold": -0.1}, "threshold"),
+    (StrategyConfig, {"rule": "dropout"}, "needs top_k"),
+    (StrategyConfig, {"rule": "dropout", "top_k": 2, "n_drop": 3}, "cannot exceed"),
+    (StrategyConfig, {"weighting": "cap"}, "weighting"),
+    (MarketRules, {"lot_size": 0}, "lot_size"),
+    (MarketRules, {"corporate_actions": "ignore"}, "corporate_actions"),
 ])
-def test_config_validation(kwargs, match):
+def test_config_validation(cls, kwargs, match):
     with pytest.raises(ValueError, match=match):
-        BacktestConfig(**kwargs)
+        cls(**kwargs)
 
 
 def test_forecast_columns_need_frames():
@@ -433,7 +452,8 @@ def test_real_files_run_clean(ashare_dir, how):
     dates = frames["sh.600000"].index.union(frames["sz.000792"].index)
     rng = np.random.default_rng(0)
     forecast = pd.DataFrame(rng.normal(size=(len(dates), 2)), index=dates, columns=list(frames))
-    result = run_backtest(frames, forecast, BacktestConfig(top_k=1, corporate_actions=how))
+    result = run_backtest(frames, forecast, BacktestConfig(strategy=StrategyConfig(top_k=1),
+                                                            market=MarketRules(corporate_actions=how)))
     assert (result.cash >= 0).all()
     assert np.isfinite(result.equity).all() and np.isfinite(result.benchmark_equity).all()
     buys = filled(result)[filled(result)["side"] == "buy"]

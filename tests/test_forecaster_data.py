@@ -22,6 +22,7 @@ def bars() -> pd.DataFrame:
 def write_formats(bars: pd.DataFrame, folder) -> dict[str, object]:
     paths = {}
     b = bars.copy()
+    b["code"] = "sh.600000"  # every format below spells this listed code its own way
     # baostock: shuffled columns and a pandas index column.
     cols = list(b.columns)
     rng = np.random.default_rng(0)
