@@ -177,175 +177,116 @@ def plot(csv, run, out, device):
         click.echo(f"wrote {f}")
 
 
-@main.command()
-@click.argument("data", required=False, type=click.Path(exists=True))
-@click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Report folder to write.")
-@click.option("--window", type=int, default=None,
-              help="Input days per forecast [panel model: 20; one stock: 40].")
-@click.option("--features", default=None,
-              help="Comma-separated inputs [panel: every feature of forecaster.factors the columns allow; "
-                   f"one stock: log_return, from {', '.join(FEATURES)}].")
-@click.option("--d-model", type=int, default=None, help="[panel 32, one stock 32]")
-@click.option("--heads", "n_heads", type=int, default=None, help="[4]")
-@click.option("--layers", "n_layers", type=int, default=None, help="[2]")
-@click.option("--epochs", "max_epochs", type=int, default=None,
-              help="Max epochs per fold [panel 20, one stock 8].")
-@click.option("--patience", type=int, default=None, help="[panel 4, one stock 3]")
-@click.option("--lr", type=float, default=None, help="[1e-3]")
-@click.option("--loss", type=click.Choice(["ic", "mse", "pairwise", "listnet"]), default=None,
-              help="Panel model: per-day loss [pairwise].")
-@click.option("--cross-stock/--no-cross-stock", default=None,
-              help="Panel model: attention across the stocks of a day [off].")
-@click.option("--n-seeds", type=int, default=None, help="Panel model: ensemble size [1].")
-@click.option("--batch-size", default=256, show_default=True, help="One stock: windows per step.")
-@click.option("--train-stride", type=int, default=None,
-              help="One stock / --per-stock: train on every n-th window [1].")
-@click.option("--positional", type=click.Choice(["sinusoidal", "learned", "rotary", "none"]), default=None,
-              help="Positions [panel: rotary (or none); one stock: sinusoidal, learned or rotary].")
-@click.option("--scheme", type=click.Choice(["expanding", "rolling"]), default="expanding", show_default=True)
-@click.option("--train-days", default=500, show_default=True,
-              help="Days before the first cut-off (the window length when rolling).")
-@click.option("--retrain-every", default=63, show_default=True,
-              help="Days between refits (21 ~ monthly, 63 ~ quarterly).")
-@click.option("--purge", type=int, default=None, help="Days from cut-off to first forecast [horizon].")
-@click.option("--step", default=1, show_default=True, help="Forecast every n-th day of each fold.")
-@click.option("--horizon", default=1, show_default=True,
-              help="Label horizon H: panels score the return from the next open to the open H days later.")
-@click.option("--jobs", "n_jobs", default=-1, show_default=True, help="Parallel processes (-1: all cores).")
-@click.option("--seed-recipe/--no-seed-recipe", default=None,
-              help="Include the seed recipe baseline [on for one stock, off for panels: it is slow].")
-@click.option("--per-stock", is_flag=True,
-              help="Panels: also fit one single-stock Transformer per stock (slow).")
-@click.option("--execution", type=click.Choice(["next_open", "close"]), default="next_open",
-              show_default=True, help="next_open: trade at the open after the forecast; close: idealised.")
-@click.option("--mode", type=click.Choice(["long_flat", "long_short"]), default="long_flat",
-              show_default=True)
-@click.option("--threshold", default=0.0, show_default=True, help="Go long when the forecast exceeds it.")
-@click.option("--rule", type=click.Choice(["top_k", "dropout", "threshold"]), default=None,
-              help="Portfolio rule [panels: top_k; one stock: threshold]; dropout replaces at most "
-                   "--n-drop names per rebalance.")
-@click.option("--top-k", type=int, default=None, help="Panels: hold the k best forecasts [n/3, at most 10].")
-@click.option("--n-drop", type=int, default=None, help="dropout: names replaced per rebalance at most [1].")
-@click.option("--weighting", type=click.Choice(["equal", "rank"]), default=None,
-              help="Weights of the held names [equal].")
-@click.option("--rebalance-every", type=int, default=None, help="Days between rebalances [horizon].")
-@click.option("--capital", default=1_000_000.0, show_default=True, help="CNY.")
-@click.option("--commission", default=0.00025, show_default=True, help="Commission rate, both sides.")
-@click.option("--min-commission", default=5.0, show_default=True, help="CNY per trade.")
-@click.option("--transfer-fee", default=0.00001, show_default=True)
-@click.option("--slippage-bps", default=5.0, show_default=True)
-@click.option("--device", default="auto", show_default=True)
-@click.option("--seed", "random_state", default=0, show_default=True)
-@click.option("--on-bad", type=click.Choice(["raise", "drop"]), default="raise", show_default=True)
-@click.option("--resume", is_flag=True,
-              help="Continue the interrupted run in --out from its finished folds (same data and options).")
-@click.option("--index-constituents", is_flag=True,
-              help="The folder holds an index's current constituents: state the survivorship bias as a fact.")
-def backtest(data, out, features, scheme, train_days, retrain_every, purge, step, horizon, n_jobs,
-             seed_recipe, per_stock, execution, mode, threshold, rule, top_k, n_drop, weighting,
-             rebalance_every, capital,
-             commission, min_commission, transfer_fee, slippage_bps, on_bad, loss, cross_stock, n_seeds,
-             resume, index_constituents, **params):
-    """Walk-forward evaluation against baselines, then an A-share backtest and a report.
+# CLI spellings of a few fields (the field names are the config file's keys).
+_ALIASES = {"n_jobs": "jobs", "commission_rate": "commission", "transfer_fee_rate": "transfer-fee",
+            "random_state": "seed", "n_heads": "heads", "n_layers": "layers", "max_epochs": "epochs",
+            "names": "features"}
+# Sections whose fields are ``backtest`` options, in help order; DATA is the argument.
+_OPTION_SECTIONS = ("features", "model", "models", "walk_forward", "strategy", "costs", "market",
+                    "backtest", "data")
+_SKIP = {"data": ("path",)}
 
-    DATA is one CSV (one stock: the single-stock Transformer and time-series baselines on
-    close-to-close returns) or a folder of CSVs (a panel: the cross-sectional panel
-    Transformer against factor scores, a composite, gradient boosting and ridge on the same
-    features, scored by daily rank IC on the tradeable label); default: the embedded
-    synthetic series.
 
-    Each finished fold is saved in OUT/folds as the run goes: after a crash, kill or Ctrl-C,
-    the same command with --resume continues from there. A model that fails on a fold is
-    recorded and the run goes on; the exit status is 1 when the Transformer failed on every
-    fold.
-    """
-    from .backtest import BacktestConfig
-    from .baselines import PerStock, default_baselines
-    from .data import load_dir
-    from .estimator import CausalTransformerForecaster
-    from .fold_store import ResumeError
-    from .presets import panel_models
-    from .report import build_report, write_report
-    from .rules import CostModel
-    from .strategy import StrategyConfig
-    from .walkforward import WalkForwardConfig, walk_forward
+def _model_option_fields():
+    """``(name, default, hint, help)`` of the Transformer's parameters: the panel model's and
+    the single-stock model's, with both defaults in the help where they differ."""
+    from .experiment import field_help, model_class, model_params
 
-    if data and Path(data).is_dir():
-        try:
-            frames, reports = load_dir(data, on_bad=on_bad)
-        except (DataError, FileNotFoundError) as exc:
-            raise click.ClickException(str(exc)) from exc
-        click.echo(f"{data}: {len(frames)} stocks, {sum(r.rows_kept for r in reports.values())} rows, "
-                   f"{sum(r.suspended_days for r in reports.values())} suspended days", err=True)
-        source = str(Path(data).resolve())
-    else:
-        path, frame = _load(data, on_bad)
-        frames = {str(frame["code"].iloc[0]): frame}
-        source = str(path.resolve())
-    panel = len(frames) > 1
-    feature_list = tuple(f.strip() for f in features.split(",")) if features else None
-    given = {k: v for k, v in params.items() if v is not None}
-    try:
-        if panel:
-            panel_params = {k: v for k, v in given.items()
-                            if k in ("window", "d_model", "n_heads", "n_layers", "max_epochs", "patience",
-                                     "lr", "positional")}
-            panel_params.update({k: v for k, v in (("loss", loss), ("cross_stock", cross_stock),
-                                                   ("n_seeds", n_seeds), ("features", feature_list))
-                                 if v is not None})
-            models = panel_models(horizon=horizon, execution=execution, random_state=params["random_state"],
-                                  device=params["device"], **panel_params)
-            models["transformer"]._validate_params()
-            window = models["transformer"].window
-        single = dict(window=40, d_model=32, n_heads=4, n_layers=2, max_epochs=8, patience=3,
-                      lr=1e-3, train_stride=1, positional="sinusoidal")
-        single.update({k: v for k, v in given.items()
-                       if k in single or k in ("batch_size", "device", "random_state")})
-        net = CausalTransformerForecaster(features=feature_list or ("log_return",), horizon=horizon,
-                                          progress=False, **single)
-        net._validate_params()
-        if not panel:
-            models = {"transformer": net}
-            window = net.window
-            use_seed = True if seed_recipe is None else seed_recipe
-            models.update(default_baselines(window=window, horizon=horizon, seed=use_seed and horizon == 1))
+    panel, single = model_params(True), model_params(False)
+    helps = {**field_help(model_class(False)), **field_help(model_class(True))}
+    out = []
+    for name in [*panel, *(k for k in single if k not in panel)]:
+        p, s1 = panel.get(name, "-"), single.get(name, "-")
+        value = next((v for v in (p, s1) if v not in (None, "-")), None)
+        if isinstance(value, (tuple, list)):  # e.g. quantiles: set them in a config file
+            continue
+        if p == "-" or s1 == "-":
+            default = f"panel only; {p}" if s1 == "-" else f"one stock only; {s1}"
         else:
-            if per_stock:
-                models["transformer_per_stock"] = PerStock(net)
-            if seed_recipe and horizon == 1:
-                models["seed"] = default_baselines(seed=True)["seed"]
-        wf = WalkForwardConfig(scheme=scheme, train_days=train_days, retrain_every=retrain_every,
-                               purge=purge, step=step, horizon=horizon, n_jobs=n_jobs,
-                               margin_days=max(130, 2 * window + 10),
-                               label="tradeable" if panel else "close", execution=execution,
-                               resume=resume)
-        costs = CostModel(commission_rate=commission, min_commission=min_commission,
-                          transfer_fee_rate=transfer_fee, slippage_bps=slippage_bps)
-        strategy = StrategyConfig.for_universe(len(frames), rule=rule, top_k=top_k, n_drop=n_drop,
-                                               weighting=weighting, mode=mode, threshold=threshold,
-                                               rebalance_every=rebalance_every or horizon)
-        bt = BacktestConfig(strategy=strategy, capital=capital, execution=execution, costs=costs)
-    except ValueError as exc:
-        raise click.ClickException(str(exc)) from exc
-    click.echo(f"walk-forward: {len(models)} models, {scheme} window, refit every {retrain_every} days",
-               err=True)
-    folds_dir = Path(out) / "folds"
+            default = f"panel {p}, one stock {s1}" if p != s1 else f"{p}"
+        out.append((name, None, type(value).__name__ if value is not None else "str",
+                    f"{helps.get(name, '')} [{default}]"))
+    return out
+
+
+def _click_type(hint: str):
+    parts = {p.strip() for p in hint.split("|")} - {"None"}
+    if parts == {"bool"}:
+        return bool
+    if parts == {"int"}:
+        return int
+    if parts & {"float"}:
+        return float
+    return str
+
+
+def experiment_options(command):
+    """Add one option per field of the experiment's sections (:mod:`forecaster.experiment`):
+    the config file and the CLI read the same definitions, defaults and descriptions."""
+    from .experiment import option_fields
+
+    params, seen = [], {}
+    for section in _OPTION_SECTIONS:
+        fields = _model_option_fields() if section == "model" else option_fields(section)
+        for name, default, hint, text in fields:
+            if name in _SKIP.get(section, ()):
+                continue
+            flag = _ALIASES.get(name, name.replace("_", "-"))
+            if flag in seen:
+                raise RuntimeError(f"option --{flag} defined by [{seen[flag]}] and [{section}]")
+            seen[flag] = section
+            kind = _click_type(hint)
+            if section == "features":
+                kind = str
+                text += " (comma-separated)"
+            shown = "" if section == "model" else f" [{'' if default is None else default}]"
+            decl = f"--{flag}/--no-{flag}" if kind is bool else f"--{flag}"
+            params.append(click.option(decl, f"{section}__{name}", type=None if kind is bool else kind,
+                                       default=None, help=f"[{section}] {text}{shown}"))
+    for option in reversed(params):  # decorators apply bottom-up
+        command = option(command)
+    return command
+
+
+def _raw_sections(options: dict) -> dict[str, dict]:
+    """``{section: {key: value}}`` of the options given (``None`` = not given)."""
+    raw: dict[str, dict] = {}
+    for key, value in options.items():
+        if value is None or "__" not in key:
+            continue
+        section, name = key.split("__", 1)
+        if section == "features":
+            value = tuple(v.strip() for v in value.split(",") if v.strip())
+        raw.setdefault(section, {})[name] = value
+    return raw
+
+
+def _run(raw: dict, source: str, out: str) -> None:
+    """Resolve, run and report an experiment (``backtest`` and ``run``)."""
+    from .data import DataError
+    from .experiment import ConfigError
+    from .fold_store import ResumeError
+    from .pipeline import prepare, run_experiment
+
     try:
-        result = walk_forward(frames, models, wf, checkpoint_dir=folds_dir)
+        exp, loaded = prepare(raw, source)
+    except (ConfigError, DataError, FileNotFoundError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(loaded.summary, err=True)
+    wf = exp.walk_forward
+    click.echo(f"walk-forward: {wf.scheme} window, refit every {wf.retrain_every} days, horizon "
+               f"{wf.horizon}; strategy {exp.backtest.strategy.rule}", err=True)
+    try:
+        result, report, files = run_experiment(exp, loaded, out)
     except KeyboardInterrupt:
-        done = len(list(folds_dir.glob("fold_*.pkl")))
+        folds = Path(out) / "folds"
+        done = len(list(folds.glob("fold_*.pkl")))
         args = [a for a in sys.argv[1:] if a != "--resume"]
-        click.echo(f"\ninterrupted: {done} finished fold(s) kept in {folds_dir}; resume with:\n  "
+        click.echo(f"\ninterrupted: {done} finished fold(s) kept in {folds}; resume with:\n  "
                    + shlex.join(["forecaster", *args, "--resume"]), err=True)
         sys.exit(130)
-    except (ResumeError, ValueError) as exc:
+    except (ResumeError, ConfigError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
-    report = build_report(result, frames, models, "transformer", bt, horizon,
-                          index_constituents=index_constituents)
-    files = write_report(report, result, out, extra={"data": source, "model_params": {
-        name: {k: (list(v) if isinstance(v, tuple) else v) for k, v in m.get_params(deep=False).items()
-               if not hasattr(v, "get_params")}
-        for name, m in models.items() if name.startswith("transformer")}})
     with pd.option_context("display.width", 200, "display.max_columns", 20,
                            "display.float_format", "{:+.4f}".format):
         click.echo(report.summary_table().to_string())
@@ -357,6 +298,50 @@ def backtest(data, out, features, scheme, train_days, retrain_every, purge, step
             name == "transformer" for _, name in result.failed):
         click.echo("transformer failed on every fold (see 'failed' in metrics.json)", err=True)
         sys.exit(1)
+
+
+@main.command()
+@click.argument("data", required=False, type=click.Path(exists=True))
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Report folder to write.")
+@experiment_options
+def backtest(data, out, **options):
+    """Walk-forward evaluation against baselines, then an A-share backtest and a report.
+
+    DATA is one CSV (one stock: the single-stock Transformer and time-series baselines on
+    close-to-close returns) or a folder of CSVs (a panel: the cross-sectional panel
+    Transformer against factor scores, a composite, gradient boosting and ridge on the same
+    features, scored by daily rank IC on the tradeable label); default: the embedded
+    synthetic series. Every option is a key of an experiment file (`forecaster run`), shown
+    as [section]; the report folder keeps the resolved experiment.toml.
+
+    Each finished fold is saved in OUT/folds as the run goes: after a crash, kill or Ctrl-C,
+    the same command with --resume continues from there. A model that fails on a fold is
+    recorded and the run goes on; the exit status is 1 when the Transformer failed on every
+    fold.
+    """
+    raw = _raw_sections(options)
+    if data:
+        raw.setdefault("data", {})["path"] = str(data)
+    _run(raw, "<options>", out)
+
+
+@main.command("run")
+@click.argument("experiment", type=click.Path(exists=True, dir_okay=False))
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Report folder to write.")
+@click.option("--resume", is_flag=True, help="Continue the interrupted run in --out (same as "
+              "[walk_forward] resume = true).")
+def run_command(experiment, out, resume):
+    """Run the experiment file EXPERIMENT (TOML: [data], [features], [model], [models],
+    [walk_forward], [strategy], [costs], [market], [backtest]; keys as the backtest options)."""
+    from .experiment import ConfigError, read_toml
+
+    try:
+        raw = read_toml(experiment)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if resume:
+        raw.setdefault("walk_forward", {})["resume"] = True
+    _run(raw, str(experiment), out)
 
 
 @main.command()

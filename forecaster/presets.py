@@ -21,3 +21,15 @@ def panel_models(horizon: int = 1, execution: str = "next_open", random_state: i
         models.update({"zero": ZeroForecast(), "hist_mean": HistoricalMean(), "ar5": ARForecast(p=5),
                        "ridge": RidgeForecast(window=60)})
     return models
+
+
+def single_stock_transformer(horizon: int = 1, **overrides):
+    """The single-stock Transformer of a walk-forward run: lighter than the class defaults
+    (``forecaster train``), since it is refit on every fold. ``overrides`` replace any
+    parameter."""
+    from .estimator import CausalTransformerForecaster
+
+    params = dict(window=40, d_model=32, n_heads=4, n_layers=2, max_epochs=8, patience=3, lr=1e-3,
+                  train_stride=1, positional="sinusoidal", random_state=0)
+    params.update(overrides)
+    return CausalTransformerForecaster(horizon=horizon, progress=False, **params)

@@ -47,15 +47,18 @@ class StrategyConfig:
     Attributes:
         rule: ``"top_k"``, ``"dropout"`` or ``"threshold"`` (module docstring); ``top_k``
             without a ``top_k`` value behaves as ``threshold``.
-        top_k: the number of names held (``top_k`` and ``dropout``).
+        top_k: the number of names held (``top_k`` and ``dropout``); a walk-forward report's
+            default: a third of the stocks, at most 10.
         n_drop: ``dropout``: most names replaced per rebalance.
         weighting: ``"equal"`` or ``"rank"``.
         mode: ``"long_flat"`` or ``"long_short"`` (short the k lowest at -1/k; ``threshold``:
             the stocks below -threshold; not with ``dropout``).
         threshold: long when the forecast is above it (and short below -threshold).
         top_k_above_threshold: ``top_k`` only picks stocks past the threshold (fewer than k
-            leaves cash); ``False`` ranks whatever the sign (scores, not returns).
-        rebalance_every: decide new weights every n forecast rows and hold them in between.
+            leaves cash); ``False`` ranks whatever the sign (scores, not returns; the default
+            for panels).
+        rebalance_every: decide new weights every n forecast rows and hold them in between
+            (an experiment's default: the label horizon).
     """
 
     rule: str = "top_k"

@@ -53,14 +53,15 @@ class WalkForwardConfig:
     Attributes:
         scheme: ``"expanding"`` (all history up to the cut-off) or ``"rolling"``.
         train_days: calendar days before the first cut-off; the window length when rolling.
-        retrain_every: days between refits, i.e. days forecast per fold (21 ~ monthly).
+        retrain_every: days between refits, i.e. days forecast per fold (63 ~ quarterly,
+            21 ~ monthly).
         purge: days from a cut-off to its first forecast; ``None`` means ``horizon``.
         step: forecast every ``step``-th day of each block.
         horizon: the forecast horizon H of the models (days ahead).
         min_stock_days: a stock joins a fold only with this many days up to the cut-off.
         margin_days: days of history before each block given to ``predict`` (>= the longest
             input window any model needs).
-        n_jobs: parallel processes (joblib semantics, -1 = all cores).
+        n_jobs: parallel processes (joblib semantics, -1 = all cores; 1 runs in this process).
         threads_per_task: torch threads inside each task.
         start, end: optional bounds (dates) on the forecast days.
         label: what ``actual`` is. ``"tradeable"``: the return a strategy earns from the
@@ -75,13 +76,13 @@ class WalkForwardConfig:
 
     scheme: str = "expanding"
     train_days: int = 500
-    retrain_every: int = 21
+    retrain_every: int = 63
     purge: int | None = None
     step: int = 1
     horizon: int = 1
     min_stock_days: int = 120
     margin_days: int = 130
-    n_jobs: int = 1
+    n_jobs: int = -1
     threads_per_task: int = 1
     start: str | None = None
     end: str | None = None

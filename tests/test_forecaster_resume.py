@@ -97,13 +97,13 @@ def test_ctrl_c_keeps_finished_folds_and_prints_the_resume_command(folder, tmp_p
 def test_resume_refuses_changed_data(tmp_path):
     frames = synthetic_panel(n_stocks=6, n_days=260, seed=1)
     models = {"low_vol": FactorScore("low_vol_20d")}
-    config = WalkForwardConfig(train_days=150, retrain_every=40, min_stock_days=60, progress=False)
+    config = WalkForwardConfig(train_days=150, retrain_every=40, min_stock_days=60, n_jobs=1, progress=False)
     walk_forward(frames, models, config, checkpoint_dir=tmp_path)
     changed = dict(frames)
     code = sorted(frames)[-1]
     changed[code] = frames[code].copy()
     changed[code].iloc[-1, changed[code].columns.get_loc("close")] *= 1.01  # the future moved
-    resume = WalkForwardConfig(train_days=150, retrain_every=40, min_stock_days=60, progress=False,
+    resume = WalkForwardConfig(train_days=150, retrain_every=40, min_stock_days=60, n_jobs=1, progress=False,
                                resume=True)
     with pytest.raises(ResumeError, match="the data differ"):
         walk_forward(changed, models, resume, checkpoint_dir=tmp_path)
@@ -135,7 +135,7 @@ class _Flaky(BaseEstimator):
 
 def test_a_failing_model_is_recorded_and_the_run_goes_on():
     frames = synthetic_panel(n_stocks=8, n_days=300, seed=2)
-    config = WalkForwardConfig(train_days=150, retrain_every=40, min_stock_days=60, progress=False)
+    config = WalkForwardConfig(train_days=150, retrain_every=40, min_stock_days=60, n_jobs=1, progress=False)
     cuts = pd.DatetimeIndex(sorted(set().union(*(f.index for f in frames.values()))))
     models = {"flaky": _Flaky(fail_after=str(cuts[200].date())), "low_vol": FactorScore("low_vol_20d")}
     result = walk_forward(frames, models, config)

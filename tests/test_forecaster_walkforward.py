@@ -53,6 +53,7 @@ def models():
 
 
 CONFIG = dict(train_days=300, retrain_every=40, min_stock_days=100, margin_days=60, progress=False)
+SERIAL = {**CONFIG, "n_jobs": 1}
 
 
 def test_folds_tile_the_calendar_with_a_purge_gap():
@@ -72,7 +73,7 @@ def test_folds_tile_the_calendar_with_a_purge_gap():
 
 
 def test_fitted_state_ignores_data_after_the_cutoff(frames):
-    res = walk_forward(frames, models(), WalkForwardConfig(**CONFIG), keep_models=True)
+    res = walk_forward(frames, models(), WalkForwardConfig(**SERIAL), keep_models=True)
     cut = pd.Timestamp(res.folds.loc[0, "train_end"])
     changed = {}
     for code, f in frames.items():
@@ -80,7 +81,7 @@ def test_fitted_state_ignores_data_after_the_cutoff(frames):
         later = f.index > cut
         f.loc[later, ["open", "high", "low", "close"]] *= np.linspace(0.7, 1.6, later.sum())[:, None]
         changed[code] = f
-    res2 = walk_forward(changed, models(), WalkForwardConfig(**CONFIG), keep_models=True)
+    res2 = walk_forward(changed, models(), WalkForwardConfig(**SERIAL), keep_models=True)
     a, b = res.models[(0, "transformer")], res2.models[(0, "transformer")]
     for k, v in a.net_.state_dict().items():
         assert torch.equal(v, b.net_.state_dict()[k]), k
@@ -102,7 +103,7 @@ def test_fitted_state_ignores_data_after_the_cutoff(frames):
 
 
 def test_forecasts_up_to_a_day_ignore_that_day_and_later(frames):
-    base = walk_forward(frames, models(), WalkForwardConfig(**CONFIG)).predictions
+    base = walk_forward(frames, models(), WalkForwardConfig(**SERIAL)).predictions
     day = base.index.unique().sort_values()[55]
     changed = {}
     for code, f in frames.items():
@@ -111,7 +112,7 @@ def test_forecasts_up_to_a_day_ignore_that_day_and_later(frames):
         f.loc[later, ["open", "high", "low", "close", "preclose"]] *= 1.3
         f.loc[later, "volume"] *= 3
         changed[code] = f
-    new = walk_forward(changed, models(), WalkForwardConfig(**CONFIG)).predictions
+    new = walk_forward(changed, models(), WalkForwardConfig(**SERIAL)).predictions
     for name in base["model"].unique():
         b = base[(base["model"] == name) & (base.index <= day)]
         n = new[(new["model"] == name) & (new.index <= day)]
@@ -138,7 +139,7 @@ def test_in_process_folds_restore_the_callers_thread_count(frames):
 
 def test_output_frame(frames):
     res = walk_forward(frames, {"zero": ZeroForecast(), "mean": HistoricalMean()},
-                       WalkForwardConfig(**CONFIG, label="close"))
+                       WalkForwardConfig(**SERIAL, label="close"))
     p = res.predictions
     assert p.index.name == "date" and list(p.columns) == ["code", "model", "fold", "forecast", "actual"]
     assert set(p["fold"]) == set(res.folds["fold"])
@@ -147,7 +148,7 @@ def test_output_frame(frames):
     row = p[(p["code"] == "sh.600000") & (p["model"] == "zero")].iloc[3]
     assert row["actual"] == pytest.approx(np.log(f.loc[row.name, "close"] / f.loc[row.name, "preclose"]))
     # The default label is what a next-open strategy earns: open of the day -> next open.
-    tradeable = walk_forward(frames, {"zero": ZeroForecast()}, WalkForwardConfig(**CONFIG)).predictions
+    tradeable = walk_forward(frames, {"zero": ZeroForecast()}, WalkForwardConfig(**SERIAL)).predictions
     assert list(tradeable.columns)[-2:] == ["actual", "actual_close"]
     row = tradeable[tradeable["code"] == "sh.600000"].iloc[3]
     nxt = f.index[f.index.get_loc(row.name) + 1]
@@ -178,7 +179,7 @@ def test_panel_model_scales_each_stock_on_its_own_training_rows(frames):
 def test_per_stock_seed_recipe(frames):
     res = walk_forward(frames, {"seed": PerStock(SeedRecipe(d_model=20, n_heads=2, max_epochs=1,
                                                             random_state=0))},
-                       WalkForwardConfig(**{**CONFIG, "retrain_every": 80}))
+                       WalkForwardConfig(**{**SERIAL, "retrain_every": 80}))
     assert res.predictions["forecast"].notna().all() and res.predictions["code"].nunique() == 3
 
 
@@ -186,7 +187,7 @@ def test_real_panel_runs(ashare_dir):
     frames, _ = load_dir(ashare_dir)
     few = {c: frames[c] for c in ("sh.600000", "sh.603296", "sz.300832")}  # 603296 lists late
     res = walk_forward(few, {"mean": HistoricalMean(), "rev": FactorScore("reversal_1d")},
-                       WalkForwardConfig(train_days=750, retrain_every=63, progress=False))
+                       WalkForwardConfig(train_days=750, retrain_every=63, progress=False, n_jobs=1))
     counts = res.predictions[res.predictions["model"] == "mean"].groupby("code").size()
     assert counts["sh.600000"] == 1273 - 750
     assert counts["sh.603296"] < counts["sh.600000"]  # joins once it has 120 days of history

@@ -1,0 +1,119 @@
+"""Experiments from one file: every key checked, the resolved file reproduces the report, the
+CLI options are the same fields, and the shipped examples run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from forecaster.cli import main
+from forecaster.experiment import ConfigError, read_toml, resolve, to_toml
+from forecaster.pipeline import prepare
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = """
+[data]
+synthetic_stocks = 12
+synthetic_days = 330
+synthetic_ic = 0.08
+synthetic_seed = 4
+
+[model]
+window = 8
+d_model = 8
+n_heads = 2
+n_layers = 1
+max_epochs = 1
+
+[walk_forward]
+train_days = 200
+retrain_every = 65
+n_jobs = 1
+
+[strategy]
+rule = "dropout"
+top_k = 4
+n_drop = 1
+"""
+
+
+def _write(tmp_path, text, name="exp.toml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[strategy]\ntopk = 3\n", "[strategy] unknown key 'topk'; expected one of"),
+    ('[walk_forward]\ntrain_days = "500"\n', "[walk_forward] train_days = '500': expected int"),
+    ("[walkforward]\ntrain_days = 5\n", "unknown section(s) ['walkforward']"),
+    ("[model]\nwindoww = 5\n", "[model] unknown key 'windoww' for one stock"),
+    ("[model]\nwindow = 2.5\n", "[model] window = 2.5: expected int"),
+    ('[strategy]\nrule = "best"\n', "[strategy] rule must be one of"),
+    ("[costs]\ncommission_rate = 0.5\n", "[costs] CostModel.commission_rate must be a fraction"),
+    ("[backtest]\ncapital = -1\n", "[backtest] capital must be a positive amount"),
+    ("strategy = 3\n", "strategy must be a [strategy] section"),
+])
+def test_bad_keys_and_values_name_the_file_section_and_key(tmp_path, text, message):
+    path = _write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        prepare(read_toml(path), str(path))
+    assert str(path) in str(err.value) and message in str(err.value)
+    res = CliRunner().invoke(main, ["run", str(path), "--out", str(tmp_path / "r")])
+    assert res.exit_code != 0 and message in res.output
+    assert not (tmp_path / "r" / "metrics.json").exists()
+
+
+def test_defaults_depend_on_the_data_and_are_written_out():
+    one = resolve({}, n_stocks=1)
+    panel = resolve({"walk_forward": {"horizon": 5}}, n_stocks=30)
+    assert one.walk_forward.label == "close" and one.backtest.strategy.rule == "threshold"
+    assert panel.walk_forward.label == "tradeable" and panel.backtest.strategy.top_k == 10
+    assert panel.backtest.strategy.rebalance_every == 5  # the horizon
+    assert panel.model["window"] == 20 and one.model["window"] == 40
+    text = to_toml(panel)
+    assert "rebalance_every = 5" in text and "label = \"tradeable\"" in text and "top_k = 10" in text
+
+
+def test_cli_options_are_the_config_fields(tmp_path):
+    file_exp, _ = prepare(read_toml(_write(tmp_path, TINY)), "file")
+    args = ["--synthetic-stocks", "12", "--synthetic-days", "330", "--synthetic-ic", "0.08",
+            "--synthetic-seed", "4", "--window", "8", "--d-model", "8", "--heads", "2", "--layers", "1",
+            "--epochs", "1", "--train-days", "200", "--retrain-every", "65", "--jobs", "1",
+            "--rule", "dropout", "--top-k", "4", "--n-drop", "1"]
+    from forecaster.cli import _raw_sections, backtest
+
+    ctx = backtest.make_context("backtest", ["--out", str(tmp_path / "x"), *args])
+    cli_exp, _ = prepare(_raw_sections(ctx.params), "cli")
+    assert to_toml(cli_exp).split("\n", 3)[3] == to_toml(file_exp).split("\n", 3)[3]
+
+
+def test_the_resolved_experiment_reproduces_the_report(tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    res = CliRunner().invoke(main, ["run", str(_write(tmp_path, TINY)), "--out", str(first)])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ["run", str(first / "experiment.toml"), "--out", str(second)])
+    assert res.exit_code == 0, res.output
+    assert (first / "predictions.csv").read_text() == (second / "predictions.csv").read_text()
+    a, b = (json.loads((d / "metrics.json").read_text()) for d in (first, second))
+    assert a["experiment"] == b["experiment"] and a["experiment"]["strategy"]["rule"] == "dropout"
+    assert a["daily_rank_ic"] == b["daily_rank_ic"] and a["backtest"] == b["backtest"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["one_stock.toml", "panel.toml"])
+def test_shipped_examples_run(tmp_path, name):
+    res = CliRunner().invoke(main, ["run", str(REPO / "examples" / name), "--out", str(tmp_path / "r")])
+    assert res.exit_code == 0, res.output
+    metrics = json.loads((tmp_path / "r" / "metrics.json").read_text())
+    assert "transformer" in metrics["backtest"]
+    assert any("SYNTHETIC" in line for line in metrics["notes"])
+
+
+def test_real_data_example_resolves():
+    exp = resolve(read_toml(REPO / "examples" / "csi300.toml"), n_stocks=60)
+    assert exp.data.index_constituents and exp.walk_forward.retrain_every == 21
+    assert exp.data.path.endswith("shared/data/ashare")
