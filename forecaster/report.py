@@ -4,7 +4,8 @@ Files: ``metrics.json`` (everything below, machine-readable), ``predictions.csv`
 ``fold_metrics.csv``, ``universe.csv`` (every stock loaded: its days used, or why it was left
 out), ``stock_metrics.csv`` (panels), ``trades.csv`` and ``equity.csv`` (of the
 main model), and PNGs: ``equity.png`` (equity vs benchmark with drawdown), ``predicted_vs_actual.png``,
-``rolling_ic.png``, ``fold_metrics.png``, ``dm_pvalues.png``.
+``rolling_ic.png``, ``fold_metrics.png``, ``dm_pvalues.png``; and ``report.html``, one
+self-contained page of all of it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .backtest import BacktestConfig, run_backtest
+from .html_report import write_html
 from .labels import by_forecast_date, tradeable_label
 from .metrics import (
     daily_ic,
@@ -444,4 +446,5 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
     }
     (out / "metrics.json").write_text(json.dumps(_jsonable(metrics), indent=2))
     files.insert(0, out / "metrics.json")
+    files.insert(0, write_html(report, result, out))
     return files

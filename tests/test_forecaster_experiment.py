@@ -4,6 +4,7 @@ CLI options are the same fields, and the shipped examples run."""
 from __future__ import annotations
 
 import json
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,36 @@ def test_the_resolved_experiment_reproduces_the_report(tmp_path):
     a, b = (json.loads((d / "metrics.json").read_text()) for d in (first, second))
     assert a["experiment"] == b["experiment"] and a["experiment"]["strategy"]["rule"] == "dropout"
     assert a["daily_rank_ic"] == b["daily_rank_ic"] and a["backtest"] == b["backtest"]
+    _check_html(first, set(a["daily_rank_ic"]))
+
+
+class _Page(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.images, self.cells, self.tags = [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        if tag == "img":
+            self.images.append(dict(attrs))
+
+    def handle_data(self, data):
+        if self.tags and self.tags[-1] == "td":
+            self.cells.append(data.strip())
+
+
+def _check_html(folder, models):
+    """report.html parses, embeds every figure of the folder (no external reference) and
+    names every model."""
+    page = _Page()
+    page.feed((folder / "report.html").read_text())
+    alts = {img["alt"] for img in page.images}
+    assert alts == {p.name for p in folder.glob("*.png")} and alts
+    assert all(img["src"].startswith("data:image/png;base64,") for img in page.images)
+    assert models <= set(page.cells)
+    text = (folder / "report.html").read_text()
+    assert "Verdict" in text and "SYNTHETIC" in text and "[walk_forward]" in text
+    assert "http://" not in text and "https://" not in text
 
 
 @pytest.mark.slow
