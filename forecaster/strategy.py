@@ -94,12 +94,19 @@ class StrategyConfig:
     @classmethod
     def for_universe(cls, n_stocks: int, **overrides) -> StrategyConfig:
         """The default for ``n_stocks``: a panel holds the ``top_k`` best scores (a third of
-        the stocks, at most 10) ranked whatever their sign; one stock trades its own forecast
-        past the threshold. ``overrides`` (``None`` values ignored) replace any field."""
+        the stocks, at most 10) ranked whatever their sign, with the dropout rule replacing at
+        most a tenth of them (at least one) per rebalance; one stock trades its own forecast
+        past the threshold. ``overrides`` (``None`` values ignored) replace any field.
+
+        Dropout over a daily top-k, measured on the 60-stock real panel (same Transformer
+        scores, 2022-2025, costs included; ``scripts/bench_portfolio.py``): turnover 49.5 vs
+        202 times a year, costs 5.5 % vs 23 % of equity a year, excess return +17.0 % vs
+        -5.3 % a year (README)."""
         given = {k: v for k, v in overrides.items() if v is not None}
         if n_stocks < 2:
             return cls(**{"rule": "threshold", **given})
-        defaults = {"top_k": min(10, max(1, n_stocks // 3)), "top_k_above_threshold": False}
+        k = given.get("top_k") or min(10, max(1, n_stocks // 3))
+        defaults = {"rule": "dropout", "top_k": k, "n_drop": max(1, k // 10), "top_k_above_threshold": False}
         return cls(**{**defaults, **given})
 
 
