@@ -345,6 +345,28 @@ def run_command(experiment, out, resume):
 
 
 @main.command()
+@click.argument("reports", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
+              help="Also write the table as CSV here, and a PNG of it beside (same name, .png).")
+def compare(reports, out):
+    """Key figures of several report folders side by side: the model under test's rank IC
+    and ICIR, the best baseline, excess return after costs, turnover and costs."""
+    from .compare import compare_reports, plot_comparison
+
+    try:
+        table = compare_reports(list(reports))
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    with pd.option_context("display.width", 220, "display.max_columns", 20):
+        click.echo(table.to_string(float_format=lambda v: f"{v:+.4f}"))
+    if out:
+        out = Path(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        table.to_csv(out)
+        click.echo(f"wrote {out} and {plot_comparison(table, out.with_suffix('.png'))}")
+
+
+@main.command()
 @click.argument("code")
 @click.option("--start", required=True, help="YYYY-MM-DD")
 @click.option("--end", required=True, help="YYYY-MM-DD")

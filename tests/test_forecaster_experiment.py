@@ -7,6 +7,7 @@ import json
 from html.parser import HTMLParser
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -103,6 +104,18 @@ def test_the_resolved_experiment_reproduces_the_report(tmp_path):
     assert a["experiment"] == b["experiment"] and a["experiment"]["strategy"]["rule"] == "dropout"
     assert a["daily_rank_ic"] == b["daily_rank_ic"] and a["backtest"] == b["backtest"]
     _check_html(first, set(a["daily_rank_ic"]))
+    # compare: one row per report, the model under test's figures from metrics.json
+    res = CliRunner().invoke(main, ["compare", str(first), str(second), "--out", str(tmp_path / "c.csv")])
+    assert res.exit_code == 0, res.output
+    table = pd.read_csv(tmp_path / "c.csv", index_col="report")
+    assert list(table.index) == [str(first), str(second)]
+    assert table.loc[str(first), "rank_ic"] == pytest.approx(a["daily_rank_ic"]["transformer"]["mean_ic"])
+    strat = a["backtest"]["transformer"]
+    assert table.loc[str(first), "excess_ann"] == pytest.approx(
+        strat["strategy"]["annual_return"] - strat["benchmark"]["annual_return"])
+    assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
+    res = CliRunner().invoke(main, ["compare", str(tmp_path)])
+    assert res.exit_code != 0 and "not a report folder" in res.output
 
 
 class _Page(HTMLParser):
