@@ -11,8 +11,9 @@ from pathlib import Path
 import click
 import pandas as pd
 
+from .cli_options import experiment_options, raw_sections
 from .data import DataError, default_series_path, load_csv
-from .features import FEATURES, log_returns
+from .features import log_returns
 
 MODEL_FILE = "model.pt"
 RUN_FILE = "run.json"
@@ -28,6 +29,22 @@ def _load(csv: str | None, on_bad: str = "raise"):
     return path, frame
 
 
+def _load_panel(folder: str, on_bad: str = "raise", end: str | None = None):
+    """``(frames, Panel)`` of a folder, rows after ``end`` left out."""
+    from .data import load_dir
+    from .panel import Panel
+
+    try:
+        frames, reports = load_dir(folder, on_bad=on_bad)
+    except (DataError, FileNotFoundError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    if end:
+        frames = {c: f.loc[:end] for c, f in frames.items() if len(f.loc[:end])}
+    click.echo(f"{folder}: {len(frames)} stocks, {sum(len(f) for f in frames.values())} rows"
+               + (f" up to {end}" if end else ""), err=True)
+    return frames, Panel.from_frames(frames)
+
+
 def _run_info(run: Path) -> dict:
     info = run / RUN_FILE
     if not (run / MODEL_FILE).is_file() or not info.is_file():
@@ -36,18 +53,22 @@ def _run_info(run: Path) -> dict:
     return json.loads(info.read_text())
 
 
-def _open_run(run: str, csv: str | None, device: str):
-    """The run's model and the frame to apply it to (default: the training CSV)."""
+def _open_run(run: str, data: str | None, device: str):
+    """``(run, info, model)`` of a run folder (a panel or a single-stock model)."""
     from .estimator import CausalTransformerForecaster
+    from .panel_model import PanelTransformer
 
     run = Path(run)
     info = _run_info(run)
-    path, frame = _load(csv or info["csv"], info.get("on_bad", "raise"))
+    cls = PanelTransformer if info.get("kind") == "panel" else CausalTransformerForecaster
+    if data and (Path(data).is_dir()) != (cls is PanelTransformer):
+        kind = "a folder (panel)" if cls is PanelTransformer else "one CSV"
+        raise click.ClickException(f"{run} holds a model of {kind}; {data} is not that")
     try:
-        model = CausalTransformerForecaster.load(run / MODEL_FILE, device=device)
+        model = cls.load(run / MODEL_FILE, device=device)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
-    return run, path, frame, model
+    return run, info, model
 
 
 def _predictions_table(model, frame: pd.DataFrame) -> pd.DataFrame:
@@ -72,68 +93,112 @@ def main(verbose: int) -> None:
 
 
 @main.command()
-@click.argument("csv", required=False, type=click.Path(dir_okay=False))
+@click.argument("data", required=False, type=click.Path(exists=True))
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Run folder to write.")
-@click.option("--window", default=60, show_default=True, help="Input days per forecast.")
-@click.option("--horizon", default=1, show_default=True, help="Forecast the return H days ahead.")
-@click.option("--features", default="log_return", show_default=True,
-              help=f"Comma-separated inputs from: {', '.join(FEATURES)}.")
-@click.option("--d-model", default=64, show_default=True)
-@click.option("--heads", "n_heads", default=4, show_default=True)
-@click.option("--layers", "n_layers", default=2, show_default=True)
-@click.option("--dropout", default=0.1, show_default=True)
-@click.option("--positional", type=click.Choice(["sinusoidal", "learned", "rotary"]),
-              default="sinusoidal", show_default=True)
-@click.option("--loss", type=click.Choice(["mse", "gaussian", "quantile"]), default="mse",
-              show_default=True)
-@click.option("--epochs", "max_epochs", default=30, show_default=True)
-@click.option("--batch-size", default=256, show_default=True)
-@click.option("--lr", default=1e-3, show_default=True)
-@click.option("--val-fraction", default=0.15, show_default=True,
-              help="Latest share of windows held out for early stopping.")
-@click.option("--patience", default=5, show_default=True)
-@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda, cuda:N.")
-@click.option("--seed", "random_state", default=0, show_default=True)
-@click.option("--on-bad", type=click.Choice(["raise", "drop"]), default="raise", show_default=True,
-              help="Bad rows: stop with an error, or drop and count them.")
-def train(csv, out, features, on_bad, **params):
-    """Fit a forecaster on CSV (default: embedded synthetic series) and save it to --out."""
-    from .estimator import CausalTransformerForecaster
-    from .plots import plot_history
+@click.option("--end", default=None, help="Train on rows up to this date (default: every row).")
+@experiment_options(("features", "model", "walk_forward", "backtest", "data"),
+                    only={"walk_forward": ("horizon",), "backtest": ("execution",), "data": ("on_bad",)})
+def train(data, out, end, **options):
+    """Fit the Transformer on DATA and save it to --out.
 
-    path, frame = _load(csv, on_bad)
-    model = CausalTransformerForecaster(features=tuple(f.strip() for f in features.split(",")),
-                                        **params)
-    try:
-        model.fit(frame)
-    except ValueError as exc:
-        raise click.ClickException(f"{path}: {exc}") from exc
+    DATA is a folder of CSVs (the panel Transformer, ranking the stocks of each day; then
+    `forecaster predict --run OUT` lists tomorrow's buys) or one CSV (the single-stock
+    Transformer; default: the embedded synthetic series). Options and defaults are those of
+    `forecaster backtest` (one definition).
+    """
+    from .experiment import ConfigError, check_model_params
+    from .presets import single_stock_transformer
+
+    raw = raw_sections(options)
+    horizon = raw.get("walk_forward", {}).get("horizon", 1)
+    on_bad = raw.get("data", {}).get("on_bad", "raise")
+    features = raw.get("features", {}).get("names")
+    panel = bool(data) and Path(data).is_dir()
     run = Path(out)
+    try:
+        params = check_model_params(raw.get("model", {}), panel, "<options>")
+        if panel:
+            from .panel_model import PanelTransformer
+
+            frames, grid = _load_panel(data, on_bad, end)
+            model = PanelTransformer(horizon=horizon, execution=raw.get("backtest", {}).get(
+                "execution", "next_open"), features=features, progress=True, **params)
+            model.fit(grid)
+            source = str(Path(data).resolve())
+        else:
+            path, frame = _load(data, on_bad)
+            frame = frame.loc[:end] if end else frame
+            model = single_stock_transformer(horizon=horizon, progress=True,
+                                             **({"features": features} if features else {}), **params)
+            model.fit(frame)
+            source = str(path.resolve())
+    except (ConfigError, ValueError) as exc:
+        raise click.ClickException(f"{data or 'embedded series'}: {exc}") from exc
     run.mkdir(parents=True, exist_ok=True)
     model.save(run / MODEL_FILE)
-    pd.DataFrame(model.history_).to_csv(run / "history.csv", index=False)
-    plot_history(model.history_, run / "loss.png")
-    info = {"csv": str(path.resolve()), "on_bad": on_bad, "train_end": str(model.train_end_.date()),
-            "best_epoch": model.best_epoch_, "epochs_run": len(model.history_),
+    info = {"kind": "panel" if panel else "one_stock", "data": source, "csv": None if panel else source,
+            "on_bad": on_bad, "train_end": str(model.train_end_.date()),
             "params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in model.get_params().items()}}
+    if panel:
+        from .plots import plot_panel_training
+
+        plot_panel_training(model.histories_, run / "training.png")
+        info["best_epochs"] = model.best_epochs_
+        best = [h[b - 1].get("val_rank_ic", float("nan"))
+                for h, b in zip(model.histories_, model.best_epochs_, strict=True)]
+        summary = (f"trained the panel Transformer on {grid.n_stocks} stocks up to "
+                   f"{model.train_end_.date()}: best epoch(s) {model.best_epochs_}, validation rank IC "
+                   f"{', '.join(f'{v:+.4f}' for v in best)}")
+    else:
+        from .plots import plot_history
+
+        pd.DataFrame(model.history_).to_csv(run / "history.csv", index=False)
+        plot_history(model.history_, run / "loss.png")
+        info.update(best_epoch=model.best_epoch_, epochs_run=len(model.history_))
+        best = model.history_[model.best_epoch_ - 1]
+        summary = (f"trained on {Path(source).name}: {len(model.history_)} epochs (best {model.best_epoch_}, "
+                   f"val loss {best.get('val_loss', float('nan')):.4f}), training data up to "
+                   f"{model.train_end_.date()}")
     (run / RUN_FILE).write_text(json.dumps(info, indent=2))
-    best = model.history_[model.best_epoch_ - 1]
-    click.echo(f"trained on {path.name}: {len(model.history_)} epochs (best {model.best_epoch_}, "
-               f"val loss {best.get('val_loss', float('nan')):.4f}), training data up to "
-               f"{model.train_end_.date()}; saved {run / MODEL_FILE}")
+    click.echo(f"{summary}; saved {run / MODEL_FILE}")
 
 
 @main.command()
-@click.argument("csv", required=False, type=click.Path(dir_okay=False))
+@click.argument("data", required=False, type=click.Path(exists=True))
 @click.option("--run", "run", required=True, type=click.Path(file_okay=False), help="Run folder from train.")
 @click.option("--out", "out", type=click.Path(dir_okay=False),
-              help="CSV to write (default RUN/predictions.csv).")
+              help="CSV to write (default RUN/next_day.csv for a panel, RUN/predictions.csv for one stock).")
 @click.option("--device", default="auto", show_default=True)
-def predict(csv, run, out, device):
-    """Forecast every day of CSV (default: the training CSV) and the next trading day."""
+def predict(data, run, out, device):
+    """Panel run: tomorrow's ranked list of DATA's stocks (default: the training folder) --
+    code, score, rank, quintile and whether it can be bought at the next open -- as CSV and
+    PNG. One-stock run: every day's forecast of DATA (default: the training CSV) and the next
+    trading day's."""
     from .metrics import point_metrics
 
-    run, path, frame, model = _open_run(run, csv, device)
+    run, info, model = _open_run(run, data, device)
+    if info.get("kind") == "panel":
+        from .next_day import ranked_list
+        from .plots import plot_ranked_list
+
+        _, grid = _load_panel(data or info["data"], info.get("on_bad", "raise"))
+        try:
+            table = ranked_list(model, grid)
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from exc
+        out = Path(out) if out else run / "next_day.csv"
+        table.to_csv(out, index=False)
+        png = plot_ranked_list(table, out.with_suffix(".png"))
+        last = grid.dates[-1].date()
+        buy = table[table["buyable"]].head(10)
+        click.echo(f"signal day {last}; for the next trading day's open, best buyable scores:")
+        for row in buy.itertuples():
+            click.echo(f"  {row.rank:>4}. {row.code}  score {row.score:+.3f}  (quintile {row.quantile})")
+        blocked = table[~table["buyable"]]
+        click.echo(f"{len(table)} stocks ranked; {len(blocked)} cannot be bought at the open (see 'reason'); "
+                   f"model trained up to {info['train_end']}; wrote {out} and {png}")
+        return
+    path, frame = _load(data or info["csv"], info.get("on_bad", "raise"))
     table = _predictions_table(model, frame)
     out = Path(out) if out else run / "predictions.csv"
     table.to_csv(out, index_label="date")
@@ -152,113 +217,59 @@ def predict(csv, run, out, device):
 
 
 @main.command()
-@click.argument("csv", required=False, type=click.Path(dir_okay=False))
+@click.argument("data", required=False, type=click.Path(exists=True))
 @click.option("--run", "run", required=True, type=click.Path(file_okay=False), help="Run folder from train.")
 @click.option("--out", "out", type=click.Path(file_okay=False), help="Folder for PNGs (default RUN).")
 @click.option("--device", default="auto", show_default=True)
-def plot(csv, run, out, device):
-    """PNGs: forecast vs actual, implied price path, attention over the last input window."""
+def plot(data, run, out, device):
+    """PNGs. Panel run: training curves, tomorrow's ranked list and, for days after the
+    training cut-off in DATA, the daily rank IC. One stock: forecast vs actual, implied price
+    path, attention over the last input window."""
     from .plots import plot_attention, plot_forecast_vs_actual, plot_price_path
     from .walkforward import point_forecast
 
-    run, path, frame, model = _open_run(run, csv, device)
+    run, info, model = _open_run(run, data, device)
     out = Path(out) if out else run
-    point = point_forecast(model.predict(frame))
-    test = point[point.index > model.train_end_]
-    shown = test if len(test) > 20 else point
-    files = [
-        plot_forecast_vs_actual(shown, log_returns(frame), out / "forecast_vs_actual.png",
-                                f"{path.name}: forecasts after the training cut-off {model.train_end_.date()}"
-                                if shown is test else f"{path.name}: all forecasts (in-sample included)"),
-        plot_price_path(frame, shown, out / "price_path.png"),
-        plot_attention(*model.attention(frame), out / "attention.png"),
-    ]
+    out.mkdir(parents=True, exist_ok=True)
+    if info.get("kind") == "panel":
+        files = _plot_panel_run(model, info, data, out)
+    else:
+        path, frame = _load(data or info["csv"], info.get("on_bad", "raise"))
+        point = point_forecast(model.predict(frame))
+        test = point[point.index > model.train_end_]
+        shown = test if len(test) > 20 else point
+        title = (f"{path.name}: forecasts after the training cut-off {model.train_end_.date()}"
+                 if shown is test else f"{path.name}: all forecasts (in-sample included)")
+        files = [
+            plot_forecast_vs_actual(shown, log_returns(frame), out / "forecast_vs_actual.png", title),
+            plot_price_path(frame, shown, out / "price_path.png"),
+            plot_attention(*model.attention(frame), out / "attention.png"),
+        ]
     for f in files:
         click.echo(f"wrote {f}")
 
 
-# CLI spellings of a few fields (the field names are the config file's keys).
-_ALIASES = {"n_jobs": "jobs", "commission_rate": "commission", "transfer_fee_rate": "transfer-fee",
-            "random_state": "seed", "n_heads": "heads", "n_layers": "layers", "max_epochs": "epochs",
-            "names": "features"}
-# Sections whose fields are ``backtest`` options, in help order; DATA is the argument.
-_OPTION_SECTIONS = ("features", "model", "models", "walk_forward", "strategy", "costs", "market",
-                    "backtest", "data")
-_SKIP = {"data": ("path",)}
+def _plot_panel_run(model, info: dict, data: str | None, out: Path) -> list[Path]:
+    from .labels import by_forecast_date, tradeable_label
+    from .metrics import daily_ic, ic_summary
+    from .next_day import ranked_list
+    from .plots import plot_panel_training, plot_ranked_list, plot_rolling_ic
 
-
-def _model_option_fields():
-    """``(name, default, hint, help)`` of the Transformer's parameters: the panel model's and
-    the single-stock model's, with both defaults in the help where they differ."""
-    from .experiment import field_help, model_class, model_params
-
-    panel, single = model_params(True), model_params(False)
-    helps = {**field_help(model_class(False)), **field_help(model_class(True))}
-    out = []
-    for name in [*panel, *(k for k in single if k not in panel)]:
-        p, s1 = panel.get(name, "-"), single.get(name, "-")
-        value = next((v for v in (p, s1) if v not in (None, "-")), None)
-        if isinstance(value, (tuple, list)):  # e.g. quantiles: set them in a config file
-            continue
-        if p == "-" or s1 == "-":
-            default = f"panel only; {p}" if s1 == "-" else f"one stock only; {s1}"
-        else:
-            default = f"panel {p}, one stock {s1}" if p != s1 else f"{p}"
-        out.append((name, None, type(value).__name__ if value is not None else "str",
-                    f"{helps.get(name, '')} [{default}]"))
-    return out
-
-
-def _click_type(hint: str):
-    parts = {p.strip() for p in hint.split("|")} - {"None"}
-    if parts == {"bool"}:
-        return bool
-    if parts == {"int"}:
-        return int
-    if parts & {"float"}:
-        return float
-    return str
-
-
-def experiment_options(command):
-    """Add one option per field of the experiment's sections (:mod:`forecaster.experiment`):
-    the config file and the CLI read the same definitions, defaults and descriptions."""
-    from .experiment import option_fields
-
-    params, seen = [], {}
-    for section in _OPTION_SECTIONS:
-        fields = _model_option_fields() if section == "model" else option_fields(section)
-        for name, default, hint, text in fields:
-            if name in _SKIP.get(section, ()):
-                continue
-            flag = _ALIASES.get(name, name.replace("_", "-"))
-            if flag in seen:
-                raise RuntimeError(f"option --{flag} defined by [{seen[flag]}] and [{section}]")
-            seen[flag] = section
-            kind = _click_type(hint)
-            if section == "features":
-                kind = str
-                text += " (comma-separated)"
-            shown = "" if section == "model" else f" [{'' if default is None else default}]"
-            decl = f"--{flag}/--no-{flag}" if kind is bool else f"--{flag}"
-            params.append(click.option(decl, f"{section}__{name}", type=None if kind is bool else kind,
-                                       default=None, help=f"[{section}] {text}{shown}"))
-    for option in reversed(params):  # decorators apply bottom-up
-        command = option(command)
-    return command
-
-
-def _raw_sections(options: dict) -> dict[str, dict]:
-    """``{section: {key: value}}`` of the options given (``None`` = not given)."""
-    raw: dict[str, dict] = {}
-    for key, value in options.items():
-        if value is None or "__" not in key:
-            continue
-        section, name = key.split("__", 1)
-        if section == "features":
-            value = tuple(v.strip() for v in value.split(",") if v.strip())
-        raw.setdefault(section, {})[name] = value
-    return raw
+    _, grid = _load_panel(data or info["data"], info.get("on_bad", "raise"))
+    files = [plot_panel_training(model.histories_, out / "training.png"),
+             plot_ranked_list(ranked_list(model, grid), out / "next_day.png")]
+    after = grid.dates[grid.dates > model.train_end_]
+    if len(after) > 5:
+        scores = model.predict(grid).unstack("code").reindex(index=after)
+        label, _ = tradeable_label(grid, model.horizon, model.execution)
+        actual = pd.DataFrame(by_forecast_date(label), index=grid.dates, columns=list(grid.codes))
+        ic = daily_ic(scores, actual.reindex(after))
+        files.append(plot_rolling_ic(pd.DataFrame(), ic.to_frame("transformer"), out / "rolling_ic.png",
+                                     window=min(63, max(5, len(ic) // 3))))
+        s = ic_summary(ic)
+        click.echo(f"after the training cut-off {model.train_end_.date()}: {s['n_days']} days, daily rank IC "
+                   f"{s['mean_ic']:+.4f} (ICIR {s['icir']:+.3f})")
+    return files
 
 
 def _run(raw: dict, source: str, out: str) -> None:
@@ -303,7 +314,7 @@ def _run(raw: dict, source: str, out: str) -> None:
 @main.command()
 @click.argument("data", required=False, type=click.Path(exists=True))
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Report folder to write.")
-@experiment_options
+@experiment_options()
 def backtest(data, out, **options):
     """Walk-forward evaluation against baselines, then an A-share backtest and a report.
 
@@ -319,7 +330,7 @@ def backtest(data, out, **options):
     recorded and the run goes on; the exit status is 1 when the Transformer failed on every
     fold.
     """
-    raw = _raw_sections(options)
+    raw = raw_sections(options)
     if data:
         raw.setdefault("data", {})["path"] = str(data)
     _run(raw, "<options>", out)

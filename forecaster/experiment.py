@@ -260,7 +260,9 @@ def model_params(panel: bool) -> dict[str, object]:
     return {k: v for k, v in params.items() if k not in MODEL_DERIVED}
 
 
-def _check_model(values: Mapping, panel: bool, source: str) -> dict:
+def check_model_params(values: Mapping, panel: bool, source: str = "<options>") -> dict:
+    """``values`` checked against the Transformer's parameters for a panel or one stock
+    (unknown keys and wrong types name the key); lists become tuples."""
     params = model_params(panel)
     kind = "a panel (PanelTransformer)" if panel else "one stock (CausalTransformerForecaster)"
     out = {}
@@ -317,7 +319,7 @@ def resolve(raw: Mapping[str, Mapping], n_stocks: int, source: str = "<options>"
     bt_raw = raw.get("backtest", {})
     execution = bt_raw.get("execution", BacktestConfig.execution)
     wf_raw.setdefault("label", "tradeable" if panel else "close")
-    model = {**model_params(panel), **_check_model(raw.get("model", {}), panel, source)}
+    model = {**model_params(panel), **check_model_params(raw.get("model", {}), panel, source)}
     window = model["window"]
     wf_raw.setdefault("margin_days", max(130, 2 * int(window) + 10))
     walk = build_section("walk_forward", wf_raw, source)

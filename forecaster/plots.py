@@ -274,3 +274,39 @@ def plot_ic_by_horizon(table: pd.DataFrame, path: str | Path, title: str = "") -
     if len(table.index):
         ax.legend(loc="best", fontsize=8)
     return _save(fig, path)
+
+
+def plot_ranked_list(table: pd.DataFrame, path: str | Path, n: int = 10, title: str = "") -> Path:
+    """The ``n`` best and ``n`` worst scores of a ranked list (:func:`forecaster.next_day.ranked_list`);
+    hatched bars cannot be bought at the next open."""
+    scored = table.dropna(subset=["score"])
+    shown = pd.concat([scored.head(n), scored.tail(n)]).drop_duplicates("code")
+    fig, ax = plt.subplots(figsize=(7, 0.28 * len(shown) + 1.2))
+    y = np.arange(len(shown))
+    colors = np.where(shown["score"] >= 0, "#1a7f37", "#cf222e")
+    bars = ax.barh(y, shown["score"], color=colors)
+    for bar, ok in zip(bars, shown["buyable"], strict=True):
+        if not ok:
+            bar.set_hatch("///")
+            bar.set_alpha(0.5)
+    ax.set_yticks(y, [f"{r}. {c}" for r, c in zip(shown["rank"], shown["code"], strict=True)], fontsize=8)
+    ax.invert_yaxis()
+    ax.axvline(0, color="#444", lw=0.8)
+    ax.set_xlabel("score (higher = expected to beat the others)")
+    ax.set_title(title or f"top and bottom {n} for the next open (hatched: cannot be bought)", fontsize=10)
+    return _save(fig, path)
+
+
+def plot_panel_training(histories: list[list[dict]], path: str | Path) -> Path:
+    """Training loss and validation rank IC per epoch, one line per seed."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.4))
+    for i, history in enumerate(histories):
+        h = pd.DataFrame(history)
+        a.plot(h["epoch"], h["train_loss"], marker="o", label=f"seed {i}")
+        if "val_rank_ic" in h:
+            b.plot(h["epoch"], h["val_rank_ic"], marker="o", label=f"seed {i}")
+    a.set(xlabel="epoch", ylabel="training loss", title="training loss")
+    b.set(xlabel="epoch", ylabel="mean daily rank IC", title="validation rank IC (early stopping)")
+    b.axhline(0, color="#444", lw=0.8)
+    a.legend(fontsize=8)
+    return _save(fig, path)

@@ -23,7 +23,7 @@ def panel_models(horizon: int = 1, execution: str = "next_open", random_state: i
     return models
 
 
-def single_stock_transformer(horizon: int = 1, **overrides):
+def single_stock_transformer(horizon: int = 1, progress: bool = False, **overrides):
     """The single-stock Transformer of a walk-forward run: lighter than the class defaults
     (``forecaster train``), since it is refit on every fold. ``overrides`` replace any
     parameter."""
@@ -32,4 +32,4 @@ def single_stock_transformer(horizon: int = 1, **overrides):
     params = dict(window=40, d_model=32, n_heads=4, n_layers=2, max_epochs=8, patience=3, lr=1e-3,
                   train_stride=1, positional="sinusoidal", random_state=0)
     params.update(overrides)
-    return CausalTransformerForecaster(horizon=horizon, progress=False, **params)
+    return CausalTransformerForecaster(horizon=horizon, progress=progress, **params)

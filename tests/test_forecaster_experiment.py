@@ -86,10 +86,11 @@ def test_cli_options_are_the_config_fields(tmp_path):
             "--synthetic-seed", "4", "--window", "8", "--d-model", "8", "--heads", "2", "--layers", "1",
             "--epochs", "1", "--train-days", "200", "--retrain-every", "65", "--jobs", "1",
             "--rule", "dropout", "--top-k", "4", "--n-drop", "1"]
-    from forecaster.cli import _raw_sections, backtest
+    from forecaster.cli import backtest
+    from forecaster.cli_options import raw_sections
 
     ctx = backtest.make_context("backtest", ["--out", str(tmp_path / "x"), *args])
-    cli_exp, _ = prepare(_raw_sections(ctx.params), "cli")
+    cli_exp, _ = prepare(raw_sections(ctx.params), "cli")
     assert to_toml(cli_exp).split("\n", 3)[3] == to_toml(file_exp).split("\n", 3)[3]
 
 
