@@ -148,7 +148,9 @@ class Experiment:
 
         return {"data": plain(self.data, "data"), "features": plain(self.features, "features"),
                 "model": dict(self.model), "models": plain(self.models, "models"),
-                "walk_forward": plain(self.walk_forward, "walk_forward"),
+                # resume says how this run started, not what it computes: a re-run starts afresh
+                "walk_forward": {k: v for k, v in plain(self.walk_forward, "walk_forward").items()
+                                 if k != "resume"},
                 "strategy": plain(self.backtest.strategy, "strategy"),
                 "costs": plain(self.backtest.costs, "costs"),
                 "market": plain(self.backtest.market, "market"),
