@@ -25,7 +25,7 @@ from seq2seq.core import atomic_write
 log = logging.getLogger(__name__)
 
 # Options that change how a run executes but not its numbers.
-_EXECUTION_ONLY = ("n_jobs", "progress", "resume")
+_EXECUTION_ONLY = ("n_jobs", "progress", "resume", "backend", "address")
 
 
 @dataclass

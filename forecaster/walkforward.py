@@ -29,11 +29,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from joblib import Parallel, delayed
 from sklearn.base import clone
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
+from .backends import BACKENDS, run_local, run_ray
 from .features import log_returns, mask_suspended
 from .fold_store import FoldOutput, FoldStore, data_fingerprint, run_description
 from .interface import input_kind
@@ -72,6 +72,10 @@ class WalkForwardConfig:
         execution: ``"next_open"`` or ``"close"``, for the tradeable label.
         resume: continue the run stored in ``walk_forward``'s ``checkpoint_dir`` from its
             finished folds (refused if its data or configuration differ from this run's).
+        backend: ``"local"`` (joblib processes, ``n_jobs``) or ``"ray"`` (every fold a task
+            on a Ray cluster, the data in its object store once; see
+            :mod:`forecaster.backends`). Results are identical.
+        address: the Ray cluster to use (``"HOST:6379"``); empty starts a local one.
     """
 
     scheme: str = "expanding"
@@ -90,6 +94,8 @@ class WalkForwardConfig:
     label: str = "tradeable"
     execution: str = "next_open"
     resume: bool = False
+    backend: str = "local"
+    address: str = ""
 
     def __post_init__(self) -> None:
         if self.scheme not in SCHEMES:
@@ -107,6 +113,8 @@ class WalkForwardConfig:
             raise ValueError(f"label must be one of {LABELS}, got {self.label!r}")
         if self.execution not in EXECUTIONS:
             raise ValueError(f"execution must be one of {EXECUTIONS}, got {self.execution!r}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
         if self.n_jobs == 0:
             raise ValueError("n_jobs must not be 0 (use 1 for serial, -1 for all cores)")
 
@@ -292,6 +300,17 @@ def _fold_inputs(panel: dict, grid: Panel, fold: Fold, codes: list[str], config:
     return {"frames": train, "panel": train_panel}, {"frames": test, "panel": test_panel}
 
 
+def _fold_task(shared, fold: Fold, codes, config, kinds, models, threads: int, keep: bool):
+    """One fold where the whole data set is at hand (a Ray task): slice, fit, forecast."""
+    train, test = _fold_inputs(*shared, fold, codes, config, kinds)
+    return _run_fold(fold, models, train, test, threads, keep)
+
+
+def _local_arguments(shared, fold: Fold, codes, config, kinds, models, threads: int, keep: bool):
+    """:func:`_run_fold`'s arguments, sliced in this process (only the slices travel)."""
+    return (fold, models, *_fold_inputs(*shared, fold, codes, config, kinds), threads, keep)
+
+
 def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame], models: dict,
                  config: WalkForwardConfig | None = None, keep_models: bool = False,
                  checkpoint_dir: str | Path | None = None) -> WalkForwardResult:
@@ -333,13 +352,16 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame], models: dict,
         log.warning("%d fold(s) have no stock with %d training days: %s", len(empty),
                     config.min_stock_days, empty)
     todo = [f for f in folds if members[f.fold] and f.fold not in done]
-    jobs = (delayed(_run_fold)(fold, models,
-                               *_fold_inputs(panel, grid, fold, members[fold.fold], config, kinds),
-                               config.threads_per_task, keep_models) for fold in todo)
+    tasks = [(fold, members[fold.fold], config, kinds, models, config.threads_per_task, keep_models)
+             for fold in todo]
+    if config.backend == "ray":
+        results = run_ray(_fold_task, (panel, grid), tasks, config.threads_per_task, config.address or None)
+    else:
+        results = run_local(_run_fold, (panel, grid), tasks, config.n_jobs, prepare=_local_arguments)
     outputs, kept = list(done.values()), {}
     with tqdm(total=len(todo) + len(done), initial=len(done), desc="walk-forward", unit="fold",
               disable=not config.progress, dynamic_ncols=True) as bar:
-        for output, fold_kept in Parallel(n_jobs=config.n_jobs, return_as="generator_unordered")(jobs):
+        for output, fold_kept in results:
             if store is not None:
                 store.save(output)
             outputs.append(output)
