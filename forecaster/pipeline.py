@@ -45,7 +45,7 @@ def load_data(data: DataConfig) -> Loaded:
                       f"signal_ic={data.synthetic_ic}, seed={data.synthetic_seed})",
                       f"synthetic panel: {len(frames)} stocks, {rows} rows (generated, not market data)")
     if path and Path(path).is_dir():
-        frames, reports = load_dir(path, on_bad=on_bad)
+        frames, reports = load_dir(path, on_bad=on_bad, cache=data.cache)
         summary = (f"{path}: {len(frames)} stocks, {sum(r.rows_kept for r in reports.values())} rows, "
                    f"{sum(r.suspended_days for r in reports.values())} suspended days")
         return Loaded(frames, str(Path(path).resolve()), summary)

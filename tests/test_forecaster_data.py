@@ -187,3 +187,33 @@ def test_embedded_series_matches_its_generator():
     np.testing.assert_allclose(frame["close"].to_numpy(), regenerated["close"].to_numpy(), atol=1e-9)
     up = np.floor(frame["preclose"] * 1.1 * 100 + 1e-6) / 100
     assert (frame["close"] <= up + 1e-9).all()  # the 10% limit holds
+
+
+def test_load_dir_cache_gives_the_same_frames_and_notices_changes(tmp_path, caplog):
+    import logging
+    import os
+
+    from forecaster.data import load_dir, write_synthetic_panel
+
+    folder = tmp_path / "panel"
+    write_synthetic_panel(folder, n_stocks=5, n_days=120, seed=3)
+    plain, plain_reports = load_dir(folder)
+    built, _ = load_dir(folder, cache=True)
+    assert (folder / ".forecaster_cache" / "panel.parquet").is_file()
+    cached, cached_reports = load_dir(folder, cache=True)
+    assert list(cached) == list(plain) and cached_reports == plain_reports
+    for code in plain:
+        pd.testing.assert_frame_equal(cached[code], plain[code], check_freq=False)
+    # A changed file (new row values, same name) invalidates the cache.
+    first = sorted(folder.glob("*.csv"))[0]
+    text = first.read_text().splitlines(keepends=True)
+    first.write_text("".join(text[:-1]))
+    os.utime(first, ns=(first.stat().st_atime_ns, first.stat().st_mtime_ns + 10**9))
+    with caplog.at_level(logging.INFO, logger="forecaster.data.cache"):
+        again, _ = load_dir(folder, cache=True)
+    assert "out of date" in caplog.text
+    code = str(plain[sorted(plain)[0]]["code"].iloc[0])
+    assert len(again[code]) == len(plain[code]) - 1
+    # An added file too.
+    (folder / "extra.csv").write_text((folder / first.name).read_text().replace(code, "syn.999999"))
+    assert "syn.999999" in load_dir(folder, cache=True)[0]

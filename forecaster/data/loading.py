@@ -202,19 +202,30 @@ def _canonicalise(raw: pd.DataFrame, fmt: CsvFormat, path: Path, on_bad: str,
     return frame
 
 
-def load_dir(path: str | Path, pattern: str = "*.csv", on_bad: str = "raise"
+def load_dir(path: str | Path, pattern: str = "*.csv", on_bad: str = "raise", cache: bool = False
              ) -> tuple[dict[str, pd.DataFrame], dict[str, LoadReport]]:
     """Load every CSV in a folder as a panel.
+
+    Args:
+        cache: keep a columnar copy in ``FOLDER/.forecaster_cache`` and use it while the
+            folder's files are unchanged (:mod:`forecaster.data.cache`).
 
     Returns:
         ``(frames, reports)``, both keyed by stock code (e.g. ``"sh.600000"``) in sorted order.
     """
+    from .cache import manifest_of, read_cache, write_cache
+
     folder = Path(path)
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: no such folder")
     files = sorted(folder.glob(pattern))
     if not files:
         raise DataError(f"{folder}: no files match {pattern!r}")
+    manifest = manifest_of(files, {"pattern": pattern, "on_bad": on_bad}) if cache else None
+    if cache:
+        hit = read_cache(folder, manifest, LoadReport)
+        if hit is not None:
+            return hit
     frames, reports = {}, {}
     for file in files:
         frame, report = load_csv(file, on_bad=on_bad)
@@ -222,4 +233,7 @@ def load_dir(path: str | Path, pattern: str = "*.csv", on_bad: str = "raise"
         if key in frames:
             raise DataError(f"{file}: stock {key} also appears in {reports[key].path}")
         frames[key], reports[key] = frame, report
-    return dict(sorted(frames.items())), dict(sorted(reports.items()))
+    frames, reports = dict(sorted(frames.items())), dict(sorted(reports.items()))
+    if cache:
+        write_cache(folder, manifest, frames, reports)
+    return frames, reports
