@@ -86,6 +86,10 @@ class PanelTransformer(BaseEstimator):
             overlaps a training one).
         n_seeds: an ensemble of networks from seeds ``random_state .. + n_seeds - 1``; their
             per-day standardised scores are averaged.
+        epoch_stock_days: a budget for an epoch, in stock-days: an epoch takes that many
+            (rounded to whole batches, at least one), drawn at random from all training days
+            anew each epoch, so a fold's training cost stays bounded whatever the number of
+            stocks and days; ``None`` visits every training day each epoch.
         device: ``"auto"``, ``"cpu"``, ``"cuda"``...
         random_state: seed of the first network.
         progress: progress bars while fitting.
@@ -98,7 +102,7 @@ class PanelTransformer(BaseEstimator):
                  label_norm="rank", drop_tails=0.0, d_model=32, n_heads=4, n_layers=2, d_ff=64,
                  dropout=0.1, positional="rotary", cross_stock=False, loss="pairwise", max_epochs=20,
                  days_per_batch=8, lr=1e-3, weight_decay=1e-2, patience=4, val_fraction=0.2,
-                 n_seeds=1, device="auto", random_state=0, progress=False):
+                 n_seeds=1, epoch_stock_days=None, device="auto", random_state=0, progress=False):
         self.window = window
         self.horizon = horizon
         self.execution = execution
@@ -121,14 +125,18 @@ class PanelTransformer(BaseEstimator):
         self.patience = patience
         self.val_fraction = val_fraction
         self.n_seeds = n_seeds
+        self.epoch_stock_days = epoch_stock_days
         self.device = device
         self.random_state = random_state
         self.progress = progress
 
     # ------------------------------------------------------------------ validation
-    def _loop_config(self) -> LoopConfig:
+    def _loop_config(self, n_stocks: int = 1) -> LoopConfig:
+        steps = (None if self.epoch_stock_days is None
+                 else max(1, int(self.epoch_stock_days) // (self.days_per_batch * max(n_stocks, 1))))
         return LoopConfig(loss=self.loss, max_epochs=self.max_epochs, days_per_batch=self.days_per_batch,
-                          lr=self.lr, weight_decay=self.weight_decay, patience=self.patience)
+                          lr=self.lr, weight_decay=self.weight_decay, patience=self.patience,
+                          steps_per_epoch=steps)
 
     def _net_config(self, n_features: int) -> PanelNetConfig:
         return PanelNetConfig(n_features=n_features, window=self.window, d_model=self.d_model,
@@ -151,6 +159,10 @@ class PanelTransformer(BaseEstimator):
             raise ValueError(f"drop_tails must be in [0, 0.5), got {self.drop_tails}")
         if not 0 <= self.val_fraction < 1:
             raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
+        budget = self.epoch_stock_days
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, np.integer))
+                                   or budget < 1):
+            raise ValueError(f"epoch_stock_days must be None or a positive integer, got {budget!r}")
         if self.features is not None:
             bad = [f for f in self.features if f not in FEATURES]
             if bad or not self.features:
@@ -200,7 +212,8 @@ class PanelTransformer(BaseEstimator):
                 net = PanelTransformerNet(self.net_config_).to(device)
                 validate = (lambda net=net: self._val_ic(net, data_, val_days)) if n_val else None
                 history, best = train_days(net, data_.batch, day_blocks(fit_days, self.days_per_batch),
-                                           validate, self._loop_config(), seed, device, self.progress,
+                                           validate, self._loop_config(panel.n_stocks), seed, device,
+                                           self.progress,
                                            f"fit seed {seed}")
             self.nets_.append(net)
             self.histories_.append(history)

@@ -38,6 +38,8 @@ class LoopConfig:
             norms or embeddings of positions.
         grad_clip: max gradient norm.
         patience: epochs without a better validation score before stopping.
+        steps_per_epoch: at most this many batches an epoch, a fresh random subset each
+            epoch (``None``: every batch).
     """
 
     loss: str = "ic"
@@ -47,6 +49,7 @@ class LoopConfig:
     weight_decay: float = 1e-2
     grad_clip: float = 1.0
     patience: int = 4
+    steps_per_epoch: int | None = None
 
     def __post_init__(self) -> None:
         if self.loss not in RANK_LOSSES:
@@ -80,13 +83,13 @@ def train_days(net: nn.Module, batch: Callable, blocks: list[np.ndarray],
     gen = torch.Generator().manual_seed(seed)
     history: list[dict] = []
     best, best_state, best_epoch, stale = -math.inf, None, 0, 0
-    steps = len(blocks)
+    steps = min(len(blocks), config.steps_per_epoch or len(blocks))
     bar = tqdm(total=config.max_epochs * steps, unit="step", desc=desc, disable=not progress,
                dynamic_ncols=True, leave=False)
     for epoch in range(1, config.max_epochs + 1):
         net.train()
         t0, total = time.perf_counter(), 0.0
-        for b in torch.randperm(steps, generator=gen).tolist():
+        for b in torch.randperm(len(blocks), generator=gen)[:steps].tolist():
             x, labels, mask, present = (t.to(device) for t in batch(blocks[b])[:4])
             loss = rank_loss(config.loss, net(x, present), labels, mask, generator=gen)
             opt.zero_grad(set_to_none=True)
