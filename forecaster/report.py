@@ -100,11 +100,17 @@ class Report:
         return next(iter(self.backtests.values())).benchmark_metrics if self.backtests else {}
 
 
-def _with_mean_forecast(pred: pd.DataFrame) -> pd.DataFrame:
+def reference_model(models: dict, role: str) -> str | None:
+    """The name of the model whose ``reference`` role is ``role`` (``"zero"``, ``"mean"``):
+    the report's analyses are keyed by role, so a run may name its models as it likes."""
+    return next((name for name, m in models.items() if getattr(m, "reference", None) == role), None)
+
+
+def _with_mean_forecast(pred: pd.DataFrame, mean_model: str | None) -> pd.DataFrame:
     """Attach the historical-mean forecast of each row (for R^2 against the mean)."""
-    if "hist_mean" not in set(pred["model"]):
+    if mean_model is None or mean_model not in set(pred["model"]):
         return pred
-    mean = pred.loc[pred["model"] == "hist_mean", ["date", "code", "forecast"]]
+    mean = pred.loc[pred["model"] == mean_model, ["date", "code", "forecast"]]
     return pred.merge(mean.rename(columns={"forecast": "mean_forecast"}), on=["date", "code"], how="left")
 
 
@@ -124,7 +130,7 @@ def build_report(result: WalkForwardResult, frames: dict[str, pd.DataFrame], mod
         index_constituents: the user says the stocks are an index's current constituents, so
             the survivorship caveat is stated as a fact (otherwise as a condition).
     """
-    pred = _with_mean_forecast(result.predictions.reset_index())
+    pred = _with_mean_forecast(result.predictions.reset_index(), reference_model(models, "mean"))
     pred = pred[pred["actual"].notna()]  # suspended days are not scored (counted below)
     n_suspended = int(result.predictions["actual"].isna().sum())
     factors = [n for n, m in models.items() if not getattr(m, "is_return_forecast", True)]
@@ -178,7 +184,7 @@ def build_report(result: WalkForwardResult, frames: dict[str, pd.DataFrame], mod
         results[name] = run_backtest({c: frames[c] for c in forecast.columns}, forecast, backtest)
 
     verdict = _verdict(model, overall if model in returns_models else overall.iloc[:0], dm, ic,
-                       results, ic_tests, horizon, gaps)
+                       results, ic_tests, horizon, gaps, reference_model(models, "zero"))
     universe = universe_table(frames, result, model)
     if result.failed:
         verdict.append(_failure_line(model, result))
@@ -282,15 +288,15 @@ def _ic_meaning(config, horizon: int) -> str:
 
 
 def _verdict(model: str, overall: pd.DataFrame, dm: pd.DataFrame, ic: dict, backtests: dict,
-             ic_tests: pd.DataFrame | None = None, horizon: int = 1, gaps: dict | None = None
-             ) -> list[str]:
+             ic_tests: pd.DataFrame | None = None, horizon: int = 1, gaps: dict | None = None,
+             zero: str | None = "zero") -> list[str]:
     """Plain sentences on whether the model beat the simple alternatives; a statistic that
     could not be computed is said to be so, with the reason (``gaps``: model -> stat -> why)."""
     lines, gaps = [], gaps or {}
     row = overall.set_index("model").loc[model] if model in set(overall["model"]) else None
     if row is not None:
         r2 = row["r2_oos_zero"]
-        vs_zero = dm.set_index("baseline").loc["zero"] if len(dm) and "zero" in set(dm["baseline"]) else None
+        vs_zero = dm.set_index("baseline").loc[zero] if len(dm) and zero in set(dm["baseline"]) else None
         p, stat = (vs_zero["p_value"], vs_zero["dm_stat"]) if vs_zero is not None else (math.nan, math.nan)
         if r2 > 0 and p < 0.05:
             word = "beats"
