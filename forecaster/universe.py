@@ -89,7 +89,8 @@ def universe_counts(table: pd.DataFrame) -> dict:
 
 def universe_line(counts: dict) -> str:
     """One sentence: how many stocks were loaded and used, and which were left out and why."""
-    line = f"universe: {counts['loaded']} stocks loaded, {counts['used']} used"
+    noun = "stock" if counts["loaded"] == 1 else "stocks"
+    line = f"universe: {counts['loaded']} {noun} loaded, {counts['used']} used"
     if counts["left_out"]:
         shown = list(counts["left_out"].items())[:5]
         line += f", {len(counts['left_out'])} left out: " + "; ".join(f"{c} ({r})" for c, r in shown)
