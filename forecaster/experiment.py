@@ -190,10 +190,6 @@ def field_help(cls) -> dict[str, str]:
     return out
 
 
-def _hints(cls) -> dict[str, str]:
-    return {f.name: str(f.type) for f in dataclasses.fields(cls)}
-
-
 def option_fields(section: str) -> list[tuple[str, object, str, str]]:
     """``(name, default, type hint, help)`` of each option of ``section`` (derived fields
     left out)."""
@@ -309,10 +305,6 @@ def read_toml(path: str | Path) -> dict:
     return raw
 
 
-def is_panel_source(data: DataConfig) -> bool:
-    return bool(data.path) and Path(data.path).is_dir()
-
-
 def resolve(raw: Mapping[str, Mapping], n_stocks: int, source: str = "<options>") -> Experiment:
     """Fill in every default (some depend on the data: ``n_stocks`` > 1 is a panel) and
     validate; returns the experiment with every value explicit."""
@@ -336,13 +328,8 @@ def resolve(raw: Mapping[str, Mapping], n_stocks: int, source: str = "<options>"
     strategy = build_section("strategy", {**defaults, **st_raw}, source)
     costs = build_section("costs", raw.get("costs", {}), source)
     market = build_section("market", raw.get("market", {}), source)
-    try:
-        backtest = BacktestConfig(strategy=strategy, market=market, costs=costs,
-                                  **{k: v for k, v in bt_raw.items() if k in ("capital", "execution",
-                                                                                "rebalance_tolerance")})
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(f"{source}: [backtest] {exc}") from exc
-    build_section("backtest", bt_raw, source)  # unknown keys and types
+    backtest = dataclasses.replace(build_section("backtest", bt_raw, source), strategy=strategy,
+                                   market=market, costs=costs)
     if not features.names and not panel:
         features = FeaturesConfig(("log_return",))
     return Experiment(data, features, model, models, walk, backtest, panel, source)

@@ -12,7 +12,7 @@ that ex-rights days do not show false jumps.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -37,7 +37,6 @@ class Panel:
         st: ``[D, N]`` under special treatment.
         limit_up, limit_down: ``[D, N]`` limit prices (inf / 0 on days without a limit,
             such as a new listing's first days; NaN without a bar).
-        synthetic: the bars are generated, not market data (reports say so).
     """
 
     dates: pd.DatetimeIndex
@@ -48,13 +47,11 @@ class Panel:
     st: np.ndarray
     limit_up: np.ndarray
     limit_down: np.ndarray
-    synthetic: bool = False
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_frames(cls, frames: Mapping[str, pd.DataFrame] | pd.DataFrame,
-                    synthetic: bool = False) -> Panel:
+    def from_frames(cls, frames: Mapping[str, pd.DataFrame] | pd.DataFrame) -> Panel:
         """Align canonical frames ``{code: frame}`` (or one frame) on the union calendar."""
         if isinstance(frames, pd.DataFrame):
             frames = {str(frames["code"].iloc[0]) if "code" in frames else "series": frames}
@@ -105,8 +102,7 @@ class Panel:
         up, down = limit_matrix(codes, dates, fields["preclose"], st.astype(float),
                                 fields.get("high") if ranges else None, fields.get("low") if ranges else None)
         return cls(dates=dates, codes=np.asarray(codes, dtype=object), fields=fields,
-                   listed=listed, suspended=suspended, st=st, limit_up=up, limit_down=down,
-                   synthetic=synthetic)
+                   listed=listed, suspended=suspended, st=st, limit_up=up, limit_down=down)
 
     # ------------------------------------------------------------------ shape and access
     @property
@@ -130,7 +126,7 @@ class Panel:
         return Panel(dates=self.dates[rows], codes=self.codes[cols],
                      fields={k: cut(v) for k, v in self.fields.items()}, listed=cut(self.listed),
                      suspended=cut(self.suspended), st=cut(self.st), limit_up=cut(self.limit_up),
-                     limit_down=cut(self.limit_down), synthetic=self.synthetic)
+                     limit_down=cut(self.limit_down))
 
     def slice(self, start=None, end=None) -> Panel:
         """Days ``start..end`` (dates, both inclusive, either may be None) of every stock."""
@@ -192,5 +188,3 @@ class Panel:
         with np.errstate(invalid="ignore"):
             return self.listed & (self[price] <= self.limit_down + 1e-6)
 
-    def with_synthetic(self, synthetic: bool = True) -> Panel:
-        return replace(self, synthetic=synthetic, _cache={})
