@@ -30,18 +30,27 @@ def _load(csv: str | None, on_bad: str = "raise"):
 
 
 def _load_panel(folder: str, on_bad: str = "raise", end: str | None = None):
-    """``(frames, Panel)`` of a folder, rows after ``end`` left out."""
-    from .data import load_dir
+    """``(frames, Panel)`` of a folder, rows after ``end`` left out (stocks with no row up to
+    ``end`` are counted and named)."""
+    from .experiment import DataConfig
     from .panel import Panel
+    from .pipeline import load_data
 
     try:
-        frames, reports = load_dir(folder, on_bad=on_bad)
+        loaded = load_data(DataConfig(path=str(folder), on_bad=on_bad))
     except (DataError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc)) from exc
+    click.echo(loaded.summary, err=True)
+    frames = loaded.frames
     if end:
-        frames = {c: f.loc[:end] for c, f in frames.items() if len(f.loc[:end])}
-    click.echo(f"{folder}: {len(frames)} stocks, {sum(len(f) for f in frames.values())} rows"
-               + (f" up to {end}" if end else ""), err=True)
+        cut = {c: f.loc[:end] for c, f in frames.items()}
+        later = sorted(c for c, f in cut.items() if f.empty)
+        if later:
+            click.echo(f"{len(later)} stock(s) have no row up to {end} and are left out: "
+                       f"{', '.join(later[:10])}{' ...' if len(later) > 10 else ''}", err=True)
+        frames = {c: f for c, f in cut.items() if not f.empty}
+        click.echo(f"up to {end}: {len(frames)} stocks, {sum(len(f) for f in frames.values())} rows",
+                   err=True)
     return frames, Panel.from_frames(frames)
 
 

@@ -46,8 +46,10 @@ def load_data(data: DataConfig) -> Loaded:
                       f"synthetic panel: {len(frames)} stocks, {rows} rows (generated, not market data)")
     if path and Path(path).is_dir():
         frames, reports = load_dir(path, on_bad=on_bad, cache=data.cache)
+        dropped = sum(sum(r.dropped.values()) for r in reports.values())
         summary = (f"{path}: {len(frames)} stocks, {sum(r.rows_kept for r in reports.values())} rows, "
-                   f"{sum(r.suspended_days for r in reports.values())} suspended days")
+                   f"{sum(r.suspended_days for r in reports.values())} suspended days"
+                   + (f", {dropped} bad rows dropped (on_bad='drop')" if dropped else ""))
         return Loaded(frames, str(Path(path).resolve()), summary)
     file = Path(path) if path else default_series_path()
     frame, report = load_csv(file, on_bad=on_bad)
