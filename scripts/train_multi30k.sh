@@ -10,6 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-runs/multi30k}
+shift || true  # the remaining arguments go to `seq2seq train` (ablations: --dropout 0.2 ...)
 DATA=${DATA:-../shared/data/multi30k}
 MAX_MINUTES=${MAX_MINUTES:-51}
 PY=${PY:-.venv/bin/python}
@@ -26,7 +27,7 @@ $PY -m seq2seq.cli train \
   --d-model 256 --heads 8 --ff 512 --encoder-layers 3 --decoder-layers 3 --dropout 0.1 \
   --epochs 100 --max-minutes "$MAX_MINUTES" --max-tokens 2000 --lr 1e-3 --warmup 300 \
   --label-smoothing 0.1 --clip-norm 1.0 --average-last 5 --val-bleu-sentences 500 \
-  --seed 1 --threads "$THREADS" --device auto
+  --seed 1 --threads "$THREADS" --device auto "$@"
 
 # Keep the checkpoint with the higher (greedy, 500-sentence) validation BLEU.
 CKPT=$($PY - "$OUT" <<'PYEOF'
@@ -35,8 +36,9 @@ from pathlib import Path
 from seq2seq.checkpoint import load_checkpoint
 out = Path(sys.argv[1])
 best = ("best.pt", -1.0)
-for name in ("best.pt", "averaged.pt"):
-    if (out / name).is_file():
+for path in [out / "best.pt", out / "averaged.pt", *sorted(out.glob("ema*.pt"))]:
+    name = path.name
+    if path.is_file():
         bleu = load_checkpoint(out / name)["meta"].get("record", {}).get("val_bleu", -1.0)
         print(f"{name}: validation BLEU {bleu:.2f}", file=sys.stderr)
         if bleu > best[1]:

@@ -111,6 +111,9 @@ def main() -> None:
 @click.option("--encoder-layers", default=2, show_default=True, type=int, help="Encoder layers.")
 @click.option("--decoder-layers", default=2, show_default=True, type=int, help="Decoder layers.")
 @click.option("--dropout", default=0.1, show_default=True, type=float, help="Dropout.")
+@click.option("--attention-dropout", type=float, default=None,
+              help="Dropout on attention probabilities (default: --dropout). 0 keeps the fused "
+                   "attention kernel on CPU.")
 @click.option("--activation", type=click.Choice(["relu", "gelu"]), default="relu", show_default=True,
               help="Feed-forward activation.")
 @click.option("--positional", type=click.Choice(["sinusoidal", "learned", "rotary"]), default="sinusoidal",
@@ -135,6 +138,9 @@ def main() -> None:
 @click.option("--label-smoothing", default=0.1, show_default=True, type=float, help="Label smoothing.")
 @click.option("--average-last", default=0, show_default=True, type=click.IntRange(min=0),
               help="Average the last N epoch checkpoints into averaged.pt (0 = off).")
+@click.option("--ema", multiple=True, type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              help="Keep an exponential moving average of the weights with this decay (repeatable), "
+                   "written as ema<DECAY>.pt.")
 @click.option("--max-minutes", default=0.0, show_default=True, type=click.FloatRange(min=0),
               help="Stop (validated and saved) before this much training time (0 = no limit).")
 @click.option("--val-bleu/--no-val-bleu", default=True, show_default=True,
@@ -180,6 +186,7 @@ def train(**opts) -> None:
             epochs=opts["epochs"], max_tokens=opts["max_tokens"], lr=opts["lr"], warmup=opts["warmup"],
             weight_decay=opts["weight_decay"], clip_norm=opts["clip_norm"],
             label_smoothing=opts["label_smoothing"], seed=opts["seed"], average_last=opts["average_last"],
+            ema=opts["ema"],
             max_minutes=opts["max_minutes"], val_bleu=opts["val_bleu"],
             val_bleu_sentences=opts["val_bleu_sentences"], progress=opts["progress"],
         )
@@ -207,7 +214,8 @@ def train(**opts) -> None:
                 src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size,
                 d_model=opts["d_model"], n_heads=opts["heads"], d_ff=opts["ff"],
                 encoder_layers=opts["encoder_layers"], decoder_layers=opts["decoder_layers"],
-                dropout=opts["dropout"], activation=opts["activation"], norm_first=opts["norm_first"],
+                dropout=opts["dropout"], attention_dropout=opts["attention_dropout"],
+                activation=opts["activation"], norm_first=opts["norm_first"],
                 positional=opts["positional"], max_len=opts["max_len"],
                 tie_embeddings=opts["tie_embeddings"], share_embeddings=opts["share_embeddings"],
             )
@@ -248,8 +256,9 @@ def train(**opts) -> None:
         best = max(history, key=lambda r: r.get("val_bleu", -1.0))
         click.echo(f"best validation BLEU {best['val_bleu']:.2f} (epoch {best['epoch']}), "
                    f"last {last['val_bleu']:.2f}")
-    click.echo(f"checkpoints in {opts['out_dir']}: best.pt, last.pt"
-               + (", averaged.pt" if (opts["out_dir"] / "averaged.pt").exists() else ""))
+    extra = [p.name for p in [opts["out_dir"] / "averaged.pt"] + sorted(opts["out_dir"].glob("ema*.pt"))
+             if p.exists()]
+    click.echo(f"checkpoints in {opts['out_dir']}: " + ", ".join(["best.pt", "last.pt"] + extra))
     if toy:
         sample = train_text.src[:5]
         outs = translate_texts(model, src_tok, tgt_tok, sample, DecodeConfig(beam_size=1), device=device)

@@ -28,7 +28,8 @@ class TransformerConfig:
 
     Attributes:
         src_vocab_size, tgt_vocab_size: vocabulary sizes (ids ``0..size-1``; 0 is ``<pad>``).
-        d_model, n_heads, d_ff, dropout, activation, norm_first: as in :class:`StackConfig`.
+        d_model, n_heads, d_ff, dropout, attention_dropout, activation, norm_first: as in
+            :class:`StackConfig` (``attention_dropout=None`` means ``dropout``).
         encoder_layers, decoder_layers: depth of each stack.
         positional: ``"sinusoidal"``, ``"learned"`` (added to embeddings) or ``"rotary"``
             (rotary embeddings inside self-attention).
@@ -45,6 +46,7 @@ class TransformerConfig:
     encoder_layers: int = 3
     decoder_layers: int = 3
     dropout: float = 0.1
+    attention_dropout: float | None = None
     activation: str = "relu"
     norm_first: bool = True
     positional: str = "sinusoidal"
@@ -73,7 +75,7 @@ class TransformerConfig:
     def stack_config(self, n_layers: int) -> StackConfig:
         return StackConfig(
             d_model=self.d_model, n_heads=self.n_heads, d_ff=self.d_ff, dropout=self.dropout,
-            activation=self.activation, norm_first=self.norm_first, n_layers=n_layers,
+            attention_dropout=self.attention_dropout, activation=self.activation, norm_first=self.norm_first, n_layers=n_layers,
             rotary=self.positional == "rotary", max_len=self.max_len,
         )
 

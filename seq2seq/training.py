@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm.auto import tqdm
 
 from .batching import ParallelDataset
@@ -37,6 +38,9 @@ class TrainConfig:
         label_smoothing: probability mass spread over the vocabulary.
         seed: seeds weights, dropout and batch order.
         average_last: average the last N epoch checkpoints at the end (0/1 = off).
+        ema: decays of exponential moving averages of the weights, updated every step and
+            written (validated) as ``ema<decay>.pt`` at the end; empty = off. Several decays
+            cost one weight copy each and let validation pick the averaging horizon.
         max_minutes: stop (after validating and saving) once training would exceed this.
         val_bleu: decode the validation set each epoch (greedy) and keep the best by BLEU
             (otherwise by validation loss).
@@ -55,6 +59,7 @@ class TrainConfig:
     label_smoothing: float = 0.1
     seed: int = 0
     average_last: int = 0
+    ema: tuple[float, ...] = ()
     max_minutes: float = 0.0
     val_bleu: bool = True
     val_bleu_sentences: int = 0
@@ -74,10 +79,14 @@ class TrainConfig:
             raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
         if self.clip_norm < 0 or self.average_last < 0 or self.max_minutes < 0 or self.val_bleu_sentences < 0:
             raise ValueError("clip_norm, average_last, max_minutes and val_bleu_sentences must be >= 0")
+        self.ema = tuple(float(d) for d in self.ema)
+        if any(not 0.0 < d < 1.0 for d in self.ema) or len(set(self.ema)) != len(self.ema):
+            raise ValueError(f"ema decays must be distinct and in (0, 1), got {list(self.ema)}")
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["betas"] = list(self.betas)
+        d["ema"] = list(self.ema)
         return d
 
 
@@ -150,7 +159,7 @@ def evaluate_bleu(model: Transformer, tgt_tokenizer: TextTokenizer, val: Validat
 class Trainer:
     """Runs training and writes checkpoints to ``out_dir``:
     ``last.pt`` (with optimizer state, for ``resume``), ``best.pt``, ``epoch<N>.pt`` (the last
-    ``average_last``), and ``averaged.pt`` when averaging.
+    ``average_last``), ``averaged.pt`` when averaging and ``ema<decay>.pt`` per EMA decay.
     """
 
     def __init__(self, model: Transformer, src_tokenizer: TextTokenizer, tgt_tokenizer: TextTokenizer,
@@ -166,6 +175,9 @@ class Trainer:
             model.parameters(), lr=noam_lr(1, config.lr, config.warmup), betas=config.betas,
             eps=config.eps, weight_decay=config.weight_decay,
         )
+        # Shadow weights on the training device; the update is one fused lerp per decay.
+        self.emas = {d: AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(d), use_buffers=True)
+                     for d in config.ema}
         self.step = 0
         self.epoch = 0  # completed epochs
         self.best_score: float | None = None
@@ -182,6 +194,7 @@ class Trainer:
             "history": self.history,
             "rng": torch.get_rng_state(),
             "train_config": self.config.to_dict(),
+            "ema": {str(d): m.state_dict() for d, m in self.emas.items()},
         }
 
     def resume(self, path: str | Path, data: dict | None = None) -> None:
@@ -210,6 +223,12 @@ class Trainer:
         self.best_score = state.get("best_score")
         self.history = list(state.get("history", []))
         torch.set_rng_state(state["rng"])
+        saved_ema = state.get("ema", {})
+        for decay, averaged in self.emas.items():
+            if str(decay) in saved_ema:
+                averaged.load_state_dict(saved_ema[str(decay)])
+            else:
+                logger.info("EMA %g starts at the resumed weights (not in %s)", decay, path)
         logger.info("resumed from %s at epoch %d, step %d", path, self.epoch, self.step)
 
     def _save(self, name: str, with_state: bool = False, meta: dict | None = None) -> Path:
@@ -246,6 +265,8 @@ class Trainer:
             if cfg.clip_norm > 0:
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_norm)
             self.optimizer.step()
+            for averaged in self.emas.values():
+                averaged.update_parameters(self.model)
             loss_value = loss.item()
             loss_sum += loss_value
             nll_sum += float(nll)
@@ -319,7 +340,25 @@ class Trainer:
                 break
         if cfg.average_last > 1:
             self.average_checkpoints()
+        for decay in self.emas:
+            self.save_ema(decay)
         return self.history
+
+    def _validate_weights(self, state: dict[str, torch.Tensor], name: str, meta: dict) -> Path:
+        """Validate and save other weights of this model (averaged, EMA) as ``name``, then
+        put the trained weights back."""
+        current = {k: v.clone() for k, v in self.model.state_dict().items()}
+        self.model.load_state_dict(state)
+        record = self._validate()
+        path = self._save(name, meta={**meta, "record": record})
+        logger.info("%s: %s", path, ", ".join(f"{k}={v:.4g}" for k, v in record.items()))
+        self.model.load_state_dict(current)
+        return path
+
+    def save_ema(self, decay: float) -> Path:
+        """Validate and write the moving average of the weights with ``decay`` as ``ema<decay>.pt``."""
+        return self._validate_weights(self.emas[decay].module.state_dict(), f"ema{decay:g}.pt",
+                                      {"ema": decay, "step": self.step})
 
     def average_checkpoints(self) -> Path | None:
         """Average the last ``average_last`` epoch checkpoints into ``averaged.pt`` (and
@@ -330,11 +369,5 @@ class Trainer:
         if len(paths) < 2:
             logger.info("not averaging: only %d epoch checkpoint(s)", len(paths))
             return None
-        current = {k: v.clone() for k, v in self.model.state_dict().items()}
-        self.model.load_state_dict(average_state_dicts(paths))
-        record = self._validate()
-        path = self._save("averaged.pt", meta={"averaged": [p.name for p in paths], "record": record})
-        logger.info("averaged %s -> %s: %s", [p.name for p in paths], path,
-                    ", ".join(f"{k}={v:.4g}" for k, v in record.items()))
-        self.model.load_state_dict(current)
-        return path
+        return self._validate_weights(average_state_dicts(paths), "averaged.pt",
+                                      {"averaged": [p.name for p in paths]})

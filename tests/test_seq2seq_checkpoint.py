@@ -100,12 +100,12 @@ def test_average_state_dicts(tmp_path):
         average_state_dicts([pa, pc])
 
 
-def _trainer(tmp_path, epochs, average_last=0):
+def _trainer(tmp_path, epochs, average_last=0, ema=()):
     src_tok, tgt_tok = WordTokenizer.train(SRC), WordTokenizer.train(TGT)
     model = _model(src_tok, tgt_tok)
     data = ParallelDataset(src_tok.encode_batch(SRC), tgt_tok.encode_batch(TGT))
     cfg = TrainConfig(epochs=epochs, max_tokens=12, lr=3e-3, warmup=5, seed=3, val_bleu=False,
-                      progress=False, average_last=average_last)
+                      progress=False, average_last=average_last, ema=ema)
     return Trainer(model, src_tok, tgt_tok, data, None, cfg, tmp_path)
 
 
@@ -149,6 +149,37 @@ def test_averaging_writes_averaged_checkpoint(tmp_path):
     loaded = load_model(tmp_path / "averaged.pt")
     src = source_tensor(loaded.src_tokenizer.encode_batch(SRC))
     assert len(greedy_decode(loaded.model, src)) == 4
+
+
+def test_ema_checkpoints_hold_the_moving_average_of_every_step_and_survive_resume(tmp_path):
+    trainer = _trainer(tmp_path / "a", epochs=3, ema=(0.5, 0.9))
+    seen = []
+    trainer.optimizer.register_step_post_hook(
+        lambda *_: seen.append({k: v.detach().clone() for k, v in trainer.model.state_dict().items()}))
+    trainer.fit()
+    assert len(seen) == trainer.step > 3
+    for decay in (0.5, 0.9):
+        expected = dict(seen[0])  # the first update copies the weights
+        for state in seen[1:]:
+            expected = {k: decay * expected[k] + (1 - decay) * state[k] for k in expected}
+        saved = load_checkpoint(tmp_path / "a" / f"ema{decay:g}.pt")
+        assert saved["meta"]["ema"] == decay and saved["meta"]["step"] == trainer.step
+        for key, value in saved["model_state"].items():
+            torch.testing.assert_close(value, expected[key], msg=key)
+    assert not torch.equal(load_checkpoint(tmp_path / "a" / "ema0.9.pt")["model_state"]["output.weight"],
+                           trainer.model.state_dict()["output.weight"])
+    first = _trainer(tmp_path / "b", epochs=1, ema=(0.5, 0.9))
+    first.fit()
+    resumed = _trainer(tmp_path / "c", epochs=3, ema=(0.5, 0.9))
+    resumed.resume(tmp_path / "b" / "last.pt")
+    resumed.fit()
+    for decay in (0.5, 0.9):
+        a = load_checkpoint(tmp_path / "a" / f"ema{decay:g}.pt")["model_state"]
+        c = load_checkpoint(tmp_path / "c" / f"ema{decay:g}.pt")["model_state"]
+        for key in a:
+            torch.testing.assert_close(a[key], c[key], msg=key)
+    with pytest.raises(ValueError, match="ema decays"):
+        TrainConfig(ema=(1.0,))
 
 
 def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
