@@ -1,8 +1,9 @@
 """Where a walk-forward's folds run: local processes (joblib) or a Ray cluster.
 
 Both take the same fold function and return the folds' results as they finish (any order;
-the caller sorts). ``local`` slices each fold's inputs in this process and ships the slices
-to joblib's workers (``n_jobs``). ``ray`` puts the whole data set into the cluster's object
+the caller sorts); each task slices its own fold from the whole data set. ``local`` runs
+the tasks in joblib's worker processes (``n_jobs``), the panel's arrays shared through
+memory-mapped files. ``ray`` puts the whole data set into the cluster's object
 store once (``ray.put``; workers on the same node read its arrays without copying) and runs
 each fold as a task that slices its own inputs there, so nothing large is pickled per task.
 Ray is optional: ``pip install -e '.[ray]'``; ``address`` names an existing cluster
@@ -22,11 +23,11 @@ log = logging.getLogger(__name__)
 BACKENDS = ("local", "ray")
 
 
-def run_local(fn: Callable, shared, tasks: Iterable[tuple], n_jobs: int,
-              prepare: Callable | None = None) -> Iterator:
-    """``fn(*prepare(shared, *task))`` for each task in joblib processes, results as they
-    finish. ``prepare`` (run here) turns a task into ``fn``'s arguments."""
-    jobs = (delayed(fn)(*(prepare(shared, *t) if prepare else (shared, *t))) for t in tasks)
+def run_local(fn: Callable, shared, tasks: Iterable[tuple], n_jobs: int) -> Iterator:
+    """``fn(shared, *task)`` for each task in joblib processes, results as they finish.
+    Arrays of ``shared`` that are memory maps travel as file names (see
+    :meth:`forecaster.panel.Panel.memmapped`)."""
+    jobs = (delayed(fn)(shared, *t) for t in tasks)
     yield from Parallel(n_jobs=n_jobs, return_as="generator_unordered")(jobs)
 
 

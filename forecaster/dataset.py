@@ -41,16 +41,22 @@ class SequenceData:
     label: np.ndarray | None = None
     target: np.ndarray | None = None
 
-    def batch(self, days: np.ndarray) -> tuple[torch.Tensor, ...]:
+    def batch(self, days: np.ndarray, max_stocks: int | None = None,
+              rng: np.random.Generator | None = None) -> tuple[torch.Tensor, ...]:
         """For consecutive signal days ``days``: ``(x [S, context + B, F], target [B, S],
         mask [B, S], present [B, S], stocks [S])``, ``S`` being the stocks present on any of
-        the days (absent ones cost nothing)."""
+        the days (absent ones cost nothing), or ``max_stocks`` of them drawn with ``rng``
+        (the losses rank within a day, so any subset of a day's stocks is a valid batch)."""
         days = np.asarray(days)
         first, last = int(days[0]), int(days[-1])
         if last - first + 1 != len(days):
             raise ValueError("a batch must hold consecutive days")
         present = self.present[first:last + 1]
         stocks = np.flatnonzero(present.any(axis=0))
+        if max_stocks is not None and len(stocks) > max_stocks:
+            if rng is None:
+                raise ValueError("sampling max_stocks stocks needs an rng")
+            stocks = np.sort(rng.choice(stocks, max_stocks, replace=False))
         x = self.X[first:last + 1 + self.context, stocks].transpose(0, 1)  # padded rows: +context
         present_t = torch.as_tensor(present[:, stocks])
         if self.target is None:
@@ -71,10 +77,14 @@ def input_present(panel: Panel, min_days: int) -> np.ndarray:
 
 def build_sequences(panel: Panel, features: tuple[str, ...], processor, context: int, min_days: int,
                     horizon: int | None = None, execution: str = "next_open",
-                    label_norm: str = "rank", drop_tails: float = 0.0) -> SequenceData:
-    """Features processed by the (fitted) ``processor`` and, with ``horizon``, the labels."""
-    X = processor.transform(feature_tensor(panel, features))
-    padded = np.concatenate([np.zeros((context,) + X.shape[1:], dtype=np.float32), X])
+                    label_norm: str = "rank", drop_tails: float = 0.0,
+                    padded: np.ndarray | None = None) -> SequenceData:
+    """Features processed by the (fitted) ``processor`` and, with ``horizon``, the labels.
+    ``padded``: the raw ``feature_tensor(panel, features, front=context)`` when the caller
+    has it (it is processed in place)."""
+    if padded is None:
+        padded = feature_tensor(panel, features, front=context)
+    processor.transform(padded[context:], out=padded[context:])
     data = SequenceData(panel.dates, panel.codes, torch.from_numpy(padded), context,
                         input_present(panel, min_days))
     if horizon is not None:

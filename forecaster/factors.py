@@ -142,12 +142,17 @@ def feature(panel: Panel, name: str) -> np.ndarray:
     return out
 
 
-def feature_tensor(panel: Panel, names=DEFAULT_FEATURES) -> np.ndarray:
-    """Features ``[D, N, F]`` (float32) in the order of ``names``."""
+def feature_tensor(panel: Panel, names=DEFAULT_FEATURES, front: int = 0) -> np.ndarray:
+    """Features ``[front + D, N, F]`` (float32) in the order of ``names``, after ``front``
+    rows of zeros (the padding a sequence model reads before the first day). Filled one
+    feature at a time: the peak is the float32 tensor plus one float64 feature."""
     unknown = [n for n in names if n not in FEATURES]
     if unknown or not names:
         raise ValueError(f"unknown features {unknown}; choose from {list(FEATURES)}")
-    return np.stack([feature(panel, n) for n in names], axis=-1).astype(np.float32)
+    out = np.zeros((front + panel.n_days, panel.n_stocks, len(names)), dtype=np.float32)
+    for i, name in enumerate(names):
+        out[front:, :, i] = feature(panel, name)
+    return out
 
 
 def available_features(panel: Panel, names=DEFAULT_FEATURES) -> tuple[str, ...]:

@@ -32,14 +32,15 @@ _EXECUTION_ONLY = ("n_jobs", "progress", "resume", "backend", "address")
 class FoldOutput:
     """What one fold produced: forecast rows (``date`` index; ``code, model, fold,
     forecast``), ``{(fold, name): reason}`` of models skipped (too little data) and of models
-    that failed (exception summary), and ``{(fold, name): [codes]}`` of stocks a model left
-    out."""
+    that failed (exception summary), ``{(fold, name): [codes]}`` of stocks a model left
+    out, and ``{(fold, name): seconds}`` each model took to fit and forecast."""
 
     fold: int
     rows: list[pd.DataFrame]
     skipped: dict = field(default_factory=dict)
     failed: dict = field(default_factory=dict)
     excluded: dict = field(default_factory=dict)
+    seconds: dict = field(default_factory=dict)
 
 
 def data_fingerprint(frames: Mapping[str, pd.DataFrame]) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -141,6 +142,24 @@ class Panel:
         if unknown:
             raise KeyError(f"stocks not in the panel: {unknown[:5]}")
         return self._sliced(slice(None), np.array([where[c] for c in codes], dtype=int))
+
+    def memmapped(self, folder: str | Path) -> Panel:
+        """This panel with every array saved under ``folder`` and opened read-only as a
+        memory map. joblib sends a memory map to its workers as a file name, so processes
+        share one copy through the page cache instead of each unpickling its own; slices
+        taken with :meth:`take` are ordinary in-memory arrays."""
+        folder = Path(folder)
+
+        def put(name: str, values: np.ndarray) -> np.ndarray:
+            path = folder / f"{name}.npy"
+            np.save(path, values)
+            return np.load(path, mmap_mode="r")
+
+        return Panel(dates=self.dates, codes=self.codes,
+                     fields={k: put(f"field_{k}", v) for k, v in self.fields.items()},
+                     listed=put("listed", self.listed), suspended=put("suspended", self.suspended),
+                     st=put("st", self.st), limit_up=put("limit_up", self.limit_up),
+                     limit_down=put("limit_down", self.limit_down))
 
     def listed_days(self) -> np.ndarray:
         """``[N]`` number of days each stock has a bar."""

@@ -79,11 +79,12 @@ class FeatureRegressor(BaseEstimator):
 
     def _design(self, panel, fit: bool):
         if fit:
-            names = (tuple(self.features) if self.features is not None
-                     else available_features(panel, DEFAULT_FEATURES))
-            self.features_ = names
-            self.processor_ = make_processor(self.norm).fit(feature_tensor(panel, names), panel.dates)
-        X = self.processor_.transform(feature_tensor(panel, self.features_))  # [D, N, F]
+            self.features_ = (tuple(self.features) if self.features is not None
+                              else available_features(panel, DEFAULT_FEATURES))
+        X = feature_tensor(panel, self.features_)  # [D, N, F]
+        if fit:
+            self.processor_ = make_processor(self.norm).fit(X, panel.dates)
+        self.processor_.transform(X, out=X)
         ret = np.zeros(X.shape[:-1] + (0,), np.float32)
         if "ret_1d" in self.features_:
             r = X[..., self.features_.index("ret_1d")]

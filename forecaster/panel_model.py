@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -90,6 +91,10 @@ class PanelTransformer(BaseEstimator):
             (rounded to whole batches, at least one), drawn at random from all training days
             anew each epoch, so a fold's training cost stays bounded whatever the number of
             stocks and days; ``None`` visits every training day each epoch.
+        stocks_per_batch: each step trains on this many of the batch days' stocks, drawn at
+            random (``None``: all of them), so a step's time and memory do not grow with the
+            number of stocks; with ``epoch_stock_days`` an epoch then holds more, smaller
+            steps.
         device: ``"auto"``, ``"cpu"``, ``"cuda"``...
         random_state: seed of the first network.
         progress: progress bars while fitting.
@@ -102,7 +107,8 @@ class PanelTransformer(BaseEstimator):
                  label_norm="rank", drop_tails=0.0, d_model=32, n_heads=4, n_layers=2, d_ff=64,
                  dropout=0.1, positional="rotary", cross_stock=False, loss="pairwise", max_epochs=20,
                  days_per_batch=8, lr=1e-3, weight_decay=1e-2, patience=4, val_fraction=0.2,
-                 n_seeds=1, epoch_stock_days=None, device="auto", random_state=0, progress=False):
+                 n_seeds=1, epoch_stock_days=None, stocks_per_batch=None,
+                 device="auto", random_state=0, progress=False):
         self.window = window
         self.horizon = horizon
         self.execution = execution
@@ -126,14 +132,16 @@ class PanelTransformer(BaseEstimator):
         self.val_fraction = val_fraction
         self.n_seeds = n_seeds
         self.epoch_stock_days = epoch_stock_days
+        self.stocks_per_batch = stocks_per_batch
         self.device = device
         self.random_state = random_state
         self.progress = progress
 
     # ------------------------------------------------------------------ validation
     def _loop_config(self, n_stocks: int = 1) -> LoopConfig:
+        per_step = min(n_stocks, self.stocks_per_batch or n_stocks)
         steps = (None if self.epoch_stock_days is None
-                 else max(1, int(self.epoch_stock_days) // (self.days_per_batch * max(n_stocks, 1))))
+                 else max(1, int(self.epoch_stock_days) // (self.days_per_batch * max(per_step, 1))))
         return LoopConfig(loss=self.loss, max_epochs=self.max_epochs, days_per_batch=self.days_per_batch,
                           lr=self.lr, weight_decay=self.weight_decay, patience=self.patience,
                           steps_per_epoch=steps)
@@ -159,10 +167,12 @@ class PanelTransformer(BaseEstimator):
             raise ValueError(f"drop_tails must be in [0, 0.5), got {self.drop_tails}")
         if not 0 <= self.val_fraction < 1:
             raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
-        budget = self.epoch_stock_days
-        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, np.integer))
-                                   or budget < 1):
-            raise ValueError(f"epoch_stock_days must be None or a positive integer, got {budget!r}")
+        for name in ("epoch_stock_days", "stocks_per_batch"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))
+                                      or value < (2 if name == "stocks_per_batch" else 1)):
+                raise ValueError(f"{name} must be None or a positive integer"
+                                 f"{' >= 2' if name == 'stocks_per_batch' else ''}, got {value!r}")
         if self.features is not None:
             bad = [f for f in self.features if f not in FEATURES]
             if bad or not self.features:
@@ -186,9 +196,12 @@ class PanelTransformer(BaseEstimator):
         if not names:
             raise ValueError("no feature can be computed from the data's columns")
         device = resolve_device(self.device)
-        processor = make_processor(self.norm).fit(feature_tensor(panel, names), panel.dates)
         self.net_config_ = self._net_config(len(names))
-        data_ = self._sequences(panel, names, processor, with_labels=True)
+        # One feature tensor: the processor is fitted on it, then it is processed in place.
+        context = self.net_config_.context
+        raw = feature_tensor(panel, names, front=context)
+        processor = make_processor(self.norm).fit(raw[context:], panel.dates)
+        data_ = self._sequences(panel, names, processor, with_labels=True, padded=raw)
         usable = (np.isfinite(data_.target) & data_.present).sum(axis=1) >= 2
         # Rows before the longest feature lookback have mostly empty inputs.
         usable[: min(lookback(names), panel.n_days)] = False
@@ -211,7 +224,11 @@ class PanelTransformer(BaseEstimator):
                 torch.manual_seed(seed)
                 net = PanelTransformerNet(self.net_config_).to(device)
                 validate = (lambda net=net: self._val_ic(net, data_, val_days)) if n_val else None
-                history, best = train_days(net, data_.batch, day_blocks(fit_days, self.days_per_batch),
+                batch = data_.batch
+                if self.stocks_per_batch is not None:
+                    batch = partial(data_.batch, max_stocks=int(self.stocks_per_batch),
+                                    rng=np.random.default_rng(seed))
+                history, best = train_days(net, batch, day_blocks(fit_days, self.days_per_batch),
                                            validate, self._loop_config(panel.n_stocks), seed, device,
                                            self.progress,
                                            f"fit seed {seed}")
@@ -220,11 +237,12 @@ class PanelTransformer(BaseEstimator):
             self.best_epochs_.append(best)
         return self
 
-    def _sequences(self, panel: Panel, names, processor, with_labels: bool = False) -> SequenceData:
+    def _sequences(self, panel: Panel, names, processor, with_labels: bool = False,
+                   padded: np.ndarray | None = None) -> SequenceData:
         config = self.net_config_
         return build_sequences(panel, names, processor, config.context, min_days=self.window,
                                horizon=self.horizon if with_labels else None, execution=self.execution,
-                               label_norm=self.label_norm, drop_tails=self.drop_tails)
+                               label_norm=self.label_norm, drop_tails=self.drop_tails, padded=padded)
 
     @torch.no_grad()
     def _scores(self, nets, data: SequenceData, rows: np.ndarray, chunk: int = 64) -> np.ndarray:

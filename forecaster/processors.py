@@ -49,9 +49,13 @@ class RobustZScore:
         self.scale_ = scale.astype(np.float32)
         return self
 
-    def transform(self, X: np.ndarray) -> np.ndarray:
-        z = (X - self.center_) / self.scale_
-        return np.nan_to_num(np.clip(z, -self.clip, self.clip), nan=0.0).astype(np.float32)
+    def transform(self, X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """``X [..., F]`` processed into ``out`` (float32; may be ``X`` itself)."""
+        out = np.empty(X.shape, np.float32) if out is None else out
+        np.subtract(X, self.center_, out=out)
+        out /= self.scale_
+        np.clip(out, -self.clip, self.clip, out=out)
+        return np.nan_to_num(out, copy=False, nan=0.0)
 
     def state(self) -> dict:
         return {"kind": self.kind, "clip": self.clip, "center": self.center_.tolist(),
@@ -67,8 +71,9 @@ class CrossSectionalRank:
     def fit(self, X: np.ndarray, dates: pd.DatetimeIndex, up_to=None) -> CrossSectionalRank:
         return self
 
-    def transform(self, X: np.ndarray) -> np.ndarray:
-        out = np.empty(X.shape, dtype=np.float32)
+    def transform(self, X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """``X [D, N, F]`` processed into ``out`` (float32; may be ``X`` itself)."""
+        out = np.empty(X.shape, dtype=np.float32) if out is None else out
         for f in range(X.shape[-1]):  # a loop over features; ranks are vectorised over days
             out[..., f] = np.nan_to_num(2.0 * cs_rank(X[..., f]) - 1.0, nan=0.0)
         return out

@@ -21,6 +21,8 @@ where it was raised; the other models and folds go on.
 from __future__ import annotations
 
 import logging
+import tempfile
+import time
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -174,6 +176,8 @@ class WalkForwardResult:
         excluded: ``{(fold, name): [codes]}``, stocks a model left out of a fold it ran on.
         members: ``{fold: [codes]}``, the stocks with ``min_stock_days`` rows up to each
             fold's cut-off (the others were not given to the fold's models).
+        seconds: ``{(fold, name): seconds}`` a model took to fit and forecast a fold (in its
+            worker; folds resumed from a checkpoint written before this field have none).
         n_resumed: folds taken from a checkpoint rather than run.
     """
 
@@ -186,6 +190,7 @@ class WalkForwardResult:
     excluded: dict = field(default_factory=dict)
     members: dict = field(default_factory=dict)
     n_resumed: int = 0
+    seconds: dict = field(default_factory=dict)
 
 
 def point_forecast(pred) -> pd.Series:
@@ -209,6 +214,7 @@ def _run_fold(fold: Fold, models: dict, train: dict, test: dict, threads: int, k
     try:
         output, kept = FoldOutput(fold.fold, []), {}
         for name, template in models.items():
+            start = time.perf_counter()
             try:
                 model = _fit_and_forecast(fold, name, template, train, test, output)
             except _Skip as exc:
@@ -217,6 +223,8 @@ def _run_fold(fold: Fold, models: dict, train: dict, test: dict, threads: int, k
             except Exception as exc:  # one model's bug must not sink a long run: record it
                 output.failed[(fold.fold, name)] = failure_summary(exc)
                 continue
+            finally:
+                output.seconds[(fold.fold, name)] = time.perf_counter() - start
             if keep:
                 kept[(fold.fold, name)] = model
         return output, kept
@@ -301,14 +309,10 @@ def _fold_inputs(panel: dict, grid: Panel, fold: Fold, codes: list[str], config:
 
 
 def _fold_task(shared, fold: Fold, codes, config, kinds, models, threads: int, keep: bool):
-    """One fold where the whole data set is at hand (a Ray task): slice, fit, forecast."""
+    """One fold, run where the whole data set is at hand (a joblib worker, reading the
+    panel's memory-mapped files, or a Ray task): slice, fit, forecast."""
     train, test = _fold_inputs(*shared, fold, codes, config, kinds)
     return _run_fold(fold, models, train, test, threads, keep)
-
-
-def _local_arguments(shared, fold: Fold, codes, config, kinds, models, threads: int, keep: bool):
-    """:func:`_run_fold`'s arguments, sliced in this process (only the slices travel)."""
-    return (fold, models, *_fold_inputs(*shared, fold, codes, config, kinds), threads, keep)
 
 
 def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame], models: dict,
@@ -354,25 +358,25 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame], models: dict,
     todo = [f for f in folds if members[f.fold] and f.fold not in done]
     tasks = [(fold, members[fold.fold], config, kinds, models, config.threads_per_task, keep_models)
              for fold in todo]
-    if config.backend == "ray":
-        results = run_ray(_fold_task, (panel, grid), tasks, config.threads_per_task, config.address or None)
-    else:
-        results = run_local(_run_fold, (panel, grid), tasks, config.n_jobs, prepare=_local_arguments)
-    outputs, kept = list(done.values()), {}
-    with tqdm(total=len(todo) + len(done), initial=len(done), desc="walk-forward", unit="fold",
-              disable=not config.progress, dynamic_ncols=True) as bar:
-        for output, fold_kept in results:
-            if store is not None:
-                store.save(output)
-            outputs.append(output)
-            kept.update(fold_kept)
-            bar.update(1)
-    rows, skipped, failed, excluded = [], {}, {}, {}
+    # Frames travel only when a frame model needs them; the panel goes once to Ray's object
+    # store, or into memory-mapped files that every joblib worker shares (rather than a copy
+    # of each fold's slice per task).
+    frames = panel if "frames" in kinds else {}
+    with tempfile.TemporaryDirectory(prefix="forecaster-panel-") as folder:
+        if config.backend == "ray":
+            results = run_ray(_fold_task, (frames, grid), tasks, config.threads_per_task,
+                              config.address or None)
+        else:
+            shared = grid.memmapped(folder) if todo and config.n_jobs != 1 else grid
+            results = run_local(_fold_task, (frames, shared), tasks, config.n_jobs)
+        outputs, kept = _collect(results, store, done, len(todo), config.progress)
+    rows, skipped, failed, excluded, seconds = [], {}, {}, {}, {}
     for output in sorted(outputs, key=lambda o: o.fold):
         rows.extend(output.rows)
         skipped.update(output.skipped)
         failed.update(output.failed)
         excluded.update(output.excluded)
+        seconds.update(getattr(output, "seconds", {}))
     for (fold, name), reason in sorted(skipped.items()):
         log.warning("fold %d: %s skipped: %s", fold, name, reason)
     for (fold, name), reason in sorted(failed.items()):
@@ -383,25 +387,45 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame], models: dict,
                             if failed else ""))
     predictions = pd.concat(rows)
     predictions.index.name = "date"
-    keys = pd.MultiIndex.from_arrays([predictions.index, predictions["code"]])
     if config.label == "tradeable":
         label, _ = tradeable_label(grid, config.horizon, config.execution)
-        predictions["actual"] = _long(by_forecast_date(label), grid).reindex(keys).to_numpy()
-        predictions["actual_close"] = _long(by_forecast_date(close_to_close(grid, config.horizon)),
-                                            grid).reindex(keys).to_numpy()
+        where = (grid.dates.get_indexer(predictions.index),
+                 pd.Index(grid.codes).get_indexer(predictions["code"]))
+        predictions["actual"] = _at(by_forecast_date(label), *where)
+        predictions["actual_close"] = _at(by_forecast_date(close_to_close(grid, config.horizon)), *where)
     else:
+        keys = pd.MultiIndex.from_arrays([predictions.index, predictions["code"]])
         predictions["actual"] = _actuals(panel).reindex(keys).to_numpy()
     predictions = (predictions.reset_index()
                    .sort_values(["model", "code", "date"], kind="stable").set_index("date"))
     folds_table = pd.DataFrame([{**f.as_row(), "n_stocks": len(members[f.fold])} for f in folds])
     return WalkForwardResult(predictions, folds_table, config, kept, skipped, failed, excluded, members,
-                             n_resumed=len(done))
+                             n_resumed=len(done), seconds=seconds)
 
 
-def _long(values, panel: Panel) -> pd.Series:
-    """``[D, N]`` values as a Series indexed by ``(date, code)``."""
-    index = pd.MultiIndex.from_product([panel.dates, panel.codes], names=["date", "code"])
-    return pd.Series(values.ravel(), index=index)
+def _collect(results, store: FoldStore | None, done: dict, n_todo: int, progress: bool):
+    """Take the folds' results as they finish, writing each to ``store`` at once; returns
+    ``(outputs, kept models)``, the resumed ``done`` outputs first."""
+    outputs, kept = list(done.values()), {}
+    with tqdm(total=n_todo + len(done), initial=len(done), desc="walk-forward", unit="fold",
+              disable=not progress, dynamic_ncols=True) as bar:
+        for output, fold_kept in results:
+            if store is not None:
+                store.save(output)
+            outputs.append(output)
+            kept.update(fold_kept)
+            bar.update(1)
+    return outputs, kept
+
+
+def _at(values: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """``values [D, N]`` at positions ``(rows[i], cols[i])``; NaN where a position is -1 (a
+    date or code the panel lacks). Position lookups, not a (date, code) index of every cell:
+    at whole-market size that index alone is millions of entries."""
+    out = np.full(len(rows), np.nan)
+    ok = (rows >= 0) & (cols >= 0)
+    out[ok] = values[rows[ok], cols[ok]]
+    return out
 
 
 def _actuals(panel: dict[str, pd.DataFrame]) -> pd.Series:

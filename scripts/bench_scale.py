@@ -58,7 +58,8 @@ def _tree_rss(root: int) -> int:
 def run_size(n: int, args) -> dict:
     """One size in its own process, its memory sampled from here."""
     cmd = [sys.executable, __file__, "--child", str(n), "--days", str(args.days), "--jobs", str(args.jobs),
-           "--epoch-stock-days", str(args.epoch_stock_days), "--max-epochs", str(args.max_epochs)]
+           "--epoch-stock-days", str(args.epoch_stock_days), "--max-epochs", str(args.max_epochs),
+           "--stocks-per-batch", str(args.stocks_per_batch)]
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     peak = [0]
@@ -89,7 +90,8 @@ def child(n: int, args) -> None:
     frames = synthetic_panel(n, args.days, signal_ic=0.05, seed=0)
     t_gen = time.perf_counter() - t0
     models = {k: v for k, v in panel_models(time_series=False, epoch_stock_days=args.epoch_stock_days,
-                                            max_epochs=args.max_epochs).items()
+                                            max_epochs=args.max_epochs,
+                                            stocks_per_batch=args.stocks_per_batch or None).items()
               if k in ("transformer", "gbm", "low_vol_20d", "low_turnover_20d", "reversal_5d", "composite")}
     config = WalkForwardConfig(train_days=args.days - 1000, retrain_every=63, n_jobs=args.jobs,
                                progress=False)
@@ -100,8 +102,12 @@ def child(n: int, args) -> None:
         f = g.pivot_table(index="date", columns="code", values="forecast", aggfunc="first")
         a = g.pivot_table(index="date", columns="code", values="actual", aggfunc="first")
         ics[name] = ic_summary(daily_ic(f, a))["mean_ic"]
+    model_s = {}
+    for (_, name), sec in result.seconds.items():
+        model_s[name] = model_s.get(name, 0.0) + sec
     print(json.dumps({"stocks": n, "days": args.days, "folds": len(result.folds), "generate_s": t_gen,
-                      "walk_forward_s": time.perf_counter() - t0 - t_gen, "rank_ic": ics}))
+                      "walk_forward_s": time.perf_counter() - t0 - t_gen, "rank_ic": ics,
+                      "model_s": model_s}))
 
 
 def main() -> None:
@@ -111,13 +117,16 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=-1)
     p.add_argument("--epoch-stock-days", type=int, default=200_000)
     p.add_argument("--max-epochs", type=int, default=20)
+    p.add_argument("--stocks-per-batch", type=int, default=0,
+                   help="PanelTransformer.stocks_per_batch (0: every stock of a batch's days)")
     p.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child is not None:
         child(args.child, args)
         return
     print(f"# synthetic panels x {args.days} days, planted rank IC 0.05, quarterly refits over the last "
-          f"1000 days, epoch budget {args.epoch_stock_days} stock-days, jobs {args.jobs}", flush=True)
+          f"1000 days, epoch budget {args.epoch_stock_days} stock-days, stocks per batch "
+          f"{args.stocks_per_batch or 'all'}, jobs {args.jobs}", flush=True)
     walls = {}
     for n in (int(s) for s in args.sizes.split(",")):
         r = run_size(n, args)
@@ -128,6 +137,8 @@ def main() -> None:
               f"stock_days_per_s={n * args.days / r['wall_s']:.0f} rank_ic={ic:+.4f}")
         print(f"# {n} stocks: planted 0.05; generate {r['generate_s']:.0f} s, walk-forward "
               f"{r['walk_forward_s']:.0f} s, {r['folds']} folds; other models {others}", flush=True)
+        spent = ", ".join(f"{k} {v:.0f}" for k, v in sorted(r["model_s"].items(), key=lambda kv: -kv[1]))
+        print(f"# {n} stocks: fit + forecast seconds summed over folds (worker time): {spent}", flush=True)
     if 1000 in walls and 5000 in walls:
         print(f"scale_ratio_5000_vs_1000 {walls[5000] / walls[1000]:.2f} (target <= 5.5)")
 

@@ -75,7 +75,8 @@ class TransformerConfig:
     def stack_config(self, n_layers: int) -> StackConfig:
         return StackConfig(
             d_model=self.d_model, n_heads=self.n_heads, d_ff=self.d_ff, dropout=self.dropout,
-            attention_dropout=self.attention_dropout, activation=self.activation, norm_first=self.norm_first, n_layers=n_layers,
+            attention_dropout=self.attention_dropout, activation=self.activation,
+            norm_first=self.norm_first, n_layers=n_layers,
             rotary=self.positional == "rotary", max_len=self.max_len,
         )
 

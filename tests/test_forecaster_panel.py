@@ -139,3 +139,28 @@ def test_processors_see_only_rows_up_to_the_cut():
     ranks = CrossSectionalRank().transform(X)
     assert ranks.min() >= -1 and ranks.max() <= 1
     np.testing.assert_array_equal(np.argsort(ranks[5, :, 0]), np.argsort(X[5, :, 0]))
+    # In place (what the panel models do to save a copy of the feature tensor) is the same.
+    for processor in (proc, CrossSectionalRank()):
+        expected, inplace = processor.transform(X2), X2.copy()
+        assert processor.transform(inplace, out=inplace) is inplace
+        np.testing.assert_array_equal(inplace, expected)
+
+
+def test_feature_tensor_padding_and_memory_mapped_panel(two, tmp_path):
+    panel = Panel.from_frames(two)
+    names = ("ret_1d", "range")
+    plain = feature_tensor(panel, names)
+    padded = feature_tensor(panel, names, front=3)
+    assert padded.shape == (3 + panel.n_days, panel.n_stocks, 2) and padded.dtype == np.float32
+    assert not padded[:3].any()
+    np.testing.assert_array_equal(padded[3:], plain)
+    np.testing.assert_array_equal(plain[..., 0], feature(panel, "ret_1d").astype(np.float32))
+    shared = panel.memmapped(tmp_path)
+    assert isinstance(shared["close"], np.memmap) and isinstance(shared.listed, np.memmap)
+    for name in panel.fields:
+        np.testing.assert_array_equal(shared[name], panel[name])
+    for attr in ("listed", "suspended", "st", "limit_up", "limit_down"):
+        np.testing.assert_array_equal(getattr(shared, attr), getattr(panel, attr))
+    part = shared.slice(end=panel.dates[3]).take(["sz.000002"])  # a fold's slice: in memory
+    assert not isinstance(part["close"], np.memmap)
+    np.testing.assert_array_equal(part["close"][:, 0], panel["close"][:4, 1])

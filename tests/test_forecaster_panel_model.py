@@ -158,3 +158,33 @@ def test_null_panel_shows_no_significant_skill(one_thread):
     for name, ic in report.ic.items():
         p_above = stats.t.sf(ic["t_stat"], ic["n_days"] - 1)
         assert p_above > 0.05 / n, f"{name} shows skill on a null panel: {ic}"  # Bonferroni
+
+
+def test_training_budgets_bound_every_step_and_epoch(frames, one_thread, monkeypatch):
+    """``stocks_per_batch`` caps the stocks of a step, ``epoch_stock_days`` the steps of an
+    epoch (budget // (days_per_batch x stocks per step)); the network still learns."""
+    import forecaster.panel_model as pm
+
+    seen = []
+
+    def spy(net, batch, blocks, *args, **kwargs):
+        def counting(days):
+            out = batch(days)
+            seen.append(out[0].shape[0])
+            return out
+        return real(net, counting, blocks, *args, **kwargs)
+
+    real = pm.train_days
+    monkeypatch.setattr(pm, "train_days", spy)
+    panel = Panel.from_frames(frames)
+    model = PanelTransformer(**{**TINY, "max_epochs": 2, "val_fraction": 0.0,
+                                "stocks_per_batch": 12, "epoch_stock_days": 12 * 8 * 5})
+    model.fit(panel.slice(end=panel.dates[199]))
+    assert seen == [12] * 10  # 2 epochs x 5 steps of 12 of the 30 stocks
+    seen.clear()
+    full = PanelTransformer(**{**TINY, "max_epochs": 1, "val_fraction": 0.0})
+    full.fit(panel.slice(end=panel.dates[199]))
+    assert len(seen) > 10 and max(seen) == 30  # every usable day block, every stock present
+    assert full.histories_[0][0]["train_loss"] != model.histories_[0][0]["train_loss"]
+    with pytest.raises(ValueError, match="stocks_per_batch"):
+        PanelTransformer(stocks_per_batch=1).fit(panel)
