@@ -60,7 +60,8 @@ class FeatureRegressor(BaseEstimator):
         horizon, execution: the label, as for the panel Transformer.
         features: names from :data:`forecaster.factors.FEATURES` (``None``: all available).
         norm: feature processor (``"robust"`` or ``"rank"``), fitted on the training slice.
-        max_rows: training rows kept (the latest), bounding the cost on large panels.
+        max_rows: training rows kept (the latest), bounding the cost on large panels: when
+            it binds, features and their processor are computed from those rows' days only.
         random_state: seed of the boosting.
     """
 
@@ -78,9 +79,6 @@ class FeatureRegressor(BaseEstimator):
         self.random_state = random_state
 
     def _design(self, panel, fit: bool):
-        if fit:
-            self.features_ = (tuple(self.features) if self.features is not None
-                              else available_features(panel, DEFAULT_FEATURES))
         X = feature_tensor(panel, self.features_)  # [D, N, F]
         if fit:
             self.processor_ = make_processor(self.norm).fit(X, panel.dates)
@@ -106,11 +104,21 @@ class FeatureRegressor(BaseEstimator):
         if self.execution not in EXECUTIONS:
             raise ValueError(f"execution must be one of {EXECUTIONS}, got {self.execution!r}")
         panel = as_panel(data)
-        Z = self._design(panel, fit=True)
+        names = (tuple(self.features) if self.features is not None
+                 else available_features(panel, DEFAULT_FEATURES))
         label, _ = tradeable_label(panel, self.horizon, self.execution)
         y = normalise_per_day(label, "rank")
-        y[: min(lookback(self.features_), panel.n_days)] = np.nan
+        y[: min(lookback(names), panel.n_days)] = np.nan
         ok = np.isfinite(y) & panel.listed
+        usable = np.flatnonzero(ok.ravel())
+        if len(usable) > self.max_rows:
+            # Only the latest max_rows stock-days are fitted: features (and the processor)
+            # are computed from their days and the history those need, not the whole panel.
+            first = usable[-self.max_rows] // panel.n_stocks
+            start = max(0, first - lookback(names) - LAGGED_RETURNS)
+            panel, y, ok = panel.slice(start=panel.dates[start]), y[start:], ok[start:]
+        self.features_ = names
+        Z = self._design(panel, fit=True)
         rows = np.flatnonzero(ok.ravel())[-self.max_rows:]  # the latest rows
         if len(rows) < 50:
             raise ValueError(f"too little data: {len(rows)} labelled stock-days")

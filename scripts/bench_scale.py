@@ -21,6 +21,7 @@ keeps a fold's cost bounded as N grows.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import subprocess
@@ -59,7 +60,7 @@ def run_size(n: int, args) -> dict:
     """One size in its own process, its memory sampled from here."""
     cmd = [sys.executable, __file__, "--child", str(n), "--days", str(args.days), "--jobs", str(args.jobs),
            "--epoch-stock-days", str(args.epoch_stock_days), "--max-epochs", str(args.max_epochs),
-           "--stocks-per-batch", str(args.stocks_per_batch)]
+           "--stocks-per-batch", str(args.stocks_per_batch)] + [f"--set={kv}" for kv in args.set]
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     peak = [0]
@@ -86,12 +87,14 @@ def child(n: int, args) -> None:
     from forecaster.presets import panel_models
     from forecaster.walkforward import WalkForwardConfig, walk_forward
 
+    overrides = {k: ast.literal_eval(v) for k, v in (s.split("=", 1) for s in args.set)}
     t0 = time.perf_counter()
     frames = synthetic_panel(n, args.days, signal_ic=0.05, seed=0)
     t_gen = time.perf_counter() - t0
     models = {k: v for k, v in panel_models(time_series=False, epoch_stock_days=args.epoch_stock_days,
                                             max_epochs=args.max_epochs,
-                                            stocks_per_batch=args.stocks_per_batch or None).items()
+                                            stocks_per_batch=args.stocks_per_batch or None,
+                                            **overrides).items()
               if k in ("transformer", "gbm", "low_vol_20d", "low_turnover_20d", "reversal_5d", "composite")}
     config = WalkForwardConfig(train_days=args.days - 1000, retrain_every=63, n_jobs=args.jobs,
                                progress=False)
@@ -119,6 +122,8 @@ def main() -> None:
     p.add_argument("--max-epochs", type=int, default=20)
     p.add_argument("--stocks-per-batch", type=int, default=0,
                    help="PanelTransformer.stocks_per_batch (0: every stock of a batch's days)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="another PanelTransformer parameter (repeatable), e.g. --set days_per_batch=32")
     p.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child is not None:
@@ -126,7 +131,8 @@ def main() -> None:
         return
     print(f"# synthetic panels x {args.days} days, planted rank IC 0.05, quarterly refits over the last "
           f"1000 days, epoch budget {args.epoch_stock_days} stock-days, stocks per batch "
-          f"{args.stocks_per_batch or 'all'}, jobs {args.jobs}", flush=True)
+          f"{args.stocks_per_batch or 'all'}, jobs {args.jobs}" + "".join(f", {kv}" for kv in args.set),
+          flush=True)
     walls = {}
     for n in (int(s) for s in args.sizes.split(",")):
         r = run_size(n, args)

@@ -188,3 +188,22 @@ def test_training_budgets_bound_every_step_and_epoch(frames, one_thread, monkeyp
     assert full.histories_[0][0]["train_loss"] != model.histories_[0][0]["train_loss"]
     with pytest.raises(ValueError, match="stocks_per_batch"):
         PanelTransformer(stocks_per_batch=1).fit(panel)
+
+
+def test_gradient_boosting_row_cap_uses_only_the_latest_days(frames, one_thread):
+    """With ``max_rows`` binding, the fit depends on the latest rows' days (and the history
+    their features need) only: rewriting the first 40 days changes nothing."""
+    panel = Panel.from_frames(frames)
+    early = {c: f.copy() for c, f in frames.items()}
+    for f in early.values():
+        rows = f.index < panel.dates[40]
+        f.loc[rows, ["open", "high", "low", "close", "preclose", "volume", "amount"]] *= 1.7
+    other = Panel.from_frames(early)
+    test = slice(panel.dates[150], None)
+    a = FeatureRegressor("gbm", max_rows=600).fit(panel.slice(end=panel.dates[199]))
+    b = FeatureRegressor("gbm", max_rows=600).fit(other.slice(end=panel.dates[199]))
+    pd.testing.assert_series_equal(a.predict(panel.slice(test.start)), b.predict(other.slice(test.start)))
+    # Uncapped, the same rewrite does change the fit (so the check above can fail).
+    c = FeatureRegressor("gbm", max_rows=10**6).fit(other.slice(end=panel.dates[199]))
+    d = FeatureRegressor("gbm", max_rows=10**6).fit(panel.slice(end=panel.dates[199]))
+    assert not c.predict(other.slice(test.start)).equals(d.predict(panel.slice(test.start)))
