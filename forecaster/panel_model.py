@@ -90,7 +90,9 @@ class PanelTransformer(BaseEstimator):
         epoch_stock_days: a budget for an epoch, in stock-days: an epoch takes that many
             (rounded to whole batches, at least one), drawn at random from all training days
             anew each epoch, so a fold's training cost stays bounded whatever the number of
-            stocks and days; ``None`` visits every training day each epoch.
+            stocks and days; ``None`` visits every training day each epoch. It also bounds
+            each epoch's validation: at most that many stock-days, the validation days'
+            stocks drawn at random (the same draw every epoch, so epochs compare alike).
         stocks_per_batch: each step trains on this many of the batch days' stocks, drawn at
             random (``None``: all of them), so a step's time and memory do not grow with the
             number of stocks; with ``epoch_stock_days`` an epoch then holds more, smaller
@@ -223,7 +225,8 @@ class PanelTransformer(BaseEstimator):
             with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
                 torch.manual_seed(seed)
                 net = PanelTransformerNet(self.net_config_).to(device)
-                validate = (lambda net=net: self._val_ic(net, data_, val_days)) if n_val else None
+                validate = ((lambda net=net: self._val_ic(net, data_, val_days, seed)) if n_val
+                            else None)
                 batch = data_.batch
                 if self.stocks_per_batch is not None:
                     batch = partial(data_.batch, max_stocks=int(self.stocks_per_batch),
@@ -245,13 +248,15 @@ class PanelTransformer(BaseEstimator):
                                label_norm=self.label_norm, drop_tails=self.drop_tails, padded=padded)
 
     @torch.no_grad()
-    def _scores(self, nets, data: SequenceData, rows: np.ndarray, chunk: int = 64) -> np.ndarray:
-        """Ensemble scores ``[len(rows), N]`` (NaN where not present) for consecutive rows."""
+    def _scores(self, nets, data: SequenceData, rows: np.ndarray, chunk: int = 64,
+                max_stocks: int | None = None, rng: np.random.Generator | None = None) -> np.ndarray:
+        """Ensemble scores ``[len(rows), N]`` (NaN where not present, or not among the
+        ``max_stocks`` drawn with ``rng`` for a block of ``chunk`` days) for sorted rows."""
         out = np.full((len(rows), len(data.codes)), np.nan)
         for net in nets:
             net.eval()
         for block in day_blocks(rows, chunk):
-            x, _, _, present, stocks = data.batch(block)
+            x, _, _, present, stocks = data.batch(block, max_stocks, rng)
             present_np = present.numpy()
             total = np.zeros(present_np.shape)
             for net in nets:
@@ -262,9 +267,15 @@ class PanelTransformer(BaseEstimator):
             out[np.ix_(at, stocks.numpy())] = np.where(present_np, total / len(nets), np.nan)
         return out
 
-    def _val_ic(self, net, data: SequenceData, days: np.ndarray) -> float:
+    def _val_ic(self, net, data: SequenceData, days: np.ndarray, seed: int) -> float:
+        """Mean daily rank IC on the validation ``days``; within ``epoch_stock_days``
+        stock-days when it is set (a random subset of each block's stocks, the same every
+        epoch), since scoring every stock would outgrow the bounded training at scale."""
+        max_stocks = (None if self.epoch_stock_days is None
+                      else max(2, int(self.epoch_stock_days) // max(len(days), 1)))
         was = net.training
-        scores = self._scores([net], data, days)
+        scores = self._scores([net], data, days, max_stocks=max_stocks,
+                              rng=np.random.default_rng(seed))
         net.train(was)
         ic = daily_ic(pd.DataFrame(scores), pd.DataFrame(data.label[days]))
         return float(ic.mean()) if len(ic) else float("nan")

@@ -190,6 +190,32 @@ def test_training_budgets_bound_every_step_and_epoch(frames, one_thread, monkeyp
         PanelTransformer(stocks_per_batch=1).fit(panel)
 
 
+def test_validation_stays_within_the_epoch_budget(frames, one_thread, monkeypatch):
+    """With ``epoch_stock_days``, an epoch's validation scores at most that many stock-days,
+    the same stocks every epoch; without it, every stock of every validation day."""
+    import forecaster.panel_model as pm
+
+    scored = []
+    real = pm.PanelTransformer._scores
+
+    def spy(self, *args, **kwargs):
+        out = real(self, *args, **kwargs)
+        scored.append(np.isfinite(out))
+        return out
+
+    monkeypatch.setattr(pm.PanelTransformer, "_scores", spy)
+    train = Panel.from_frames(frames).slice(end=Panel.from_frames(frames).dates[199])
+    params = {**TINY, "max_epochs": 2, "patience": 5, "val_fraction": 0.2}
+    PanelTransformer(**params).fit(train)
+    full = scored[0].sum()
+    assert len(scored) == 2 and full > 600  # ~30 stocks x ~30 validation days
+    scored.clear()
+    PanelTransformer(**params, epoch_stock_days=300).fit(train)
+    assert len(scored) == 2 and 0 < scored[0].sum() <= 300
+    assert scored[0].sum(axis=1).max() < 30  # a subset of each day's stocks
+    np.testing.assert_array_equal(scored[0], scored[1])
+
+
 def test_gradient_boosting_row_cap_uses_only_the_latest_days(frames, one_thread):
     """With ``max_rows`` binding, the fit depends on the latest rows' days (and the history
     their features need) only: rewriting the first 40 days changes nothing."""
