@@ -225,7 +225,7 @@ class PanelTransformer(BaseEstimator):
             with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
                 torch.manual_seed(seed)
                 net = PanelTransformerNet(self.net_config_).to(device)
-                validate = ((lambda net=net: self._val_ic(net, data_, val_days, seed)) if n_val
+                validate = ((lambda net=net, seed=seed: self._val_ic(net, data_, val_days, seed)) if n_val
                             else None)
                 batch = data_.batch
                 if self.stocks_per_batch is not None:
