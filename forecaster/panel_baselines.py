@@ -8,6 +8,8 @@ indexed by ``(forecast date, code)`` (see :func:`forecaster.panel_model.scores_t
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
@@ -19,6 +21,8 @@ from .factors import DEFAULT_FEATURES, FACTORS, available_features, factor_score
 from .labels import EXECUTIONS, normalise_per_day, tradeable_label
 from .panel_model import as_panel, scores_to_series
 from .processors import make_processor
+
+log = logging.getLogger(__name__)
 
 LAGGED_RETURNS = 4  # daily returns of the days before the last, as extra columns
 
@@ -114,6 +118,8 @@ class FeatureRegressor(BaseEstimator):
         if len(usable) > self.max_rows:
             # Only the latest max_rows stock-days are fitted: features (and the processor)
             # are computed from their days and the history those need, not the whole panel.
+            log.info("%s: fitting the latest %d of %d labelled stock-days (max_rows)", self.estimator,
+                     self.max_rows, len(usable))
             first = usable[-self.max_rows] // panel.n_stocks
             start = max(0, first - lookback(names) - LAGGED_RETURNS)
             panel, y, ok = panel.slice(start=panel.dates[start]), y[start:], ok[start:]

@@ -204,7 +204,8 @@ def test_validation_stays_within_the_epoch_budget(frames, one_thread, monkeypatc
         return out
 
     monkeypatch.setattr(pm.PanelTransformer, "_scores", spy)
-    train = Panel.from_frames(frames).slice(end=Panel.from_frames(frames).dates[199])
+    panel = Panel.from_frames(frames)
+    train = panel.slice(end=panel.dates[199])
     params = {**TINY, "max_epochs": 2, "patience": 5, "val_fraction": 0.2}
     PanelTransformer(**params).fit(train)
     full = scored[0].sum()
