@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, NamedTuple
 import click
 import torch
 
+from .training import LR_SCHEDULES
+
 if TYPE_CHECKING:
     from .evaluation import Scores
 
@@ -131,7 +133,11 @@ def main() -> None:
               help="Padded-token budget per batch (sentences of similar length are batched together).")
 @click.option("--lr", default=2e-3, show_default=True, type=float, help="Peak learning rate (after warm-up).")
 @click.option("--warmup", default=50, show_default=True, type=click.IntRange(min=0),
-              help="Warm-up steps, then inverse-square-root decay.")
+              help="Warm-up steps (linear increase to --lr).")
+@click.option("--lr-schedule", type=click.Choice(LR_SCHEDULES), default=LR_SCHEDULES[0],
+              show_default=True,
+              help="After warm-up: inverse-square-root decay, or linear decay to zero at the end of "
+                   "the budget (--epochs, or --max-minutes when that comes first).")
 @click.option("--weight-decay", default=0.0, show_default=True, type=float, help="AdamW weight decay.")
 @click.option("--clip-norm", default=1.0, show_default=True, type=float,
               help="Gradient-norm clipping (0 = off).")
@@ -184,6 +190,7 @@ def train(**opts) -> None:
     try:
         train_cfg = TrainConfig(
             epochs=opts["epochs"], max_tokens=opts["max_tokens"], lr=opts["lr"], warmup=opts["warmup"],
+            lr_schedule=opts["lr_schedule"],
             weight_decay=opts["weight_decay"], clip_norm=opts["clip_norm"],
             label_smoothing=opts["label_smoothing"], seed=opts["seed"], average_last=opts["average_last"],
             ema=opts["ema"],

@@ -24,6 +24,9 @@ from .tokenization import PAD_ID, TextTokenizer
 logger = logging.getLogger(__name__)
 
 
+LR_SCHEDULES = ("inverse-sqrt", "linear")
+
+
 @dataclass
 class TrainConfig:
     """Optimisation settings.
@@ -31,8 +34,12 @@ class TrainConfig:
     Attributes:
         epochs: passes over the training data.
         max_tokens: padded-token budget per batch.
-        lr: peak learning rate, reached after ``warmup`` steps, then decaying as 1/sqrt(step).
+        lr: peak learning rate, reached after ``warmup`` steps.
         warmup: warm-up steps (linear increase from 0).
+        lr_schedule: after warm-up, ``"inverse-sqrt"`` decays as 1/sqrt(step) (Noam);
+            ``"linear"`` decays linearly to zero at the end of the training budget: the last
+            step of ``epochs`` or, when ``max_minutes`` binds first, the time limit (budgeted
+            training anneals the weights by the deadline instead of leaving the lr high).
         betas, eps, weight_decay: AdamW.
         clip_norm: gradient-norm clipping (0 = off).
         label_smoothing: probability mass spread over the vocabulary.
@@ -52,6 +59,7 @@ class TrainConfig:
     max_tokens: int = 4096
     lr: float = 1e-3
     warmup: int = 4000
+    lr_schedule: str = "inverse-sqrt"
     betas: tuple[float, float] = (0.9, 0.98)
     eps: float = 1e-9
     weight_decay: float = 0.0
@@ -75,6 +83,8 @@ class TrainConfig:
             raise ValueError(f"lr must be positive, got {self.lr}")
         if self.warmup < 0:
             raise ValueError(f"warmup must be >= 0, got {self.warmup}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
         if self.clip_norm < 0 or self.average_last < 0 or self.max_minutes < 0 or self.val_bleu_sentences < 0:
@@ -122,6 +132,14 @@ def noam_lr(step: int, peak: float, warmup: int) -> float:
     if warmup == 0:
         return peak / math.sqrt(step)
     return peak * min(step / warmup, math.sqrt(warmup / step))
+
+
+def linear_decay_lr(step: int, peak: float, warmup: int, progress: float) -> float:
+    """Linear warm-up to ``peak`` over ``warmup`` steps, then ``peak * (1 - progress)``, where
+    ``progress`` in [0, 1] is the fraction of the training budget spent (zero lr at the end)."""
+    step = max(step, 1)
+    ramp = step / warmup if warmup > 0 else 1.0
+    return peak * min(ramp, max(1.0 - progress, 0.0))
 
 
 @torch.no_grad()
@@ -180,6 +198,9 @@ class Trainer:
                      for d in config.ema}
         self.step = 0
         self.epoch = 0  # completed epochs
+        # Fraction of the training budget spent (lr_schedule="linear"); saved, so a resumed run
+        # continues the decay instead of restarting it.
+        self.progress = 0.0
         self.best_score: float | None = None
         self.history: list[dict] = []
 
@@ -190,6 +211,7 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "step": self.step,
             "epoch": self.epoch,
+            "progress": self.progress,
             "best_score": self.best_score,
             "history": self.history,
             "rng": torch.get_rng_state(),
@@ -199,7 +221,8 @@ class Trainer:
 
     def resume(self, path: str | Path, data: dict | None = None) -> None:
         """Continue from ``last.pt`` of an earlier run: model, optimizer, step, epoch, RNG and
-        the learning-rate schedule (peak ``lr`` and ``warmup``) come from it.
+        the learning-rate schedule (peak ``lr``, ``warmup``, ``lr_schedule`` and the budget
+        fraction spent) come from it.
 
         Args:
             data: the checkpoint's payload when the caller has already loaded ``path``.
@@ -214,12 +237,13 @@ class Trainer:
         self.model.load_state_dict(data["model_state"])
         self.optimizer.load_state_dict(state["optimizer"])
         saved = state.get("train_config", {})
-        schedule = {k: saved[k] for k in ("lr", "warmup") if k in saved}
+        schedule = {k: saved[k] for k in ("lr", "warmup", "lr_schedule") if k in saved}
         if any(getattr(self.config, k) != v for k, v in schedule.items()):
             logger.info("resuming with the checkpoint's schedule %s (not the given %s)", schedule,
                         {k: getattr(self.config, k) for k in schedule})
         self.config = replace(self.config, **schedule)
         self.step, self.epoch = int(state["step"]), int(state["epoch"])
+        self.progress = float(state.get("progress", 0.0))
         self.best_score = state.get("best_score")
         self.history = list(state.get("history", []))
         torch.set_rng_state(state["rng"])
@@ -237,13 +261,32 @@ class Trainer:
 
     # -- loop --------------------------------------------------------------------------------
 
-    def _train_epoch(self, deadline: float | None) -> dict:
-        """One pass over the training data; stops early (mid-epoch) at ``deadline``."""
+    def _lr(self, total_steps: int, clock: tuple[float, float, float] | None) -> float:
+        """Learning rate for ``self.step``; updates ``self.progress`` (linear schedule).
+
+        Args:
+            total_steps: optimizer steps in ``epochs`` epochs.
+            clock: ``(start, budget_seconds, progress_at_start)`` of a time-limited fit.
+        """
+        cfg = self.config
+        if cfg.lr_schedule == "inverse-sqrt":
+            return noam_lr(self.step, cfg.lr, cfg.warmup)
+        progress = self.step / max(total_steps, 1)
+        if clock is not None:
+            start, budget, p0 = clock
+            progress = max(progress, p0 + (1.0 - p0) * (time.perf_counter() - start) / budget)
+        self.progress = min(progress, 1.0)
+        return linear_decay_lr(self.step, cfg.lr, cfg.warmup, self.progress)
+
+    def _train_epoch(self, deadline: float | None, clock: tuple[float, float, float] | None = None) -> dict:
+        """One pass over the training data; stops early (mid-epoch) at ``deadline``.
+        ``clock`` is the time budget the linear lr schedule decays over (see ``_lr``)."""
         cfg = self.config
         self.model.train()
         sampler = self.train_data.sampler(cfg.max_tokens, shuffle=True, seed=cfg.seed)
         sampler.set_epoch(self.epoch)
         batches = list(sampler)
+        total_steps = cfg.epochs * len(batches)
         bar = tqdm(total=len(batches), desc=f"epoch {self.epoch + 1}/{cfg.epochs}", unit="batch",
                    disable=not cfg.progress, dynamic_ncols=True,
                    # Into a log file, update rarely rather than every second.
@@ -255,7 +298,7 @@ class Trainer:
         for idx in batches:
             batch = self.train_data.batch(idx).to(self.device)
             self.step += 1
-            lr = noam_lr(self.step, cfg.lr, cfg.warmup)
+            lr = self._lr(total_steps, clock)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
             logits = self.model(batch.src, batch.tgt_in)
@@ -309,10 +352,11 @@ class Trainer:
             torch.manual_seed(cfg.seed)
         t0 = time.perf_counter()
         deadline = t0 + cfg.max_minutes * 60 if cfg.max_minutes > 0 else None
+        clock = None if deadline is None else (t0, cfg.max_minutes * 60, self.progress)
         val_seconds = 0.0
         while self.epoch < cfg.epochs:
             # Leave room for the validation that follows the (possibly cut short) epoch.
-            record = self._train_epoch(None if deadline is None else deadline - val_seconds)
+            record = self._train_epoch(None if deadline is None else deadline - val_seconds, clock)
             self.epoch += 1
             v_start = time.perf_counter()
             record.update(self._validate())

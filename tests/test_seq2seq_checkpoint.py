@@ -100,12 +100,12 @@ def test_average_state_dicts(tmp_path):
         average_state_dicts([pa, pc])
 
 
-def _trainer(tmp_path, epochs, average_last=0, ema=()):
+def _trainer(tmp_path, epochs, average_last=0, ema=(), **kw):
     src_tok, tgt_tok = WordTokenizer.train(SRC), WordTokenizer.train(TGT)
     model = _model(src_tok, tgt_tok)
     data = ParallelDataset(src_tok.encode_batch(SRC), tgt_tok.encode_batch(TGT))
     cfg = TrainConfig(epochs=epochs, max_tokens=12, lr=3e-3, warmup=5, seed=3, val_bleu=False,
-                      progress=False, average_last=average_last, ema=ema)
+                      progress=False, average_last=average_last, ema=ema, **kw)
     return Trainer(model, src_tok, tgt_tok, data, None, cfg, tmp_path)
 
 
@@ -137,6 +137,50 @@ def test_resume_takes_the_schedule_from_the_checkpoint_and_needs_training_state(
     assert (other.config.lr, other.config.warmup) == (3e-3, 5)
     with pytest.raises(CheckpointError, match="no training state"):
         other.resume(tmp_path / "a" / "best.pt")
+
+
+def _recorded_lrs(trainer):
+    lrs = []
+    trainer.optimizer.register_step_pre_hook(lambda opt, *_: lrs.append(opt.param_groups[0]["lr"]))
+    return lrs
+
+
+def test_linear_schedule_decays_to_zero_at_the_end_of_the_budget_and_resumes(tmp_path):
+    from seq2seq.training import linear_decay_lr
+
+    assert linear_decay_lr(1, 1.0, 4, 0.0) == 0.25  # warm-up
+    assert linear_decay_lr(8, 2.0, 4, 0.25) == 1.5  # 2 * (1 - 0.25)
+    assert linear_decay_lr(8, 2.0, 4, 1.3) == 0.0
+    straight = _trainer(tmp_path / "a", epochs=4, lr_schedule="linear")
+    lrs = _recorded_lrs(straight)
+    straight.fit()
+    steps = straight.step
+    expected = [3e-3 * min(s / 5, 1 - s / steps) for s in range(1, steps + 1)]
+    assert lrs == pytest.approx(expected) and lrs[-1] == 0.0 and straight.progress == 1.0
+    interrupted = _trainer(tmp_path / "b", epochs=4, lr_schedule="linear")
+
+    def crash_in_epoch_3(*_):
+        if interrupted.step > steps // 2:  # last.pt then holds epoch 2, half way through the decay
+            raise KeyboardInterrupt
+
+    interrupted.optimizer.register_step_pre_hook(crash_in_epoch_3)
+    with pytest.raises(KeyboardInterrupt):
+        interrupted.fit()
+    resumed = _trainer(tmp_path / "c", epochs=4)  # the schedule comes from the checkpoint
+    resumed.resume(tmp_path / "b" / "last.pt")
+    assert resumed.config.lr_schedule == "linear"
+    resumed.fit()
+    for (name, p), q in zip(straight.model.state_dict().items(), resumed.model.state_dict().values(),
+                            strict=True):
+        torch.testing.assert_close(p, q, msg=name)
+    # With a time limit that binds first, the decay follows the clock: progress is the larger of
+    # the step and time fractions, so the lr falls faster than the step fraction alone allows.
+    timed = _trainer(tmp_path / "d", epochs=4, lr_schedule="linear", max_minutes=1e-6)
+    timed_lrs = _recorded_lrs(timed)
+    timed.fit()
+    assert timed.step < steps and timed.progress == 1.0 and timed_lrs[-1] == 0.0
+    with pytest.raises(ValueError, match="lr_schedule"):
+        TrainConfig(lr_schedule="cosine")
 
 
 def test_averaging_writes_averaged_checkpoint(tmp_path):
