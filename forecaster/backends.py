@@ -3,7 +3,7 @@
 Both take the same fold function and return the folds' results as they finish (any order;
 the caller sorts); each task slices its own fold from the whole data set. ``local`` runs
 the tasks in joblib's worker processes (``n_jobs``), the panel's arrays shared through
-memory-mapped files. ``ray`` puts the whole data set into the cluster's object
+files each task maps. ``ray`` puts the whole data set into the cluster's object
 store once (``ray.put``; workers on the same node read its arrays without copying) and runs
 each fold as a task that slices its own inputs there, so nothing large is pickled per task.
 Ray is optional: ``pip install -e '.[ray]'``; ``address`` names an existing cluster
@@ -25,8 +25,8 @@ BACKENDS = ("local", "ray")
 
 def run_local(fn: Callable, shared, tasks: Iterable[tuple], n_jobs: int) -> Iterator:
     """``fn(shared, *task)`` for each task in joblib processes, results as they finish.
-    Arrays of ``shared`` that are memory maps travel as file names (see
-    :meth:`forecaster.panel.Panel.memmapped`)."""
+    ``shared`` travels pickled with every task: give large arrays as files (see
+    :meth:`forecaster.panel.Panel.to_files`)."""
     jobs = (delayed(fn)(shared, *t) for t in tasks)
     yield from Parallel(n_jobs=n_jobs, return_as="generator_unordered")(jobs)
 

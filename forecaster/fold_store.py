@@ -18,9 +18,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from seq2seq.core import atomic_write
+
+from .panel import Panel
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +46,20 @@ class FoldOutput:
     seconds: dict = field(default_factory=dict)
 
 
-def data_fingerprint(frames: Mapping[str, pd.DataFrame]) -> str:
-    """A hash of every stock's rows, columns and values (order of stocks irrelevant)."""
+def data_fingerprint(frames: Mapping[str, pd.DataFrame] | Panel) -> str:
+    """A hash of every stock's rows, columns and values (order of stocks irrelevant); of a
+    :class:`~forecaster.panel.Panel`'s calendar, codes and arrays."""
     h = hashlib.sha256()
+    if isinstance(frames, Panel):
+        h.update(b"panel")
+        h.update(frames.dates.asi8.tobytes())
+        h.update(",".join(map(str, frames.codes)).encode())
+        for name in sorted(frames.fields):
+            h.update(name.encode())
+            h.update(np.ascontiguousarray(frames.fields[name]).tobytes())
+        for mask in (frames.listed, frames.suspended, frames.st):
+            h.update(np.ascontiguousarray(mask).tobytes())
+        return h.hexdigest()
     for code in sorted(frames):
         frame = frames[code]
         h.update(code.encode())

@@ -143,23 +143,16 @@ class Panel:
             raise KeyError(f"stocks not in the panel: {unknown[:5]}")
         return self._sliced(slice(None), np.array([where[c] for c in codes], dtype=int))
 
-    def memmapped(self, folder: str | Path) -> Panel:
-        """This panel with every array saved under ``folder`` and opened read-only as a
-        memory map. joblib sends a memory map to its workers as a file name, so processes
-        share one copy through the page cache instead of each unpickling its own; slices
-        taken with :meth:`take` are ordinary in-memory arrays."""
+    def to_files(self, folder: str | Path) -> PanelFiles:
+        """Save every array under ``folder``; returns the small handle that
+        :meth:`PanelFiles.open` maps back (what parallel workers receive instead of arrays)."""
         folder = Path(folder)
-
-        def put(name: str, values: np.ndarray) -> np.ndarray:
-            path = folder / f"{name}.npy"
-            np.save(path, values)
-            return np.load(path, mmap_mode="r")
-
-        return Panel(dates=self.dates, codes=self.codes,
-                     fields={k: put(f"field_{k}", v) for k, v in self.fields.items()},
-                     listed=put("listed", self.listed), suspended=put("suspended", self.suspended),
-                     st=put("st", self.st), limit_up=put("limit_up", self.limit_up),
-                     limit_down=put("limit_down", self.limit_down))
+        arrays = {f"field_{k}": v for k, v in self.fields.items()}
+        arrays.update(listed=self.listed, suspended=self.suspended, st=self.st,
+                      limit_up=self.limit_up, limit_down=self.limit_down)
+        for name, values in arrays.items():
+            np.save(folder / f"{name}.npy", values)
+        return PanelFiles(folder, self.dates, self.codes, tuple(self.fields))
 
     def listed_days(self) -> np.ndarray:
         """``[N]`` number of days each stock has a bar."""
@@ -207,3 +200,27 @@ class Panel:
         with np.errstate(invalid="ignore"):
             return self.listed & (self[price] <= self.limit_down + 1e-6)
 
+
+
+@dataclass
+class PanelFiles:
+    """A panel saved by :meth:`Panel.to_files`: the folder, calendar and codes only, so it
+    pickles in microseconds. A worker :meth:`open` s it per task, slices what the task needs
+    (in-memory copies) and drops the maps: processes share one copy of the arrays through the
+    page cache, and no worker keeps the mapped pages in its resident memory beyond the
+    slicing (they would count once per worker in a resident-memory sum)."""
+
+    folder: Path
+    dates: pd.DatetimeIndex
+    codes: np.ndarray
+    field_names: tuple[str, ...]
+
+    def open(self) -> Panel:
+        """The panel with every array a read-only memory map of its file."""
+        def load(name: str) -> np.ndarray:
+            return np.load(self.folder / f"{name}.npy", mmap_mode="r")
+
+        return Panel(dates=self.dates, codes=self.codes,
+                     fields={k: load(f"field_{k}") for k in self.field_names},
+                     listed=load("listed"), suspended=load("suspended"), st=load("st"),
+                     limit_up=load("limit_up"), limit_down=load("limit_down"))

@@ -40,7 +40,7 @@ from .features import log_returns, mask_suspended
 from .fold_store import FoldOutput, FoldStore, data_fingerprint, run_description
 from .interface import input_kind
 from .labels import EXECUTIONS, by_forecast_date, close_to_close, tradeable_label
-from .panel import Panel
+from .panel import Panel, PanelFiles
 
 log = logging.getLogger(__name__)
 
@@ -288,10 +288,13 @@ def fold_members(grid: Panel, folds: list[Fold], min_stock_days: int) -> dict[in
     return out
 
 
-def _fold_inputs(panel: dict, grid: Panel, fold: Fold, codes: list[str], config: WalkForwardConfig,
-                 kinds: set[str]):
+def _fold_inputs(panel: dict, grid: Panel | PanelFiles, fold: Fold, codes: list[str],
+                 config: WalkForwardConfig, kinds: set[str]):
     """The inputs of one fold's models for the stocks ``codes``: rows up to the cut-off for
-    training, and the forecast block with ``margin_days`` of history before it."""
+    training, and the forecast block with ``margin_days`` of history before it (in-memory
+    copies; ``grid`` given as files is mapped only while they are cut)."""
+    if isinstance(grid, PanelFiles):
+        grid = grid.open()
     calendar = grid.dates
     train, test = {}, {}
     if "frames" in kinds:
@@ -309,19 +312,22 @@ def _fold_inputs(panel: dict, grid: Panel, fold: Fold, codes: list[str], config:
 
 
 def _fold_task(shared, fold: Fold, codes, config, kinds, models, threads: int, keep: bool):
-    """One fold, run where the whole data set is at hand (a joblib worker, reading the
-    panel's memory-mapped files, or a Ray task): slice, fit, forecast."""
+    """One fold, run where the whole data set is at hand (a joblib worker, mapping the
+    panel's files, or a Ray task): slice, fit, forecast."""
     train, test = _fold_inputs(*shared, fold, codes, config, kinds)
     return _run_fold(fold, models, train, test, threads, keep)
 
 
-def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame], models: dict,
+def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models: dict,
                  config: WalkForwardConfig | None = None, keep_models: bool = False,
                  checkpoint_dir: str | Path | None = None) -> WalkForwardResult:
     """Run every model on every fold.
 
     Args:
-        data: one canonical frame, or a panel ``{code: frame}``.
+        data: one canonical frame, a panel ``{code: frame}``, or a built
+            :class:`~forecaster.panel.Panel` (panel models and the tradeable label only; the
+            caller can then drop its frames, which at whole-market size are as large as the
+            panel itself).
         models: ``{name: estimator}``, cloned for each fold. Frame models (the single-stock
             forecaster, time-series baselines, ``PerStock(...)``) get ``{code: frame}`` and
             return ``{code: Series}``; panel models (``input_kind = "panel"``: the panel
@@ -335,21 +341,31 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame], models: dict,
 
     Raises:
         forecaster.fold_store.ResumeError: resuming a run whose data or configuration differ.
-        ValueError: no fold fits the calendar, or no model produced any forecast.
+        ValueError: no fold fits the calendar, no model produced any forecast, or a Panel
+            given with a frame model or the close label.
     """
     config = config or WalkForwardConfig()
-    panel = dict(data) if isinstance(data, Mapping) else {str(data["code"].iloc[0]): data}
-    grid = Panel.from_frames(panel)  # the one aligned panel: panel models' input and the labels
+    kinds = {input_kind(m) for m in models.values()}
+    if isinstance(data, Panel):
+        needs_frames = [name for name, m in models.items() if input_kind(m) == "frames"]
+        if needs_frames or config.label == "close":
+            raise ValueError("walk_forward was given a Panel, but "
+                             + (f"model(s) {needs_frames} read {{code: frame}}" if needs_frames
+                                else "label='close' reads the frames")
+                             + "; pass the frames instead")
+        panel, grid = {}, data
+    else:
+        panel = dict(data) if isinstance(data, Mapping) else {str(data["code"].iloc[0]): data}
+        grid = Panel.from_frames(panel)  # the one aligned panel: panel models' input and the labels
     folds = make_folds(grid.dates, config)
     if config.resume and checkpoint_dir is None:
         raise ValueError("resume needs a checkpoint folder (the report folder of the interrupted run)")
     done: dict[int, FoldOutput] = {}
     store = None
     if checkpoint_dir is not None:
-        store = FoldStore(checkpoint_dir, {"data": data_fingerprint(panel),
+        store = FoldStore(checkpoint_dir, {"data": data_fingerprint(panel or grid),
                                            "run": run_description(config, models)})
         done = store.start(config.resume)
-    kinds = {input_kind(m) for m in models.values()}
     members = fold_members(grid, folds, config.min_stock_days)
     empty = [f.fold for f in folds if not members[f.fold]]
     if empty:
@@ -359,15 +375,15 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame], models: dict,
     tasks = [(fold, members[fold.fold], config, kinds, models, config.threads_per_task, keep_models)
              for fold in todo]
     # Frames travel only when a frame model needs them; the panel goes once to Ray's object
-    # store, or into memory-mapped files that every joblib worker shares (rather than a copy
-    # of each fold's slice per task).
+    # store, or into files that every joblib worker maps while it cuts its fold (rather than
+    # a pickled copy of each fold's slice per task).
     frames = panel if "frames" in kinds else {}
     with tempfile.TemporaryDirectory(prefix="forecaster-panel-") as folder:
         if config.backend == "ray":
             results = run_ray(_fold_task, (frames, grid), tasks, config.threads_per_task,
                               config.address or None)
         else:
-            shared = grid.memmapped(folder) if todo and config.n_jobs != 1 else grid
+            shared = grid.to_files(folder) if todo and config.n_jobs != 1 else grid
             results = run_local(_fold_task, (frames, shared), tasks, config.n_jobs)
         outputs, kept = _collect(results, store, done, len(todo), config.progress)
     rows, skipped, failed, excluded, seconds = [], {}, {}, {}, {}
@@ -386,6 +402,7 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame], models: dict,
                          + (f" ({len(failed)} model-fold(s) failed, e.g. {next(iter(failed.values()))})"
                             if failed else ""))
     predictions = pd.concat(rows)
+    del rows, outputs, output  # the per-fold parts: as large as the predictions at whole-market size
     predictions.index.name = "date"
     if config.label == "tradeable":
         label, _ = tradeable_label(grid, config.horizon, config.execution)
@@ -396,8 +413,11 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame], models: dict,
     else:
         keys = pd.MultiIndex.from_arrays([predictions.index, predictions["code"]])
         predictions["actual"] = _actuals(panel).reindex(keys).to_numpy()
-    predictions = (predictions.reset_index()
-                   .sort_values(["model", "code", "date"], kind="stable").set_index("date"))
+    # One gather in (model, code, date) order (a stable sort of integer keys), not the three
+    # copies of reset_index / sort_values / set_index.
+    order = np.lexsort((predictions.index.asi8, pd.factorize(predictions["code"], sort=True)[0],
+                        pd.factorize(predictions["model"], sort=True)[0]))
+    predictions = predictions.iloc[order]
     folds_table = pd.DataFrame([{**f.as_row(), "n_stocks": len(members[f.fold])} for f in folds])
     return WalkForwardResult(predictions, folds_table, config, kept, skipped, failed, excluded, members,
                              n_resumed=len(done), seconds=seconds)

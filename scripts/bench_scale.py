@@ -7,7 +7,8 @@ Transformer, gradient boosting and the factor scores with quarterly refits over 
 
     scale stocks=N wall_s=... peak_rss_gb=... stock_days_per_s=... rank_ic=...
 
-``wall_s``: generation + walk-forward + scoring; ``peak_rss_gb``: the largest sum of the
+``wall_s``: generation (and building the :class:`~forecaster.panel.Panel`, which the
+walk-forward is given) + walk-forward + scoring; ``peak_rss_gb``: the largest sum of the
 resident memory of the size's process and all its children (joblib workers), sampled every
 0.2 s from /proc; ``stock_days_per_s``: stock-days of the panel (N x days) per second of
 ``wall_s``; ``rank_ic``: the Transformer's mean daily rank IC on the tradeable label (the
@@ -33,8 +34,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _tree_rss(root: int) -> int:
-    """Resident bytes of ``root`` and its descendants (Linux /proc)."""
+def _tree_rss(root: int) -> dict[int, int]:
+    """``{pid: resident bytes}`` of ``root`` and its descendants (Linux /proc)."""
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
     for entry in os.listdir("/proc"):
@@ -48,11 +49,24 @@ def _tree_rss(root: int) -> int:
             continue
         children.setdefault(ppid, []).append(pid)
         rss[pid] = pages * os.sysconf("SC_PAGE_SIZE")
-    total, todo = 0, [root]
+    tree, todo = {}, [root]
     while todo:
         pid = todo.pop()
-        total += rss.get(pid, 0)
+        tree[pid] = rss.get(pid, 0)
         todo.extend(children.get(pid, []))
+    return tree
+
+
+def _pss(pids) -> int:
+    """Proportional set size summed over ``pids``: shared pages (the memory-mapped panel every
+    worker reads) counted once in all, not once per process as in the RSS sum."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                total += sum(int(line.split()[1]) * 1024 for line in f if line.startswith("Pss:"))
+        except OSError:
+            continue
     return total
 
 
@@ -63,34 +77,61 @@ def run_size(n: int, args) -> dict:
            "--stocks-per-batch", str(args.stocks_per_batch)] + [f"--set={kv}" for kv in args.set]
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    peak = [0]
+    peak = [0, 0]
+    log = open(args.rss_log.with_name(f"{args.rss_log.stem}_{n}.csv"), "w") if args.rss_log else None
+    if log:
+        log.write("seconds,tree_rss_gb,main_rss_gb,tree_pss_gb,processes\n")
 
     def sample():
+        ticks = 0
         while proc.poll() is None:
-            peak[0] = max(peak[0], _tree_rss(proc.pid))
+            tree = _tree_rss(proc.pid)
+            peak[0] = max(peak[0], sum(tree.values()))
+            if ticks % 5 == 0:  # PSS walks the page tables: once a second is enough
+                pss = _pss(tree)
+                peak[1] = max(peak[1], pss)
+                if log:
+                    log.write(f"{time.perf_counter() - start:.1f},{sum(tree.values()) / 2**30:.3f},"
+                              f"{tree.get(proc.pid, 0) / 2**30:.3f},{pss / 2**30:.3f},{len(tree)}\n")
+                    log.flush()
+            ticks += 1
             time.sleep(0.2)
 
     thread = threading.Thread(target=sample, daemon=True)
     thread.start()
     out, _ = proc.communicate()
     thread.join()
+    if log:
+        log.close()
     if proc.returncode:
         raise SystemExit(f"size {n} failed (exit {proc.returncode})")
     result = json.loads(out.strip().splitlines()[-1])
-    result.update(wall_s=time.perf_counter() - start, peak_rss_gb=peak[0] / 2**30)
+    result.update(wall_s=time.perf_counter() - start, peak_rss_gb=peak[0] / 2**30,
+                  peak_pss_gb=peak[1] / 2**30)
     return result
 
 
+def _phase(name: str, t0: float) -> None:
+    """A marker on stderr, to read the memory timeline (``--rss-log``) against."""
+    print(f"# phase {name} at {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+
+
 def child(n: int, args) -> None:
+    import numpy as np
+    import pandas as pd
+
     from forecaster.data import synthetic_panel
     from forecaster.metrics import daily_ic, ic_summary
+    from forecaster.panel import Panel
     from forecaster.presets import panel_models
     from forecaster.walkforward import WalkForwardConfig, walk_forward
 
     overrides = {k: ast.literal_eval(v) for k, v in (s.split("=", 1) for s in args.set)}
     t0 = time.perf_counter()
-    frames = synthetic_panel(n, args.days, signal_ic=0.05, seed=0)
+    # The panel built once, the frames dropped: they are as large as the panel (1.6 GB at 5,000).
+    panel = Panel.from_frames(synthetic_panel(n, args.days, signal_ic=0.05, seed=0))
     t_gen = time.perf_counter() - t0
+    _phase("generated", t0)
     models = {k: v for k, v in panel_models(time_series=False, epoch_stock_days=args.epoch_stock_days,
                                             max_epochs=args.max_epochs,
                                             stocks_per_batch=args.stocks_per_batch or None,
@@ -98,13 +139,25 @@ def child(n: int, args) -> None:
               if k in ("transformer", "gbm", "low_vol_20d", "low_turnover_20d", "reversal_5d", "composite")}
     config = WalkForwardConfig(train_days=args.days - 1000, retrain_every=63, n_jobs=args.jobs,
                                progress=False)
-    result = walk_forward(frames, models, config)
+    result = walk_forward(panel, models, config)
+    _phase("walk-forward done", t0)
     pred = result.predictions
+    # [days, stocks] tables filled by position (a pivot table hashes 5 M rows per model).
+    rows = panel.dates.get_indexer(pred.index)
+    cols = pd.Index(panel.codes).get_indexer(pred["code"])
+    models_col = pred["model"].to_numpy()
     ics = {}
-    for name, g in pred.groupby("model"):
-        f = g.pivot_table(index="date", columns="code", values="forecast", aggfunc="first")
-        a = g.pivot_table(index="date", columns="code", values="actual", aggfunc="first")
-        ics[name] = ic_summary(daily_ic(f, a))["mean_ic"]
+    for name in np.unique(models_col):
+        sel = models_col == name
+        days = np.unique(rows[sel])
+        at = np.searchsorted(days, rows[sel])
+        tables = []
+        for column in ("forecast", "actual"):
+            table = np.full((len(days), panel.n_stocks), np.nan)
+            table[at, cols[sel]] = pred[column].to_numpy()[sel]
+            tables.append(pd.DataFrame(table, index=panel.dates[days], columns=panel.codes))
+        ics[str(name)] = ic_summary(daily_ic(*tables))["mean_ic"]
+    _phase("scored", t0)
     model_s = {}
     for (_, name), sec in result.seconds.items():
         model_s[name] = model_s.get(name, 0.0) + sec
@@ -124,6 +177,9 @@ def main() -> None:
                    help="PanelTransformer.stocks_per_batch (0: every stock of a batch's days)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="another PanelTransformer parameter (repeatable), e.g. --set days_per_batch=32")
+    p.add_argument("--rss-log", type=Path, default=None, metavar="CSV",
+                   help="write a memory timeline per size (CSV_N.csv: tree RSS, the size process's "
+                        "RSS, tree PSS, processes; once a second)")
     p.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child is not None:
@@ -144,6 +200,8 @@ def main() -> None:
         print(f"# {n} stocks: planted 0.05; generate {r['generate_s']:.0f} s, walk-forward "
               f"{r['walk_forward_s']:.0f} s, {r['folds']} folds; other models {others}", flush=True)
         spent = ", ".join(f"{k} {v:.0f}" for k, v in sorted(r["model_s"].items(), key=lambda kv: -kv[1]))
+        print(f"# {n} stocks: peak PSS {r['peak_pss_gb']:.2f} GB (shared pages counted once; "
+              f"peak RSS sums them per process)", flush=True)
         print(f"# {n} stocks: fit + forecast seconds summed over folds (worker time): {spent}", flush=True)
     if 1000 in walls and 5000 in walls:
         print(f"scale_ratio_5000_vs_1000 {walls[5000] / walls[1000]:.2f} (target <= 5.5)")

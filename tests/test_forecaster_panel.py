@@ -3,6 +3,8 @@ causality and the training-segment rule."""
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -146,16 +148,20 @@ def test_processors_see_only_rows_up_to_the_cut():
         np.testing.assert_array_equal(inplace, expected)
 
 
-def test_feature_tensor_padding_and_memory_mapped_panel(two, tmp_path):
+def test_feature_tensor_padding_and_panel_files(two, tmp_path):
     panel = Panel.from_frames(two)
     names = ("ret_1d", "range")
     plain = feature_tensor(panel, names)
+    # Not left on the panel: caching every feature held twice the tensor again, in float64.
+    assert not any(key[0] == "feature" for key in panel._cache)
     padded = feature_tensor(panel, names, front=3)
     assert padded.shape == (3 + panel.n_days, panel.n_stocks, 2) and padded.dtype == np.float32
     assert not padded[:3].any()
     np.testing.assert_array_equal(padded[3:], plain)
     np.testing.assert_array_equal(plain[..., 0], feature(panel, "ret_1d").astype(np.float32))
-    shared = panel.memmapped(tmp_path)
+    files = panel.to_files(tmp_path)
+    assert len(pickle.dumps(files)) < 2_000  # what each task receives: names, not arrays
+    shared = pickle.loads(pickle.dumps(files)).open()
     assert isinstance(shared["close"], np.memmap) and isinstance(shared.listed, np.memmap)
     for name in panel.fields:
         np.testing.assert_array_equal(shared[name], panel[name])

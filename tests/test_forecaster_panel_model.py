@@ -234,3 +234,20 @@ def test_gradient_boosting_row_cap_uses_only_the_latest_days(frames, one_thread)
     c = FeatureRegressor("gbm", max_rows=10**6).fit(other.slice(end=panel.dates[199]))
     d = FeatureRegressor("gbm", max_rows=10**6).fit(panel.slice(end=panel.dates[199]))
     assert not c.predict(other.slice(test.start)).equals(d.predict(panel.slice(test.start)))
+
+
+def test_walk_forward_on_a_built_panel_equals_frames_in_parallel_workers(frames, one_thread):
+    """A Panel in place of the frames (the caller may then drop them), and fold workers that
+    map the panel's files: the same forecasts, in (model, code, date) order."""
+    models = {k: v for k, v in panel_models(time_series=False, **{**TINY, "max_epochs": 1}).items()
+              if k in ("transformer", "gbm", "low_vol_20d")}
+    config = dict(train_days=200, retrain_every=30, min_stock_days=60, margin_days=80, progress=False)
+    from_frames = walk_forward(frames, models, WalkForwardConfig(**config, n_jobs=2)).predictions
+    from_panel = walk_forward(Panel.from_frames(frames), models, WalkForwardConfig(**config, n_jobs=1))
+    pd.testing.assert_frame_equal(from_panel.predictions, from_frames)
+    assert from_frames["model"].nunique() == 3 and from_frames["actual"].notna().mean() > 0.9
+    resorted = (from_frames.reset_index().sort_values(["model", "code", "date"], kind="stable")
+                .set_index("date"))
+    pd.testing.assert_frame_equal(from_frames, resorted)
+    with pytest.raises(ValueError, match="label='close' reads the frames"):
+        walk_forward(Panel.from_frames(frames), models, WalkForwardConfig(**config, label="close"))
