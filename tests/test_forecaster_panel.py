@@ -170,3 +170,16 @@ def test_feature_tensor_padding_and_panel_files(two, tmp_path):
     part = shared.slice(end=panel.dates[3]).take(["sz.000002"])  # a fold's slice: in memory
     assert not isinstance(part["close"], np.memmap)
     np.testing.assert_array_equal(part["close"][:, 0], panel["close"][:4, 1])
+
+
+def test_panel_fingerprint_follows_the_values(two):
+    """A run resumed from a built Panel is refused when any value changed."""
+    from forecaster.fold_store import data_fingerprint
+
+    first = data_fingerprint(Panel.from_frames(two))
+    assert data_fingerprint(Panel.from_frames(two)) == first
+    changed = {c: f.copy() for c, f in two.items()}
+    code = sorted(changed)[1]
+    changed[code].iloc[3, changed[code].columns.get_loc("close")] += 0.01
+    assert data_fingerprint(Panel.from_frames(changed)) != first
+    assert data_fingerprint(two) != first  # frames and a Panel are fingerprinted apart
