@@ -58,6 +58,26 @@ def _tree_rss(root: int) -> dict[int, int]:
     return tree
 
 
+def _plot_timeline(csv: Path, n: int) -> None:
+    """``csv`` beside a PNG of the same name: resident memory over the run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    t = pd.read_csv(csv)
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.plot(t["seconds"] / 60, t["tree_rss_gb"], label="RSS summed over the process tree (the target)")
+    ax.plot(t["seconds"] / 60, t["tree_pss_gb"], label="PSS of the tree (shared pages once)")
+    ax.plot(t["seconds"] / 60, t["main_rss_gb"], label="RSS of the main process")
+    ax.set(xlabel="minutes", ylabel="GB", title=f"bench_scale: {n} stocks")
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(csv.with_suffix(".png"), dpi=100)
+    plt.close(fig)
+
+
 def _pss(pids) -> int:
     """Proportional set size summed over ``pids``: shared pages (the memory-mapped panel every
     worker reads) counted once in all, not once per process as in the RSS sum."""
@@ -104,6 +124,7 @@ def run_size(n: int, args) -> dict:
     thread.join()
     if log:
         log.close()
+        _plot_timeline(Path(log.name), n)
     if proc.returncode:
         raise SystemExit(f"size {n} failed (exit {proc.returncode})")
     result = json.loads(out.strip().splitlines()[-1])
@@ -201,7 +222,7 @@ def main() -> None:
                    help="another PanelTransformer parameter (repeatable), e.g. --set days_per_batch=32")
     p.add_argument("--rss-log", type=Path, default=None, metavar="CSV",
                    help="write a memory timeline per size (CSV_N.csv: tree RSS, the size process's "
-                        "RSS, tree PSS, processes; once a second)")
+                        "RSS, tree PSS, processes; once a second) and its plot (CSV_N.png)")
     p.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child is not None:
