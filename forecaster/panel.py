@@ -201,7 +201,6 @@ class Panel:
             return self.listed & (self[price] <= self.limit_down + 1e-6)
 
 
-
 @dataclass
 class PanelFiles:
     """A panel saved by :meth:`Panel.to_files`: the folder, calendar and codes only, so it
