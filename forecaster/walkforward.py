@@ -35,7 +35,7 @@ from sklearn.base import clone
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from .backends import BACKENDS, run_local, run_ray
+from .backends import BACKENDS, release_freed_heap, run_local, run_ray
 from .features import log_returns, mask_suspended
 from .fold_store import FoldOutput, FoldStore, data_fingerprint, run_description
 from .interface import input_kind
@@ -315,7 +315,10 @@ def _fold_task(shared, fold: Fold, codes, config, kinds, models, threads: int, k
     """One fold, run where the whole data set is at hand (a joblib worker, mapping the
     panel's files, or a Ray task): slice, fit, forecast."""
     train, test = _fold_inputs(*shared, fold, codes, config, kinds)
-    return _run_fold(fold, models, train, test, threads, keep)
+    result = _run_fold(fold, models, train, test, threads, keep)
+    del train, test
+    release_freed_heap()  # a worker waits between folds (and after the last) holding only this
+    return result
 
 
 def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models: dict,
@@ -401,27 +404,61 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
         raise ValueError("no model produced any forecast"
                          + (f" ({len(failed)} model-fold(s) failed, e.g. {next(iter(failed.values()))})"
                             if failed else ""))
-    predictions = pd.concat(rows)
-    del rows, outputs, output  # the per-fold parts: as large as the predictions at whole-market size
-    predictions.index.name = "date"
-    if config.label == "tradeable":
-        label, _ = tradeable_label(grid, config.horizon, config.execution)
-        where = (grid.dates.get_indexer(predictions.index),
-                 pd.Index(grid.codes).get_indexer(predictions["code"]))
-        predictions["actual"] = _at(by_forecast_date(label), *where)
-        predictions["actual_close"] = _at(by_forecast_date(close_to_close(grid, config.horizon)), *where)
-    else:
-        keys = pd.MultiIndex.from_arrays([predictions.index, predictions["code"]])
-        predictions["actual"] = _actuals(panel).reindex(keys).to_numpy()
-    # One gather in (model, code, date) order (a stable sort of integer keys), not the three
-    # copies of reset_index / sort_values / set_index.
-    order = np.lexsort((predictions.index.asi8, pd.factorize(predictions["code"], sort=True)[0],
-                        pd.factorize(predictions["model"], sort=True)[0]))
-    predictions = predictions.iloc[order]
+    del outputs, output  # the per-fold parts: as large as the predictions at whole-market size
+    predictions = _assemble(rows, grid, panel, config)
+    release_freed_heap()  # the parts' heap, for whatever the caller does next
     folds_table = pd.DataFrame([{**f.as_row(), "n_stocks": len(members[f.fold])} for f in folds])
     return WalkForwardResult(predictions, folds_table, config, kept, skipped, failed, excluded, members,
                              n_resumed=len(done), seconds=seconds)
 
+
+def _assemble(rows: list[pd.DataFrame], grid: Panel, panel: dict, config: WalkForwardConfig
+              ) -> pd.DataFrame:
+    """The folds' forecast rows as one frame in (model, code, date) order, with the realised
+    label(s). ``rows`` is emptied as it is read.
+
+    Column by column, on integer positions: at whole-market size (30 M rows) a concat of
+    the parts, a hashed ``code`` column and a sorted copy of the whole frame each cost
+    gigabytes, and the parts are freed as they are read."""
+    names = np.array(sorted(set().union(*(part["model"].unique() for part in rows))), dtype=object)
+    code_index, name_index = pd.Index(grid.codes), pd.Index(names)
+    day, code, model, fold, forecast = [], [], [], [], []
+    rows.reverse()  # popped from the end: first part first
+    while rows:
+        part = rows.pop()
+        day.append(grid.dates.get_indexer(part.index).astype(np.int32))
+        code.append(code_index.get_indexer(part["code"]).astype(np.int32))
+        model.append(name_index.get_indexer(part["model"]).astype(np.int16))
+        fold.append(part["fold"].to_numpy(np.int64))
+        forecast.append(part["forecast"].to_numpy(np.float64))
+        if (day[-1] < 0).any() or (code[-1] < 0).any():  # a model forecast a day or stock not in the data
+            raise ValueError(f"model {part['model'].iloc[0]!r} returned dates or codes outside the panel")
+    del part
+    day, code, model = np.concatenate(day), np.concatenate(code), np.concatenate(model)
+    order = np.lexsort((day, code, model))  # stable: a fold's rows keep their order
+    day, code, model = day[order], code[order], model[order]
+    columns = {"code": _take_strings(grid.codes, code), "model": _take_strings(names, model),
+               "fold": np.concatenate(fold)[order], "forecast": np.concatenate(forecast)[order]}
+    del fold, forecast, order
+    index = pd.DatetimeIndex(grid.dates[day], name="date")
+    if config.label == "tradeable":
+        label, _ = tradeable_label(grid, config.horizon, config.execution)
+        columns["actual"] = _at(by_forecast_date(label), day, code)
+        columns["actual_close"] = _at(by_forecast_date(close_to_close(grid, config.horizon)), day, code)
+    else:
+        keys = pd.MultiIndex.from_arrays([index, columns["code"]])
+        columns["actual"] = _actuals(panel).reindex(keys).to_numpy()
+    return pd.DataFrame(columns, index=index, copy=False)
+
+
+def _take_strings(values: np.ndarray, positions: np.ndarray):
+    """``values[positions]`` as a string column. Where pandas keeps strings in Arrow (pandas
+    3 with pyarrow) the gather happens there: no Python object per row."""
+    if isinstance(pd.Series(["x"]).dtype, pd.StringDtype) and pd.Series(["x"]).dtype.storage == "pyarrow":
+        import pyarrow as pa
+
+        return pd.array(pa.array(values.astype(str)).take(pa.array(positions)), dtype="str")
+    return values[positions]
 
 def _collect(results, store: FoldStore | None, done: dict, n_todo: int, progress: bool):
     """Take the folds' results as they finish, writing each to ``store`` at once; returns

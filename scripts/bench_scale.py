@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import ctypes
 import json
 import os
 import subprocess
@@ -138,18 +137,6 @@ def _own_rss_gb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**30
 
 
-def _release_freed_heap() -> None:
-    """Hand the heap that the generator's frames held back to the OS. Their 5,000 x 17 small
-    column blocks are freed once the panel is built, but glibc keeps freed blocks below its mmap
-    threshold in the heap (about 2 GB at 5,000 stocks), which would count as the walk-forward's
-    memory. A run on frames from ``load_dir`` keeps its frames alive anyway; this only removes
-    the generator's leftovers."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: nothing to hand back this way
-        pass
-
-
 def _phase(name: str, t0: float) -> None:
     """A marker on stderr, to read the memory timeline (``--rss-log``) against."""
     print(f"# phase {name} at {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
@@ -159,6 +146,7 @@ def child(n: int, args) -> None:
     import numpy as np
     import pandas as pd
 
+    from forecaster.backends import release_freed_heap
     from forecaster.data import synthetic_panel
     from forecaster.metrics import daily_ic, ic_summary
     from forecaster.panel import Panel
@@ -171,7 +159,7 @@ def child(n: int, args) -> None:
     panel = Panel.from_frames(synthetic_panel(n, args.days, signal_ic=0.05, seed=0))
     t_gen = time.perf_counter() - t0
     before = _own_rss_gb()
-    _release_freed_heap()
+    release_freed_heap()  # the generator's frames: 5,000 x 17 small blocks glibc would keep
     print(f"# resident memory after building the panel {before:.2f} GB, {_own_rss_gb():.2f} GB once the "
           "generator's freed heap is handed back", file=sys.stderr, flush=True)
     _phase("generated", t0)

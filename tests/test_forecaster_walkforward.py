@@ -207,3 +207,35 @@ def test_report_finds_the_references_by_role_not_name(synthetic_frame):
     assert set(report.dm["baseline"]) == {"random_walk", "average"}
     row = report.overall.set_index("model").loc["ar"]
     assert np.isfinite(row["r2_oos_mean"])  # R^2 against the renamed historical mean
+
+
+def test_assembly_equals_concat_and_sort(frames):
+    """The column-wise assembly (integer keys, parts freed as read) gives what a concat of
+    the parts, a label lookup and a stable (model, code, date) sort give."""
+    from forecaster.labels import by_forecast_date, tradeable_label
+    from forecaster.panel import Panel
+    from forecaster.walkforward import _assemble
+
+    grid = Panel.from_frames(frames)
+    rng = np.random.default_rng(0)
+    parts = []
+    for fold, (lo, hi) in enumerate([(300, 340), (340, 380)]):
+        for name in ("zeta", "alpha"):
+            days = grid.dates[lo:hi]
+            codes = rng.permutation(grid.codes)[:2]  # some stocks missing from a part
+            idx = pd.MultiIndex.from_product([days, codes])
+            parts.append(pd.DataFrame({"code": idx.get_level_values(1), "model": name, "fold": fold,
+                                       "forecast": rng.normal(size=len(idx))},
+                                      index=pd.DatetimeIndex(idx.get_level_values(0))))
+    expected = pd.concat(parts)
+    expected.index.name = "date"
+    label, _ = tradeable_label(grid, 1, "next_open")
+    at = (grid.dates.get_indexer(expected.index), pd.Index(grid.codes).get_indexer(expected["code"]))
+    expected["actual"] = by_forecast_date(label)[at]
+    expected = expected.reset_index().sort_values(["model", "code", "date"], kind="stable").set_index("date")
+    got = _assemble(list(parts), grid, {}, WalkForwardConfig(**SERIAL))
+    pd.testing.assert_frame_equal(got.drop(columns="actual_close"), expected)
+    assert got["actual"].notna().mean() > 0.9
+    stranger = parts[0].assign(code="sz.999999")
+    with pytest.raises(ValueError, match="outside the panel"):
+        _assemble([stranger], grid, {}, WalkForwardConfig(**SERIAL))
