@@ -4,7 +4,8 @@
 #   scripts/train_multi30k.sh [OUT_DIR] > runs/multi30k.log 2>&1    (OUT_DIR default runs/multi30k)
 #
 # Trains a joint-BPE, shared-embedding 3+3-layer Transformer for at most MAX_MINUTES of training
-# (the epoch in progress is cut short at the limit), keeps an exponential moving average of the
+# (the epoch in progress is cut short at the limit; the learning rate decays linearly to zero
+# at that limit), keeps an exponential moving average of the
 # weights (decay 0.998) and averages the last 5 epoch checkpoints, keeps whichever of best.pt /
 # averaged.pt / ema0.998.pt has the highest validation BLEU, then scores test_2016_flickr with
 # beam 5 (beam size and length penalty chosen on the validation set: scripts/sweep_decoding.py).
@@ -28,7 +29,7 @@ $PY -m seq2seq.cli train \
   --out-dir "$OUT" --tokenizer bpe --vocab-size 6000 --joint-vocab --share-embeddings \
   --d-model 256 --heads 8 --ff 512 --encoder-layers 3 --decoder-layers 3 --dropout 0.1 \
   --attention-dropout 0 --epochs 100 --max-minutes "$MAX_MINUTES" --max-tokens 2000 --lr 2e-3 \
-  --warmup 300 --label-smoothing 0.1 --clip-norm 1.0 --average-last 5 --ema 0.998 \
+  --warmup 300 --lr-schedule linear --label-smoothing 0.1 --clip-norm 1.0 --average-last 5 --ema 0.998 \
   --val-bleu-sentences 500 \
   --seed 1 --threads "$THREADS" --device auto "$@"
 
