@@ -454,11 +454,13 @@ def _assemble(rows: list[pd.DataFrame], grid: Panel, panel: dict, config: WalkFo
 def _take_strings(values: np.ndarray, positions: np.ndarray):
     """``values[positions]`` as a string column. Where pandas keeps strings in Arrow (pandas
     3 with pyarrow) the gather happens there: no Python object per row."""
-    if isinstance(pd.Series(["x"]).dtype, pd.StringDtype) and pd.Series(["x"]).dtype.storage == "pyarrow":
+    default = pd.Series(["x"]).dtype  # the string dtype this pandas infers
+    if isinstance(default, pd.StringDtype) and default.storage == "pyarrow":
         import pyarrow as pa
 
-        return pd.array(pa.array(values.astype(str)).take(pa.array(positions)), dtype="str")
+        return pd.array(pa.array(values.astype(str)).take(pa.array(positions)), dtype=default)
     return values[positions]
+
 
 def _collect(results, store: FoldStore | None, done: dict, n_todo: int, progress: bool):
     """Take the folds' results as they finish, writing each to ``store`` at once; returns
