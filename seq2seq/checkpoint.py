@@ -8,6 +8,7 @@ dicts, lists, strings and numbers, never pickled code.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,6 +108,25 @@ def model_from_payload(data: dict, path: str | Path = "<checkpoint>",
 def load_model(path: str | Path, device: torch.device | str = "cpu") -> LoadedModel:
     """:func:`load_checkpoint` + :func:`model_from_payload`."""
     return model_from_payload(load_checkpoint(path), path, device)
+
+
+def load_ensemble(paths: Sequence[str | Path], device: torch.device | str = "cpu") -> list[LoadedModel]:
+    """Load checkpoints to decode together as an ensemble (one checkpoint: a list of one).
+
+    Raises:
+        CheckpointError: a checkpoint cannot be loaded, or its tokenizers differ from the first
+            one's (an ensemble averages probabilities over one vocabulary).
+    """
+    if not paths:
+        raise ValueError("load_ensemble needs at least one checkpoint")
+    loaded = [load_model(path, device) for path in paths]
+    first = loaded[0]
+    for path, other in zip(paths[1:], loaded[1:], strict=True):
+        for side in ("src", "tgt"):
+            if getattr(other, f"{side}_tokenizer").to_dict() != getattr(first, f"{side}_tokenizer").to_dict():
+                raise CheckpointError(f"{path}: its {side} tokenizer differs from that of {paths[0]}; the "
+                                      "checkpoints of an ensemble must share their tokenizers")
+    return loaded
 
 
 def average_state_dicts(paths: list[str | Path]) -> dict[str, torch.Tensor]:

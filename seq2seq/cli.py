@@ -38,12 +38,26 @@ def _device(name: str) -> torch.device:
 
 
 def _load(checkpoint: Path, device: torch.device):
-    from .checkpoint import CheckpointError, load_model
+    return _load_ensemble((checkpoint,), device)[0]
+
+
+def _load_ensemble(checkpoints: tuple[Path, ...], device: torch.device):
+    from .checkpoint import CheckpointError, load_ensemble
 
     try:
-        return load_model(checkpoint, device)
+        return load_ensemble(checkpoints, device)
     except CheckpointError as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+def _checkpoint_option(f):
+    """``-c``, repeatable: several checkpoints translate as one ensemble."""
+    return click.option(
+        "-c", "--checkpoint", "checkpoints", multiple=True, default=(DEFAULT_CHECKPOINT,), show_default=True,
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="Model checkpoint. Repeat to decode with an ensemble of checkpoints that share their "
+             "tokenizers (e.g. best.pt, averaged.pt and ema0.998.pt of one run): each step averages "
+             "their probabilities.")(f)
 
 
 def _decode_options(f):
@@ -289,15 +303,16 @@ def _stdin_lines() -> list[str]:
     return [line.rstrip("\r") for line in lines]
 
 
-def _translate(loaded, sentences: list[str], decode, max_tokens: int, dev: torch.device,
+def _translate(loaded: list, sentences: list[str], decode, max_tokens: int, dev: torch.device,
                source: str | None) -> list[str]:
-    """One translation per sentence, in order; a sentence too long for the model stops with an
-    error naming ``source`` (a file, ``<stdin>``) and the line, or the argument (``None``)."""
+    """One translation per sentence, in order, by the model (or ensemble) ``loaded``; a sentence
+    too long for the model stops with an error naming ``source`` (a file, ``<stdin>``) and the
+    line, or the argument (``None``)."""
     from .decoding import InputTooLongError, translate_texts
 
     try:
-        return translate_texts(loaded.model, loaded.src_tokenizer, loaded.tgt_tokenizer, sentences,
-                               decode, max_tokens, dev)
+        return translate_texts([m.model for m in loaded], loaded[0].src_tokenizer, loaded[0].tgt_tokenizer,
+                               sentences, decode, max_tokens, dev)
     except InputTooLongError as exc:
         where = f"argument {exc.index + 1}: {exc.reason}" if source is None else f"{source}: {exc}"
         raise click.ClickException(where) from exc
@@ -310,8 +325,7 @@ def _write_lines(path: Path, lines: list[str]) -> None:
 
 @main.command()
 @click.argument("text", nargs=-1)
-@click.option("-c", "--checkpoint", default=DEFAULT_CHECKPOINT, show_default=True,
-              type=click.Path(dir_okay=False, path_type=Path), help="Model checkpoint.")
+@_checkpoint_option
 @click.option("-i", "--input", "input_file", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
               help="File of sentences (one per line, plain or .gz; '-' = stdin). Without TEXT or "
                    "--input, sentences are read from stdin. One output line per input line, in "
@@ -322,7 +336,7 @@ def _write_lines(path: Path, lines: list[str]) -> None:
               help="Source tokens per decoding batch.")
 @_decode_options
 @_common_options
-def translate(text, checkpoint, input_file, output, max_tokens, beam, length_penalty, max_len_ratio,
+def translate(text, checkpoints, input_file, output, max_tokens, beam, length_penalty, max_len_ratio,
               max_len_extra, device, threads, verbose) -> None:
     """Translate TEXT arguments, a file, or stdin (one sentence per line).
 
@@ -345,7 +359,7 @@ def translate(text, checkpoint, input_file, output, max_tokens, beam, length_pen
             raise click.ClickException(str(exc)) from exc
     else:
         source, sentences = "<stdin>", _stdin_lines()
-    loaded = _load(checkpoint, dev)
+    loaded = _load_ensemble(checkpoints, dev)
     outs = _translate(loaded, sentences, decode, max_tokens, dev, source) if sentences else []
     if output is not None:
         _write_lines(output, outs)
@@ -439,8 +453,7 @@ def _json_report(results: list[_Scored], run: dict) -> dict:
 
 
 @main.command()
-@click.option("-c", "--checkpoint", default=DEFAULT_CHECKPOINT, show_default=True,
-              type=click.Path(dir_okay=False, path_type=Path), help="Model checkpoint.")
+@_checkpoint_option
 @click.option("--src", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Source sentences (plain or .gz). Repeat with --ref for several test sets (one "
                    "row each). Default: the embedded toy corpus.")
@@ -455,7 +468,7 @@ def _json_report(results: list[_Scored], run: dict) -> dict:
               help="Source tokens per decoding batch.")
 @_decode_options
 @_common_options
-def evaluate(checkpoint, src, ref, output, json_out, max_tokens, beam, length_penalty, max_len_ratio,
+def evaluate(checkpoints, src, ref, output, json_out, max_tokens, beam, length_penalty, max_len_ratio,
              max_len_extra, device, threads, verbose) -> None:
     """Translate --src and score against --ref: sacreBLEU BLEU and chrF, plus tokenized
     lower-cased BLEU. Several --src/--ref pairs give one row per test set."""
@@ -463,10 +476,12 @@ def evaluate(checkpoint, src, ref, output, json_out, max_tokens, beam, length_pe
     dev = _device(device)
     decode = _decode_config(beam, length_penalty, max_len_ratio, max_len_extra)
     sets = _test_sets(src, ref, output)
-    results = _score_sets(_load(checkpoint, dev), sets, decode, max_tokens, dev, output)
+    results = _score_sets(_load_ensemble(checkpoints, dev), sets, decode, max_tokens, dev, output)
     _echo_scores(results, beam)
     if json_out is not None:
-        run = {"checkpoint": str(checkpoint), "beam": beam, "length_penalty": length_penalty}
+        # One checkpoint: its path; an ensemble: the paths joined by " + ".
+        run = {"checkpoint": " + ".join(str(c) for c in checkpoints), "beam": beam,
+               "length_penalty": length_penalty}
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(_json_report(results, run), indent=2))
 

@@ -8,6 +8,7 @@ decoder over the full prefix each step; it exists as a reference for tests and b
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -51,37 +52,79 @@ def max_lengths(src: torch.Tensor, ratio: float, extra: int, model_max_len: int)
     return limit.clamp(min=1, max=model_max_len - 1)
 
 
-class _StepDecoder:
-    """Next-token log-probabilities for growing prefixes, with or without the cache."""
+Models = Transformer | Sequence[Transformer]
 
-    def __init__(self, model: Transformer, memory: torch.Tensor, src_mask: torch.Tensor, use_cache: bool):
-        self.model = model
-        self.memory = memory
+
+def as_models(model: Models) -> list[Transformer]:
+    """``model`` as a list: one model, or the members of an ensemble, in eval mode.
+
+    An ensemble's members share one tokenizer pair (the caller's duty); here they must at least
+    have the same vocabulary sizes, or their probabilities could not be averaged.
+    """
+    models = [model] if isinstance(model, Transformer) else list(model)
+    if not models:
+        raise ValueError("no model to decode with: the ensemble is empty")
+    sizes = sorted({(m.config.src_vocab_size, m.config.tgt_vocab_size) for m in models})
+    if len(sizes) > 1:
+        raise ValueError(f"the models of an ensemble must share their vocabularies; got (source, target) "
+                         f"sizes {sizes}")
+    for m in models:
+        m.eval()
+    return models
+
+
+def models_max_len(models: list[Transformer]) -> int:
+    """The longest sequence every model covers."""
+    return min(m.config.max_len for m in models)
+
+
+class _StepDecoder:
+    """Next-token log-probabilities for growing prefixes, with or without the cache.
+
+    With several models (an ensemble) each keeps its own encoder output and cache, and a step
+    scores the log of the mean of their probabilities.
+    """
+
+    def __init__(self, models: list[Transformer], src: torch.Tensor, use_cache: bool):
+        """``src`` ``[batch, src_len]`` is encoded here, once per model."""
+        self.models = models
+        encoded = [m.encode(src) for m in models]
+        self.memories = [memory for memory, _ in encoded]
+        src_mask = encoded[0][1]  # depends on the padding of src only
         # A mask that masks nothing (no padding in the batch) is left out: attention is then
         # cheaper and identical.
         self.src_mask = None if bool(src_mask.all()) else src_mask
-        self.cache: StackCache | None = model.decoder.new_cache() if use_cache else None
+        self.caches: list[StackCache] | None = (
+            [m.decoder.new_cache() for m in models] if use_cache else None)
 
     def __call__(self, prefix: torch.Tensor, log_probs: bool = True) -> torch.Tensor:
-        """``prefix`` ``[rows, t]`` -> log-probs (or raw logits) of token ``t+1`` ``[rows, vocab]``
-        (a transposed view of a ``[vocab, rows]`` tensor)."""
-        if self.cache is not None:
-            h = self.model.decode_hidden(prefix[:, -1:], self.memory, self.src_mask, self.cache)
-        else:
-            h = self.model.decode_hidden(prefix, self.memory, self.src_mask)
-        # The vocabulary projection is the largest matmul of a cached step. As [vocab, d] @
-        # [d, rows] it splits over the vocabulary and takes 1.2 ms instead of 2.0 ms for
-        # [32, 256] x [256, 8000] on two CPU cores (a few rows split badly), with no weight copy.
-        logits_t = torch.mm(self.model.output.weight, h[:, -1].t()).float()  # (V, rows)
-        return (torch.log_softmax(logits_t, dim=0) if log_probs else logits_t).t()
+        """``prefix`` ``[rows, t]`` -> log-probs of token ``t+1`` ``[rows, vocab]`` (a transposed
+        view of a ``[vocab, rows]`` tensor). One model with ``log_probs=False`` gives its raw
+        logits (enough for an argmax); an ensemble always gives log-probs, since the logits of
+        different models are not on one scale."""
+        logits = []
+        for i, model in enumerate(self.models):
+            if self.caches is not None:
+                h = model.decode_hidden(prefix[:, -1:], self.memories[i], self.src_mask, self.caches[i])
+            else:
+                h = model.decode_hidden(prefix, self.memories[i], self.src_mask)
+            # The vocabulary projection is the largest matmul of a cached step. As [vocab, d] @
+            # [d, rows] it splits over the vocabulary and takes 1.2 ms instead of 2.0 ms for
+            # [32, 256] x [256, 8000] on two CPU cores (a few rows split badly), with no weight copy.
+            logits.append(torch.mm(model.output.weight, h[:, -1].t()).float())  # (V, rows)
+        if len(logits) == 1:
+            return (torch.log_softmax(logits[0], dim=0) if log_probs else logits[0]).t()
+        per_model = torch.stack([torch.log_softmax(x, dim=0) for x in logits])  # (models, V, rows)
+        return (per_model.logsumexp(dim=0) - math.log(len(logits))).t()
 
     def select(self, rows: torch.Tensor) -> None:
-        """Keep batch rows ``rows`` ``[new_rows]`` (beam reordering / dropping finished rows)."""
-        self.memory = self.memory.index_select(0, rows)
+        """Keep batch rows ``rows`` ``[new_rows]`` (beam expansion and reordering, dropping
+        finished rows)."""
+        self.memories = [memory.index_select(0, rows) for memory in self.memories]
         if self.src_mask is not None:
             self.src_mask = self.src_mask.index_select(0, rows)
-        if self.cache is not None:
-            self.cache.reorder(rows)
+        for cache in self.caches or []:
+            cache.reorder(rows)
 
 
 def _trim(ids: list[int]) -> list[int]:
@@ -89,20 +132,21 @@ def _trim(ids: list[int]) -> list[int]:
 
 
 @torch.inference_mode()
-def greedy_decode(model: Transformer, src: torch.Tensor, max_len_ratio: float = 1.5,
+def greedy_decode(model: Models, src: torch.Tensor, max_len_ratio: float = 1.5,
                   max_len_extra: int = 10, use_cache: bool = True) -> list[list[int]]:
     """Greedy decoding of a batch.
 
     Args:
+        model: a model, or several sharing one vocabulary (an ensemble: their probabilities
+            are averaged).
         src: source ids ``[batch, src_len]`` (padded with ``<pad>``, ending in ``<eos>``).
 
     Returns:
         per sentence, the output ids without ``<bos>``/``<eos>``.
     """
-    model.eval()
-    memory, src_mask = model.encode(src)
-    limits = max_lengths(src, max_len_ratio, max_len_extra, model.config.max_len)
-    step = _StepDecoder(model, memory, src_mask, use_cache)
+    models = as_models(model)
+    limits = max_lengths(src, max_len_ratio, max_len_extra, models_max_len(models))
+    step = _StepDecoder(models, src, use_cache)
     batch = src.size(0)
     prefix = torch.full((batch, 1), BOS_ID, dtype=torch.long, device=src.device)
     rows = torch.arange(batch, device=src.device)  # original sentence of each live row
@@ -127,7 +171,7 @@ def greedy_decode(model: Transformer, src: torch.Tensor, max_len_ratio: float = 
 
 
 @torch.inference_mode()
-def beam_search(model: Transformer, src: torch.Tensor, beam_size: int = 5, length_penalty: float = 1.0,
+def beam_search(model: Models, src: torch.Tensor, beam_size: int = 5, length_penalty: float = 1.0,
                 max_len_ratio: float = 1.5, max_len_extra: int = 10,
                 use_cache: bool = True) -> list[list[int]]:
     """Batched beam search.
@@ -139,6 +183,7 @@ def beam_search(model: Transformer, src: torch.Tensor, beam_size: int = 5, lengt
     only ``<eos>`` is allowed. With ``beam_size=1`` this is exactly greedy decoding.
 
     Args:
+        model: a model or an ensemble, as for :func:`greedy_decode`.
         src: source ids ``[batch, src_len]``.
 
     Returns:
@@ -146,14 +191,13 @@ def beam_search(model: Transformer, src: torch.Tensor, beam_size: int = 5, lengt
     """
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
-    model.eval()
+    models = as_models(model)
     k = beam_size
     device = src.device
-    memory, src_mask = model.encode(src)
-    limits = max_lengths(src, max_len_ratio, max_len_extra, model.config.max_len)
+    limits = max_lengths(src, max_len_ratio, max_len_extra, models_max_len(models))
     batch = src.size(0)
-    expand = torch.arange(batch, device=device).repeat_interleave(k)
-    step = _StepDecoder(model, memory.index_select(0, expand), src_mask.index_select(0, expand), use_cache)
+    step = _StepDecoder(models, src, use_cache)  # encodes each sentence once...
+    step.select(torch.arange(batch, device=device).repeat_interleave(k))  # ...then copies it k times
     prefix = torch.full((batch * k, 1), BOS_ID, dtype=torch.long, device=device)
     scores = torch.full((batch, k), -math.inf, device=device)
     scores[:, 0] = 0.0  # all beams start identical: keep only one alive at first
@@ -212,7 +256,7 @@ def beam_search(model: Transformer, src: torch.Tensor, beam_size: int = 5, lengt
     return results
 
 
-def decode_batch(model: Transformer, src: torch.Tensor, config: DecodeConfig,
+def decode_batch(model: Models, src: torch.Tensor, config: DecodeConfig,
                  use_cache: bool = True) -> list[list[int]]:
     """Greedy (``beam_size == 1``) or beam search per ``config``; see those functions."""
     if config.beam_size == 1:
@@ -262,7 +306,7 @@ def one_line(text: str) -> str:
     return " ".join(text.splitlines())
 
 
-def translate_ids(model: Transformer, sources: list[list[int]], config: DecodeConfig,
+def translate_ids(model: Models, sources: list[list[int]], config: DecodeConfig,
                   max_tokens: int = 4000, device: torch.device | str = "cpu",
                   use_cache: bool = True, truncate: bool = False) -> list[list[int]]:
     """Decode many tokenised sentences, batched by length (within ``max_tokens`` source
@@ -279,7 +323,7 @@ def translate_ids(model: Transformer, sources: list[list[int]], config: DecodeCo
     Raises:
         InputTooLongError: a source has more than ``max_len - 1`` tokens (and not ``truncate``).
     """
-    sources = fit_sources(sources, model.config.max_len - 1, truncate)
+    sources = fit_sources(sources, models_max_len(as_models(model)) - 1, truncate)
     out: list[list[int]] = [[] for _ in sources]
     todo = [i for i, s in enumerate(sources) if s]
     lengths = [len(sources[i]) for i in todo]
@@ -292,7 +336,7 @@ def translate_ids(model: Transformer, sources: list[list[int]], config: DecodeCo
     return out
 
 
-def translate_texts(model: Transformer, src_tokenizer, tgt_tokenizer, texts: list[str],
+def translate_texts(model: Models, src_tokenizer, tgt_tokenizer, texts: list[str],
                     config: DecodeConfig, max_tokens: int = 4000,
                     device: torch.device | str = "cpu") -> list[str]:
     """Tokenise ``texts``, decode, and detokenise: plain text in, plain text out, one output

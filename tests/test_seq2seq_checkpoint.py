@@ -11,6 +11,7 @@ from seq2seq.checkpoint import (
     CheckpointError,
     average_state_dicts,
     load_checkpoint,
+    load_ensemble,
     load_model,
     save_checkpoint,
 )
@@ -98,6 +99,19 @@ def test_average_state_dicts(tmp_path):
     pc = save_checkpoint(tmp_path / "c.pt", other, tok, tok)
     with pytest.raises(CheckpointError, match="cannot average"):
         average_state_dicts([pa, pc])
+
+
+def test_load_ensemble_needs_one_tokenizer_pair(tmp_path):
+    tok = WordTokenizer.train(SRC + TGT)
+    upper = WordTokenizer.train([s.upper() for s in SRC + TGT])
+    assert upper.vocab_size == tok.vocab_size  # same sizes: only the tokenizer check can tell
+    pa = save_checkpoint(tmp_path / "a.pt", _model(tok, tok), tok, tok)
+    pb = save_checkpoint(tmp_path / "b.pt", _model(tok, tok, max_len=32), tok, tok)
+    pc = save_checkpoint(tmp_path / "c.pt", _model(upper, tok), upper, tok)
+    loaded = load_ensemble([pa, pb])
+    assert [m.model.config.max_len for m in loaded] == [256, 32]
+    with pytest.raises(CheckpointError, match=r"c\.pt: its src tokenizer differs from that of .*a\.pt"):
+        load_ensemble([pa, pc])
 
 
 def _trainer(tmp_path, epochs, average_last=0, ema=(), **kw):

@@ -227,3 +227,20 @@ def test_evaluate_several_test_sets(toy_run, tmp_path):
     bad = CliRunner().invoke(main, ["evaluate", "-c", str(out / "best.pt"), "--src", str(sets[0][0]),
                                     "--src", str(sets[1][0]), "--ref", str(sets[0][1])])
     assert bad.exit_code == 2 and "got 2 --src and 1 --ref" in bad.output
+
+
+def test_evaluate_and_translate_with_an_ensemble_of_checkpoints(toy_run, tmp_path):
+    out, _ = toy_run
+    best, last = str(out / "best.pt"), str(out / "last.pt")
+    json_out = tmp_path / "s.json"
+    result = CliRunner().invoke(main, ["evaluate", "-c", best, "-c", last, "--beam", "2",
+                                       "--json", str(json_out)])
+    assert result.exit_code == 0, result.output
+    import json
+
+    scores = json.loads(json_out.read_text())
+    assert scores["checkpoint"] == f"{best} + {last}" and scores["bleu"] > 90
+    both = CliRunner().invoke(main, ["translate", "-c", best, "-c", best, "Ich möchte ein Bier."])
+    assert both.exit_code == 0 and both.output == "I want a beer.\n", both.output
+    missing = CliRunner().invoke(main, ["translate", "-c", best, "-c", str(tmp_path / "no.pt"), "Hallo"])
+    assert missing.exit_code == 1 and "no.pt" in missing.output

@@ -94,3 +94,52 @@ def test_decode_config_validation():
         DecodeConfig(beam_size=0)
     with pytest.raises(ValueError, match="cannot both be 0"):
         DecodeConfig(max_len_ratio=0, max_len_extra=0)
+
+
+def _other_model(seed: int, max_len: int = 64, vocab: int = 30) -> Transformer:
+    torch.manual_seed(seed)
+    return Transformer(TransformerConfig(vocab, vocab, d_model=32, n_heads=4, d_ff=64, encoder_layers=1,
+                                         decoder_layers=2, dropout=0.0, max_len=max_len)).eval()
+
+
+def test_ensemble_step_is_the_log_of_the_mean_probability(model, src):
+    from seq2seq.decoding import _StepDecoder
+
+    other = _other_model(5)
+    prefix = torch.tensor([[BOS_ID, 7, 9]] * src.size(0))
+    expected = []
+    for m in (model, other):
+        memory, mask = m.encode(src)
+        expected.append(torch.softmax(m.output(m.decode_hidden(prefix, memory, mask)[:, -1]), dim=-1))
+    mean = (expected[0] + expected[1]) / 2
+    got = _StepDecoder([model, other], src, use_cache=False)(prefix)
+    torch.testing.assert_close(got, mean.log(), atol=1e-5, rtol=1e-5)
+    cached = _StepDecoder([model, other], src, use_cache=True)
+    for t in range(1, prefix.size(1) + 1):
+        step = cached(prefix[:, :t])
+    torch.testing.assert_close(step, mean.log(), atol=1e-5, rtol=1e-5)
+
+
+def test_ensemble_of_copies_decodes_as_the_model_and_caches_like_uncached(model, src):
+    assert greedy_decode([model, model], src) == greedy_decode(model, src)
+    assert beam_search([model, model], src, beam_size=4) == beam_search(model, src, beam_size=4)
+    pair = [model, _other_model(5)]
+    greedy = greedy_decode(pair, src)
+    assert greedy == greedy_decode(pair, src, use_cache=False)
+    assert greedy != greedy_decode(model, src)  # the second model changed something
+    beam = beam_search(pair, src, beam_size=4)
+    assert beam == beam_search(pair, src, beam_size=4, use_cache=False)
+    assert beam_search(pair, src, beam_size=1) == greedy
+
+
+def test_ensemble_needs_one_vocabulary_and_takes_the_shortest_max_len(model, src):
+    with pytest.raises(ValueError, match="share their vocabularies"):
+        greedy_decode([model, _other_model(5, vocab=31)], src)
+    with pytest.raises(ValueError, match="empty"):
+        greedy_decode([], src)
+    from seq2seq.decoding import InputTooLongError
+
+    short = _other_model(5, max_len=8)
+    assert len(translate_ids([model, short], [[5] * 7], DecodeConfig(beam_size=1))[0]) <= 7
+    with pytest.raises(InputTooLongError):
+        translate_ids([model, short], [[5] * 8], DecodeConfig(beam_size=1))
