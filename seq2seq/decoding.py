@@ -323,7 +323,8 @@ def translate_ids(model: Models, sources: list[list[int]], config: DecodeConfig,
     Raises:
         InputTooLongError: a source has more than ``max_len - 1`` tokens (and not ``truncate``).
     """
-    sources = fit_sources(sources, models_max_len(as_models(model)) - 1, truncate)
+    models = as_models(model)  # checked once, not per batch
+    sources = fit_sources(sources, models_max_len(models) - 1, truncate)
     out: list[list[int]] = [[] for _ in sources]
     todo = [i for i, s in enumerate(sources) if s]
     lengths = [len(sources[i]) for i in todo]
@@ -331,7 +332,7 @@ def translate_ids(model: Models, sources: list[list[int]], config: DecodeConfig,
     for batch in TokenBatchSampler(lengths, lengths, max_tokens, shuffle=False):
         idx = [todo[b] for b in batch]
         src = source_tensor([sources[i] for i in idx]).to(device)
-        for i, ids in zip(idx, decode_batch(model, src, config, use_cache), strict=True):
+        for i, ids in zip(idx, decode_batch(models, src, config, use_cache), strict=True):
             out[i] = ids
     return out
 
