@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import click
 import torch
 
+from .core.precision import PRECISIONS
 from .training import LR_SCHEDULES
 
 if TYPE_CHECKING:
@@ -169,6 +170,9 @@ def main() -> None:
               help="Decode only the first N validation sentences for BLEU (0 = all).")
 @click.option("--seed", default=0, show_default=True, type=int,
               help="Seed for weights, dropout and batch order.")
+@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True,
+              help="Training forward pass in float32, or bfloat16 autocast (bf16), or bf16 where "
+                   "it measures faster on the device (auto).")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="tqdm progress bar.")
 @_common_options
 def train(**opts) -> None:
@@ -210,6 +214,7 @@ def train(**opts) -> None:
             ema=opts["ema"],
             max_minutes=opts["max_minutes"], val_bleu=opts["val_bleu"],
             val_bleu_sentences=opts["val_bleu_sentences"], progress=opts["progress"],
+            precision=opts["precision"],
         )
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc

@@ -17,6 +17,7 @@ from .positions import (
     SinusoidalPositionalEncoding,
     sinusoidal_table,
 )
+from .precision import PRECISIONS, autocast, resolve_precision
 
 __all__ = [
     "Decoder",
@@ -43,7 +44,10 @@ __all__ = [
     "save_checkpoint",
     "CheckpointError",
     "atomic_write",
+    "PRECISIONS",
+    "autocast",
     "resolve_device",
+    "resolve_precision",
     "scaled_dot_product_attention",
     "sinusoidal_table",
 ]
