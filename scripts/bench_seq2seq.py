@@ -7,6 +7,9 @@ higher is better):
   backward, AdamW) of :class:`seq2seq.model.Transformer` vs ``torch.nn.Transformer`` with the
   same embeddings, sinusoidal positions and tied output projection (d_model 256, 3+3 layers,
   8 heads, ff 512, batch 128; target >= 1.0).
+- ``train_bf16_tokens_per_s``: the same training step of our model under bfloat16 autocast
+  (``--precision bf16``) vs float32 (the factor ``--precision auto`` rests on; > 1 only on CPUs
+  with native bfloat16 products, AVX-512 BF16 or AMX).
 - ``greedy_cache_sentences_per_s``: greedy decoding with the key/value cache vs re-decoding the
   whole prefix every step (batch 32, 20 steps; target >= 3.0).
 - ``beam5_sentences_per_s``: beam search (beam 5) with the cache vs without it.
@@ -29,7 +32,7 @@ import time
 import torch
 from torch import nn
 
-from seq2seq.core import SinusoidalPositionalEncoding, causal_mask
+from seq2seq.core import SinusoidalPositionalEncoding, autocast, causal_mask
 from seq2seq.decoding import beam_search, greedy_decode
 from seq2seq.model import Transformer, TransformerConfig
 from seq2seq.tokenization import EOS_ID, PAD_ID
@@ -98,6 +101,31 @@ def bench_training(args) -> tuple[float, float]:
     return n_tokens / statistics.median(times[id(ours)]), n_tokens / statistics.median(times[id(ref)])
 
 
+def bench_precision(args) -> tuple[float, float]:
+    """Target tokens/s of our training step under bfloat16 autocast and in float32."""
+    torch.manual_seed(0)
+    cfg = TransformerConfig(args.vocab, args.vocab, d_model=256, n_heads=8, d_ff=512, encoder_layers=3,
+                            decoder_layers=3, dropout=0.1, attention_dropout=0.0, share_embeddings=True)
+    model = Transformer(cfg).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    gen = torch.Generator().manual_seed(0)
+    src, tgt_in, tgt_out = _batch(args.vocab, 128, args.length, args.length, gen)
+    n_tokens = int((tgt_out != PAD_ID).sum())
+    times: dict[str, list[float]] = {"bf16": [], "fp32": []}
+    for i in range(args.train_warmup + args.train_repeats):
+        for precision in (("bf16", "fp32") if i % 2 == 0 else ("fp32", "bf16")):
+            start = time.perf_counter()
+            with autocast("cpu", precision):
+                logits = model(src, tgt_in)
+            loss, _, n = label_smoothed_loss(logits, tgt_out, 0.1)
+            opt.zero_grad(set_to_none=True)
+            (loss / n).backward()
+            opt.step()
+            if i >= args.train_warmup:
+                times[precision].append(time.perf_counter() - start)
+    return n_tokens / statistics.median(times["bf16"]), n_tokens / statistics.median(times["fp32"])
+
+
 def _decode_model(args) -> Transformer:
     torch.manual_seed(0)
     cfg = TransformerConfig(args.vocab, args.vocab, d_model=256, n_heads=8, d_ff=512, encoder_layers=3,
@@ -144,6 +172,8 @@ def main() -> None:
           f"length={args.length}, decode steps={args.steps}; medians; ratio = ours / reference")
     ours, ref = bench_training(args)
     print(f"train_tokens_per_s ours={ours:.0f} reference={ref:.0f} ratio={ours / ref:.3f}", flush=True)
+    ours, ref = bench_precision(args)
+    print(f"train_bf16_tokens_per_s ours={ours:.0f} reference={ref:.0f} ratio={ours / ref:.3f}", flush=True)
 
     def greedy(model, src, use_cache):
         return greedy_decode(model, src, max_len_ratio=0.0, max_len_extra=args.steps, use_cache=use_cache)

@@ -108,9 +108,36 @@ class TrainConfig:
         return d
 
 
+class _SmoothedNLL(torch.autograd.Function):
+    """Summed label-smoothed NLL of ``[tokens, vocab]`` logits with a hand-written backward:
+    ``weight * (softmax - q)`` with ``q = (1 - smoothing) * onehot + smoothing / vocab``, three
+    passes over the largest activation instead of autograd's six (gather, mean and
+    log-softmax backward, each a full ``[tokens, vocab]`` tensor)."""
+
+    @staticmethod
+    def forward(ctx, logits, target, weight, smoothing):
+        logp = torch.log_softmax(logits.float(), dim=-1)
+        nll = -(logp.gather(1, target.unsqueeze(1)).squeeze(1) * weight).sum()
+        loss = (1.0 - smoothing) * nll - smoothing * (logp.mean(dim=-1) * weight).sum()
+        ctx.save_for_backward(logp, target, weight)
+        ctx.smoothing, ctx.logits_dtype = smoothing, logits.dtype
+        ctx.mark_non_differentiable(nll)
+        return loss, nll
+
+    @staticmethod
+    def backward(ctx, grad_loss, _grad_nll):
+        logp, target, weight = ctx.saved_tensors
+        s = ctx.smoothing
+        grad = logp.exp().sub_(s / logp.size(-1))
+        grad.scatter_add_(1, target.unsqueeze(1), grad.new_full((target.numel(), 1), s - 1.0))
+        grad.mul_((weight * grad_loss).unsqueeze(1))
+        return grad.to(ctx.logits_dtype), None, None, None
+
+
 def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, smoothing: float,
                         pad_id: int = PAD_ID) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Label-smoothed cross-entropy, padding ignored.
+    """Label-smoothed cross-entropy, padding ignored; equals
+    ``F.cross_entropy(..., label_smoothing=smoothing, ignore_index=pad_id, reduction="sum")``.
 
     Args:
         logits: ``[batch, tgt_len, vocab]``.
@@ -119,18 +146,15 @@ def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, smoothing: f
 
     Returns:
         ``(loss_sum, nll_sum, n_tokens)``: summed smoothed loss (to optimise), summed plain
-        negative log-likelihood (to report), number of non-pad target tokens.
+        negative log-likelihood (to report, no gradient), number of non-pad target tokens.
     """
     # One log-softmax serves both the smoothed loss and the reported NLL (the vocabulary
-    # projection is the largest activation, so computing it once matters on CPU).
-    logp = torch.log_softmax(logits.reshape(-1, logits.size(-1)).float(), dim=-1)
+    # projection is the largest activation, so each pass over it matters on CPU).
     flat_target = target.reshape(-1)
     real = flat_target != pad_id
-    nll_tok = -logp.gather(1, flat_target.unsqueeze(1)).squeeze(1)
-    smooth_tok = -logp.mean(dim=-1)  # uniform over the vocabulary, as torch's label_smoothing
-    nll = (nll_tok * real).sum()
-    loss = (1.0 - smoothing) * nll + smoothing * (smooth_tok * real).sum()
-    return loss, nll.detach(), int(real.sum())
+    loss, nll = _SmoothedNLL.apply(logits.reshape(-1, logits.size(-1)), flat_target, real.float(),
+                                   float(smoothing))
+    return loss, nll, int(real.sum())
 
 
 def noam_lr(step: int, peak: float, warmup: int) -> float:

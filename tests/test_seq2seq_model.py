@@ -4,12 +4,13 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from seq2seq.batching import ParallelDataset, source_tensor
 from seq2seq.decoding import greedy_decode
 from seq2seq.model import Transformer, TransformerConfig
 from seq2seq.tokenization import PAD_ID, WordTokenizer
-from seq2seq.training import TrainConfig, Trainer
+from seq2seq.training import TrainConfig, Trainer, label_smoothed_loss
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -92,3 +93,35 @@ def test_one_pair_task_is_learned(tmp_path):
     out = greedy_decode(model, source_tensor(src_tok.encode_batch(src_text)))
     assert tgt_tok.decode(out[0]) == "i want a beer"
     assert len(set(out[0])) == 4
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.3])
+def test_label_smoothed_loss_and_its_gradient_match_torch(smoothing):
+    """The hand-written backward against autograd through torch's cross-entropy, pads ignored."""
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(3, 5, 11, generator=gen, dtype=torch.float64)
+    target = torch.randint(1, 11, (3, 5), generator=gen)
+    target[0, 3:] = PAD_ID
+    target[2, 1:] = PAD_ID
+    ours = logits.clone().requires_grad_(True)
+    loss, nll, n = label_smoothed_loss(ours, target, smoothing)
+    (2.5 * loss).backward()
+    ref = logits.clone().requires_grad_(True)
+    ref_loss = F.cross_entropy(ref.reshape(-1, 11), target.reshape(-1), ignore_index=PAD_ID,
+                               label_smoothing=smoothing, reduction="sum")
+    (2.5 * ref_loss).backward()
+    ref_nll = F.cross_entropy(logits.reshape(-1, 11), target.reshape(-1), ignore_index=PAD_ID,
+                              reduction="sum")
+    assert n == 15 - 2 - 4
+    # The loss is computed in float32 whatever the logits' dtype.
+    torch.testing.assert_close(loss.double(), ref_loss, rtol=1e-6, atol=1e-5)
+    torch.testing.assert_close(nll.double(), ref_nll, rtol=1e-6, atol=1e-5)
+    torch.testing.assert_close(ours.grad, ref.grad, rtol=1e-5, atol=1e-6)
+    assert not nll.requires_grad
+
+
+def test_label_smoothed_loss_hands_back_a_gradient_in_the_logits_dtype():
+    logits = torch.randn(2, 3, 7).bfloat16().requires_grad_(True)
+    loss, _, _ = label_smoothed_loss(logits, torch.tensor([[1, 2, 0], [3, 4, 5]]), 0.1)
+    loss.backward()
+    assert logits.grad.dtype == torch.bfloat16 and logits.grad[0, 2].abs().sum() == 0
