@@ -80,16 +80,23 @@ def test_forward_shapes_and_causality(positional, norm_first):
     assert torch.all(weights["cross"][0][1, :, :, 2:] == 0)  # padded source keys get no attention
 
 
-def test_one_pair_task_is_learned(tmp_path):
-    """A published tutorial's model emitted "E E E E E" here; ours must output the target."""
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_one_pair_task_is_learned(tmp_path, precision):
+    """A published tutorial's model emitted "E E E E E" here; ours must output the target, in
+    float32 and under bfloat16 autocast (whose weights stay float32)."""
     torch.manual_seed(0)
     src_text, tgt_text = ["ich mochte ein bier"], ["i want a beer"]
     src_tok, tgt_tok = WordTokenizer.train(src_text), WordTokenizer.train(tgt_text)
     model = Transformer(TransformerConfig(src_tok.vocab_size, tgt_tok.vocab_size, d_model=32, n_heads=4,
                                           d_ff=64, encoder_layers=2, decoder_layers=2, dropout=0.1))
     data = ParallelDataset(src_tok.encode_batch(src_text), tgt_tok.encode_batch(tgt_text))
-    cfg = TrainConfig(epochs=60, max_tokens=64, lr=3e-3, warmup=10, seed=0, val_bleu=False, progress=False)
-    Trainer(model, src_tok, tgt_tok, data, None, cfg, tmp_path).fit()
+    cfg = TrainConfig(epochs=60, max_tokens=64, lr=3e-3, warmup=10, seed=0, val_bleu=False, progress=False,
+                      precision=precision)
+    trainer = Trainer(model, src_tok, tgt_tok, data, None, cfg, tmp_path)
+    history = trainer.fit()
+    assert trainer.precision == precision
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert history[-1]["train_nll"] < 0.1 * history[0]["train_nll"]
     out = greedy_decode(model, source_tensor(src_tok.encode_batch(src_text)))
     assert tgt_tok.decode(out[0]) == "i want a beer"
     assert len(set(out[0])) == 4

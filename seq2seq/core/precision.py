@@ -1,10 +1,10 @@
-"""Training precision shared by both packages (``--precision fp32|bf16|auto``).
+"""Training precision (``seq2seq train --precision fp32|bf16|auto``; the forecaster trains in
+float32).
 
 ``bf16`` runs the forward pass under :func:`torch.autocast` with bfloat16: matrix products in
 bfloat16, weights, optimizer state and loss in float32. Whether that is faster depends on the
-hardware (a CPU with AVX-512 BF16 or AMX runs bfloat16 products 2.5x faster than float32; on an
-AVX2 CPU they are emulated and much slower), so ``auto`` measures it on the device instead of
-guessing from its name.
+hardware (measured: an AVX-512 BF16 CPU ran bfloat16 products 2.2-2.5x faster than float32, an
+AVX2 CPU 17x slower), so ``auto`` measures it on the device instead of guessing from its name.
 """
 
 from __future__ import annotations
