@@ -244,3 +244,25 @@ def test_evaluate_and_translate_with_an_ensemble_of_checkpoints(toy_run, tmp_pat
     assert both.exit_code == 0 and both.output == "I want a beer.\n", both.output
     missing = CliRunner().invoke(main, ["translate", "-c", best, "-c", str(tmp_path / "no.pt"), "Hallo"])
     assert missing.exit_code == 1 and "no.pt" in missing.output
+
+
+def test_sweep_decoding_names_the_best_checkpoint_for_the_recipe(toy_run):
+    """scripts/train_multi30k.sh keeps the checkpoint named on the sweep's ``# best:`` line."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out, _ = toy_run
+    src, ref = toy_corpus_paths()
+    ckpts = [str(out / "best.pt"), str(out / "last.pt")]
+    script = Path(__file__).resolve().parents[1] / "scripts" / "sweep_decoding.py"
+    proc = subprocess.run([sys.executable, str(script), *ckpts, "--src", str(src), "--ref", str(ref),
+                           "--beams", "1,2", "--length-penalties", "1.0", "--threads", "1"],
+                          capture_output=True, text=True, check=True)
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("decode ")]
+    assert len(rows) == 4  # 2 checkpoints x (greedy, beam 2)
+    bleus = [float(re.search(r" bleu=([\d.]+)", row).group(1)) for row in rows]
+    best = re.search(r"^# best: (.*) beam .*\(validation BLEU ([\d.]+)\)$", proc.stdout, re.M)
+    assert best is not None and best.group(1) in ckpts
+    assert float(best.group(2)) == max(bleus) > 90
