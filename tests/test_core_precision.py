@@ -50,4 +50,3 @@ def test_cpu_attention_runs_its_fused_kernel_in_float32_under_autocast(monkeypat
     assert seen == [torch.float32]
     assert out.dtype == torch.bfloat16
     torch.testing.assert_close(out.float(), reference, atol=3e-2, rtol=3e-2)
-
