@@ -1,19 +1,36 @@
 """forecaster: causal Transformers (built on :mod:`seq2seq.core`) for daily A-share returns:
-one stock's log returns (:class:`CausalTransformerForecaster`) and the cross-section of a
-panel of stocks (:class:`PanelTransformer`)."""
+the cross-section of a panel of stocks (:class:`PanelTransformer`) and one stock's log returns
+(:class:`CausalTransformerForecaster`), with loaders, walk-forward evaluation, A-share
+backtests and reports. See ARCHITECTURE.md for the parts and how data flows through them.
 
-__all__ = ["CausalTransformerForecaster", "PanelTransformer"]
+The public names below are imported on first use, so that ``forecaster.data``,
+``forecaster.metrics`` and ``forecaster.portfolio`` load without torch.
+"""
+
+from importlib import import_module
+
 __version__ = "0.1.0"
+
+# name -> the module that defines it
+_PUBLIC = {
+    "CausalTransformerForecaster": "forecaster.models.stock.estimator",
+    "PanelTransformer": "forecaster.models.panel.model",
+    "Panel": "forecaster.data.panel",
+    "walk_forward": "forecaster.evaluation.walkforward",
+    "WalkForwardConfig": "forecaster.evaluation.walkforward",
+    "WalkForwardResult": "forecaster.evaluation.walkforward",
+    "load_csv": "forecaster.data.loading",
+    "load_dir": "forecaster.data.loading",
+    "synthetic_panel": "forecaster.data.synthetic",
+}
+__all__ = sorted(_PUBLIC)
 
 
 def __getattr__(name: str):
-    # Imported on first use so that forecaster.data, .backtest and .metrics load without torch.
-    if name == "CausalTransformerForecaster":
-        from .estimator import CausalTransformerForecaster
-
-        return CausalTransformerForecaster
-    if name == "PanelTransformer":
-        from .panel_model import PanelTransformer
-
-        return PanelTransformer
+    if name in _PUBLIC:
+        return getattr(import_module(_PUBLIC[name]), name)
     raise AttributeError(f"module 'forecaster' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_PUBLIC])

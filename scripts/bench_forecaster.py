@@ -18,7 +18,7 @@ import torch
 
 from forecaster import CausalTransformerForecaster
 from forecaster.data import load_csv
-from forecaster.seed import SeedRecipe
+from forecaster.models.stock.seed import SeedRecipe
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from forecaster.backtest import BacktestConfig, run_backtest
 from forecaster.data import load_dir
-from forecaster.strategy import StrategyConfig
+from forecaster.portfolio.backtest import BacktestConfig, run_backtest
+from forecaster.portfolio.strategy import StrategyConfig
 
 REPO = Path(__file__).resolve().parents[1]
 

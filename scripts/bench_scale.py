@@ -7,7 +7,7 @@ Transformer, gradient boosting and the factor scores with quarterly refits over 
 
     scale stocks=N wall_s=... peak_rss_gb=... stock_days_per_s=... rank_ic=...
 
-``wall_s``: generation (and building the :class:`~forecaster.panel.Panel`, which the
+``wall_s``: generation (and building the :class:`~forecaster.data.panel.Panel`, which the
 walk-forward is given) + walk-forward + scoring; ``peak_rss_gb``: the largest sum of the
 resident memory of the size's process and all its children (joblib workers), sampled every
 0.2 s from /proc; ``stock_days_per_s``: stock-days of the panel (N x days) per second of
@@ -146,12 +146,12 @@ def child(n: int, args) -> None:
     import numpy as np
     import pandas as pd
 
-    from forecaster.backends import release_freed_heap
     from forecaster.data import synthetic_panel
+    from forecaster.data.panel import Panel
+    from forecaster.evaluation.backends import release_freed_heap
+    from forecaster.evaluation.walkforward import WalkForwardConfig, walk_forward
     from forecaster.metrics import daily_ic, ic_summary
-    from forecaster.panel import Panel
-    from forecaster.presets import panel_models
-    from forecaster.walkforward import WalkForwardConfig, walk_forward
+    from forecaster.models.presets import panel_models
 
     overrides = {k: ast.literal_eval(v) for k, v in (s.split("=", 1) for s in args.set)}
     t0 = time.perf_counter()

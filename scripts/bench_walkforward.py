@@ -25,13 +25,13 @@ import math
 import time
 from pathlib import Path
 
-from forecaster.backtest import BacktestConfig
 from forecaster.data import load_dir
+from forecaster.evaluation.walkforward import WalkForwardConfig, walk_forward
 from forecaster.metrics import ic_summary
-from forecaster.presets import panel_models
-from forecaster.report import build_report, write_report
-from forecaster.strategy import StrategyConfig
-from forecaster.walkforward import WalkForwardConfig, walk_forward
+from forecaster.models.presets import panel_models
+from forecaster.portfolio.backtest import BacktestConfig
+from forecaster.portfolio.strategy import StrategyConfig
+from forecaster.reporting.report import build_report, write_report
 
 REPO = Path(__file__).resolve().parents[1]
 

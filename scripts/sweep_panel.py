@@ -23,11 +23,11 @@ import pandas as pd
 import torch
 
 from forecaster.data import load_dir
-from forecaster.factors import factor_score
-from forecaster.labels import by_forecast_date, tradeable_label
+from forecaster.data.panel import Panel
+from forecaster.features.factors import factor_score
+from forecaster.features.labels import by_forecast_date, tradeable_label
 from forecaster.metrics import daily_ic, ic_summary
-from forecaster.panel import Panel
-from forecaster.panel_model import PanelTransformer
+from forecaster.models.panel.model import PanelTransformer
 
 REPO = Path(__file__).resolve().parents[1]
 CUTS = ("2021-12-31", "2022-12-31", "2023-12-31")

@@ -26,12 +26,12 @@ def test_a_missing_or_unknown_device_is_refused(monkeypatch):
 
 def test_the_panel_model_asks_for_the_resolved_device(monkeypatch):
     """PanelTransformer(device='auto') resolves through the shared helper at fit time."""
-    from forecaster import panel_model
+    from forecaster.models.panel import model as panel_model
 
     seen = []
     monkeypatch.setattr(panel_model, "resolve_device", lambda d: seen.append(d) or torch.device("cpu"))
     from forecaster.data import synthetic_panel
-    from forecaster.panel import Panel
+    from forecaster.data.panel import Panel
 
     panel = Panel.from_frames(synthetic_panel(8, 120, signal_ic=0.05, seed=0))
     model = panel_model.PanelTransformer(window=5, d_model=8, n_heads=2, n_layers=1, d_ff=16,

@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 from forecaster.data import synthetic_panel
-from forecaster.presets import panel_models
-from forecaster.walkforward import WalkForwardConfig, walk_forward
+from forecaster.evaluation.walkforward import WalkForwardConfig, walk_forward
+from forecaster.models.presets import panel_models
 
 ray = pytest.importorskip("ray", reason="Ray is not installed here (pip install -e '.[ray]')")
 RAY = str(Path(sys.executable).parent / "ray")

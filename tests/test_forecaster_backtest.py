@@ -8,23 +8,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from forecaster.backtest import (
+from forecaster.data.exchange import board, limit_matrix, limit_prices, price_limit, round_price
+from forecaster.portfolio.backtest import (
     TRADE_COLUMNS,
     BacktestConfig,
     Broker,
     performance_metrics,
     run_backtest,
 )
-from forecaster.rules import (
-    CostModel,
-    MarketRules,
-    board,
-    limit_matrix,
-    limit_prices,
-    price_limit,
-    round_price,
-)
-from forecaster.strategy import StrategyConfig, target_weights
+from forecaster.portfolio.rules import CostModel, MarketRules
+from forecaster.portfolio.strategy import StrategyConfig, target_weights
 
 NO_SLIP = CostModel(slippage_bps=0.0)
 FREE = CostModel(commission_rate=0.0, min_commission=0.0, stamp_duty_before=0.0, stamp_duty_after=0.0,

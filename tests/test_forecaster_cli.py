@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from forecaster.cli import main
-from forecaster.seed import SeedRecipe
+from forecaster.app.cli import main
+from forecaster.models.stock.seed import SeedRecipe
 
 FAST = ["--window", "16", "--d-model", "16", "--heads", "2", "--layers", "1", "--epochs", "2",
         "--batch-size", "64"]

@@ -241,7 +241,7 @@ def _summaries():
 
 
 def test_plot_quantile_returns(tmp_path):
-    from forecaster.plots import plot_quantile_returns
+    from forecaster.reporting.plots import plot_quantile_returns
 
     summaries = _summaries()
     for name, subset in (("two.png", summaries), ("one.png", {"transformer": summaries["transformer"]})):
@@ -251,7 +251,7 @@ def test_plot_quantile_returns(tmp_path):
 
 
 def test_plot_ic_by_horizon(tmp_path):
-    from forecaster.plots import plot_ic_by_horizon
+    from forecaster.reporting.plots import plot_ic_by_horizon
 
     table = pd.DataFrame({1: [0.03, 0.01], 5: [0.05, np.nan], 20: [0.04, -0.01]},
                          index=["transformer", "momentum"])

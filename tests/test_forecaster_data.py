@@ -9,7 +9,7 @@ import pytest
 
 from forecaster.data import DataError, SyntheticConfig, load_csv, load_dir, synthetic_prices
 from forecaster.data.synthetic import default_series_path
-from forecaster.features import UnadjustedReturnsWarning, log_returns, make_features, mask_suspended
+from forecaster.features.series import UnadjustedReturnsWarning, log_returns, make_features, mask_suspended
 
 N = 25
 

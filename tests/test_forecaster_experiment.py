@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from forecaster.cli import main
-from forecaster.experiment import ConfigError, read_toml, resolve, to_toml
-from forecaster.pipeline import prepare
+from forecaster.app.cli import main
+from forecaster.app.experiment import ConfigError, read_toml, resolve, to_toml
+from forecaster.app.pipeline import prepare
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = """
@@ -86,8 +86,8 @@ def test_cli_options_are_the_config_fields(tmp_path):
             "--synthetic-seed", "4", "--window", "8", "--d-model", "8", "--heads", "2", "--layers", "1",
             "--epochs", "1", "--train-days", "200", "--retrain-every", "65", "--jobs", "1",
             "--rule", "dropout", "--top-k", "4", "--n-drop", "1"]
-    from forecaster.cli import backtest
-    from forecaster.cli_options import raw_sections
+    from forecaster.app.cli import backtest
+    from forecaster.app.options import raw_sections
 
     ctx = backtest.make_context("backtest", ["--out", str(tmp_path / "x"), *args])
     cli_exp, _ = prepare(raw_sections(ctx.params), "cli")

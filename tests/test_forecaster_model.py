@@ -9,9 +9,9 @@ import torch
 from sklearn.exceptions import NotFittedError
 
 from forecaster import CausalTransformerForecaster
-from forecaster.features import make_features
-from forecaster.network import CausalTransformerNet, NetConfig
-from forecaster.windows import shift_targets, sliding_windows
+from forecaster.features.series import make_features
+from forecaster.features.windows import shift_targets, sliding_windows
+from forecaster.models.stock.network import CausalTransformerNet, NetConfig
 from seq2seq.core import CheckpointError
 
 TINY = dict(window=20, d_model=16, n_heads=2, n_layers=1, d_ff=32, max_epochs=2, batch_size=64,

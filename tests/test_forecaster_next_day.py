@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 from click.testing import CliRunner
 
-from forecaster.cli import main
+from forecaster.app.cli import main
 from forecaster.data import synthetic_panel, write_synthetic_panel
-from forecaster.next_day import ranked_list
-from forecaster.panel import Panel
+from forecaster.data.panel import Panel
+from forecaster.portfolio.next_day import ranked_list
 
 
 class _Scores:

@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from forecaster.factors import FEATURES, factor_score, feature, feature_tensor
-from forecaster.labels import by_forecast_date, close_to_close, normalise_per_day, tradeable_label
-from forecaster.panel import Panel
-from forecaster.processors import CrossSectionalRank, RobustZScore, processor_from_state
+from forecaster.data.panel import Panel
+from forecaster.features.factors import FEATURES, factor_score, feature, feature_tensor
+from forecaster.features.labels import by_forecast_date, close_to_close, normalise_per_day, tradeable_label
+from forecaster.features.processors import CrossSectionalRank, RobustZScore, processor_from_state
 
 
 def bars(code, opens, closes, start="2024-01-01", **extra):
@@ -174,7 +174,7 @@ def test_feature_tensor_padding_and_panel_files(two, tmp_path):
 
 def test_panel_fingerprint_follows_the_values(two):
     """A run resumed from a built Panel is refused when any value changed."""
-    from forecaster.fold_store import data_fingerprint
+    from forecaster.evaluation.fold_store import data_fingerprint
 
     first = data_fingerprint(Panel.from_frames(two))
     assert data_fingerprint(Panel.from_frames(two)) == first

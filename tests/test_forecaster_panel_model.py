@@ -12,15 +12,15 @@ import torch
 from scipy import stats
 
 from forecaster.data import synthetic_panel
-from forecaster.factors import FACTORS
-from forecaster.interface import Forecaster
-from forecaster.panel import Panel
-from forecaster.panel_baselines import FactorScore, FeatureRegressor
-from forecaster.panel_model import PanelTransformer
-from forecaster.presets import panel_models
-from forecaster.ranking_losses import ic_loss, listnet_loss, mse_loss, pairwise_loss
-from forecaster.report import build_report
-from forecaster.walkforward import WalkForwardConfig, walk_forward
+from forecaster.data.panel import Panel
+from forecaster.evaluation.walkforward import WalkForwardConfig, walk_forward
+from forecaster.features.factors import FACTORS
+from forecaster.models.interface import Forecaster
+from forecaster.models.panel.baselines import FactorScore, FeatureRegressor
+from forecaster.models.panel.losses import ic_loss, listnet_loss, mse_loss, pairwise_loss
+from forecaster.models.panel.model import PanelTransformer
+from forecaster.models.presets import panel_models
+from forecaster.reporting.report import build_report
 
 TINY = dict(window=10, d_model=16, n_heads=2, n_layers=1, d_ff=32, max_epochs=3, patience=2,
             days_per_batch=8, random_state=0)
@@ -81,7 +81,7 @@ def test_transformer_save_load_identical(frames, tmp_path, one_thread):
 
 
 def test_cross_stock_attention_ignores_absent_stocks(one_thread):
-    from forecaster.panel_net import PanelNetConfig, PanelTransformerNet
+    from forecaster.models.panel.network import PanelNetConfig, PanelTransformerNet
 
     torch.manual_seed(0)
     config = PanelNetConfig(n_features=3, window=5, d_model=8, n_heads=2, d_ff=16, cross_stock=True)
@@ -97,7 +97,7 @@ def test_cross_stock_attention_ignores_absent_stocks(one_thread):
 
 
 def test_sequence_network_depends_on_its_context_only(one_thread):
-    from forecaster.panel_net import PanelNetConfig, PanelTransformerNet
+    from forecaster.models.panel.network import PanelNetConfig, PanelTransformerNet
 
     torch.manual_seed(0)
     config = PanelNetConfig(n_features=3, window=4, d_model=8, n_heads=2, n_layers=2, d_ff=16)
@@ -163,7 +163,7 @@ def test_null_panel_shows_no_significant_skill(one_thread):
 def test_training_budgets_bound_every_step_and_epoch(frames, one_thread, monkeypatch):
     """``stocks_per_batch`` caps the stocks of a step, ``epoch_stock_days`` the steps of an
     epoch (budget // (days_per_batch x stocks per step)); the network still learns."""
-    import forecaster.panel_model as pm
+    import forecaster.models.panel.model as pm
 
     seen = []
 
@@ -193,7 +193,7 @@ def test_training_budgets_bound_every_step_and_epoch(frames, one_thread, monkeyp
 def test_validation_stays_within_the_epoch_budget(frames, one_thread, monkeypatch):
     """With ``epoch_stock_days``, an epoch's validation scores at most that many stock-days,
     the same stocks every epoch; without it, every stock of every validation day."""
-    import forecaster.panel_model as pm
+    import forecaster.models.panel.model as pm
 
     scored = []
     real = pm.PanelTransformer._scores

@@ -15,19 +15,20 @@ import pytest
 from click.testing import CliRunner
 from sklearn.base import BaseEstimator
 
-from forecaster.cli import main
+from forecaster.app.cli import main
 from forecaster.data import synthetic_panel, write_synthetic_panel
-from forecaster.fold_store import ResumeError
-from forecaster.panel_baselines import FactorScore
-from forecaster.report import build_report, data_caveats
-from forecaster.walkforward import WalkForwardConfig, walk_forward
+from forecaster.evaluation.fold_store import ResumeError
+from forecaster.evaluation.walkforward import WalkForwardConfig, walk_forward
+from forecaster.models.panel.baselines import FactorScore
+from forecaster.reporting.report import build_report, data_caveats
 
 FAST = ["--window", "8", "--d-model", "8", "--heads", "2", "--layers", "1", "--epochs", "1",
         "--train-days", "150", "--retrain-every", "30", "--jobs", "1", "--no-seed-recipe"]
 
 
 def _cli(folder, out, *extra):
-    return [sys.executable, "-m", "forecaster.cli", "backtest", str(folder), "--out", str(out), *FAST, *extra]
+    return [sys.executable, "-m", "forecaster.app.cli", "backtest", str(folder), "--out", str(out),
+            *FAST, *extra]
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +152,7 @@ def test_a_failing_model_is_recorded_and_the_run_goes_on():
 
 
 def test_cli_exits_nonzero_only_when_the_model_under_test_failed_everywhere(folder, tmp_path, monkeypatch):
-    from forecaster.panel_model import PanelTransformer
+    from forecaster.models.panel.model import PanelTransformer
 
     def broken(self, panel):
         raise RuntimeError("no GPU today")

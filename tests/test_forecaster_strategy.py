@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from forecaster.strategy import StrategyConfig, annual_turnover, target_weights
+from forecaster.portfolio.strategy import StrategyConfig, annual_turnover, target_weights
 
 
 def _frame(rows):

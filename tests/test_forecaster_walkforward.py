@@ -9,18 +9,18 @@ import pytest
 import torch
 
 from forecaster import CausalTransformerForecaster
-from forecaster.baselines import (
+from forecaster.data import SyntheticConfig, load_csv, load_dir, synthetic_prices
+from forecaster.evaluation.walkforward import WalkForwardConfig, make_folds, walk_forward
+from forecaster.models.panel.baselines import FactorScore, FeatureRegressor
+from forecaster.models.panel.model import PanelTransformer
+from forecaster.models.stock.baselines import (
     ARForecast,
     HistoricalMean,
     PerStock,
     RidgeForecast,
     ZeroForecast,
 )
-from forecaster.data import SyntheticConfig, load_csv, load_dir, synthetic_prices
-from forecaster.panel_baselines import FactorScore, FeatureRegressor
-from forecaster.panel_model import PanelTransformer
-from forecaster.seed import SeedRecipe
-from forecaster.walkforward import WalkForwardConfig, make_folds, walk_forward
+from forecaster.models.stock.seed import SeedRecipe
 
 TINY = dict(window=20, d_model=16, n_heads=2, n_layers=1, d_ff=32, max_epochs=2, batch_size=128,
             random_state=0, progress=False)
@@ -194,8 +194,8 @@ def test_real_panel_runs(ashare_dir):
 
 
 def test_report_finds_the_references_by_role_not_name(synthetic_frame):
-    from forecaster.baselines import ARForecast
-    from forecaster.report import build_report
+    from forecaster.models.stock.baselines import ARForecast
+    from forecaster.reporting.report import build_report
 
     frame = synthetic_frame.iloc[:500]
     models = {"ar": ARForecast(p=2), "random_walk": ZeroForecast(), "average": HistoricalMean()}
@@ -212,9 +212,9 @@ def test_report_finds_the_references_by_role_not_name(synthetic_frame):
 def test_assembly_equals_concat_and_sort(frames):
     """The column-wise assembly (integer keys, parts freed as read) gives what a concat of
     the parts, a label lookup and a stable (model, code, date) sort give."""
-    from forecaster.labels import by_forecast_date, tradeable_label
-    from forecaster.panel import Panel
-    from forecaster.walkforward import _assemble
+    from forecaster.data.panel import Panel
+    from forecaster.evaluation.walkforward import _assemble
+    from forecaster.features.labels import by_forecast_date, tradeable_label
 
     grid = Panel.from_frames(frames)
     rng = np.random.default_rng(0)

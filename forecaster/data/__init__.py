@@ -1,8 +1,11 @@
-"""Loading A-share daily bars: formats, cleaning, the embedded synthetic series and a
-synthetic panel with a planted signal."""
+"""Data: loading A-share daily bars (formats, cleaning, a Parquet cache, fetching), the
+embedded synthetic series and a synthetic panel with a planted signal, the aligned
+:class:`Panel` of ``[days, stocks]`` arrays every panel model reads, and the exchange's facts
+(boards, price limits)."""
 
-from .loading import DataError, LoadReport, load_csv, load_dir
-from .synthetic import (
+from forecaster.data.loading import DataError, LoadReport, load_csv, load_dir
+from forecaster.data.panel import Panel, PanelFiles
+from forecaster.data.synthetic import (
     SyntheticConfig,
     default_series_path,
     synthetic_panel,
@@ -13,6 +16,8 @@ from .synthetic import (
 __all__ = [
     "DataError",
     "LoadReport",
+    "Panel",
+    "PanelFiles",
     "SyntheticConfig",
     "default_series_path",
     "load_csv",

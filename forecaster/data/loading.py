@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .formats import PRICE_COLUMNS, REQUIRED, CsvFormat, canonical_code, detect_format
+from forecaster.data.formats import PRICE_COLUMNS, REQUIRED, CsvFormat, canonical_code, detect_format
 
 log = logging.getLogger(__name__)
 
@@ -213,7 +213,7 @@ def load_dir(path: str | Path, pattern: str = "*.csv", on_bad: str = "raise", ca
     Returns:
         ``(frames, reports)``, both keyed by stock code (e.g. ``"sh.600000"``) in sorted order.
     """
-    from .cache import manifest_of, read_cache, write_cache
+    from forecaster.data.cache import manifest_of, read_cache, write_cache
 
     folder = Path(path)
     if not folder.is_dir():

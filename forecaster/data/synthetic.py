@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..rules import MAIN_BOARD_ST_CHANGE, round_price
+from forecaster.data.exchange import MAIN_BOARD_ST_CHANGE, round_price
 
 
 @dataclass
@@ -181,7 +181,7 @@ def synthetic_panel(n_stocks: int = 50, n_days: int = 1000, signal_ic: float = 0
     stock's own bars reveal ``s``: its log volume against its trailing mean volume.
 
     A-share conventions: prices on the 0.01 tick, closes inside the daily limit (10%, 5% for ST
-    before 2025-07-07, see :mod:`forecaster.rules`), preclose = previous close (no corporate
+    before 2025-07-07, see :mod:`forecaster.portfolio.rules`), preclose = previous close (no corporate
     actions), short suspension spells (``open = high = low = close = preclose``, zero volume,
     ``trade_status = 0``; the moves missed are priced in at the reopening), ~15% of stocks
     listed late, a few ST periods, delisting after 20 closes below 1 CNY, and valuation ratios

@@ -1,0 +1,408 @@
+"""The ``forecaster`` command: train, predict, plot, fetch."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shlex
+import sys
+from pathlib import Path
+
+import click
+import pandas as pd
+
+from forecaster.app.options import experiment_options, raw_sections
+from forecaster.data import DataError, default_series_path, load_csv
+from forecaster.features.series import log_returns
+
+MODEL_FILE = "model.pt"
+RUN_FILE = "run.json"
+
+
+def _load(csv: str | None, on_bad: str = "raise"):
+    path = Path(csv) if csv else default_series_path()
+    try:
+        frame, report = load_csv(path, on_bad=on_bad)
+    except (DataError, FileNotFoundError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(report.summary(), err=True)
+    return path, frame
+
+
+def _load_panel(folder: str, on_bad: str = "raise", end: str | None = None):
+    """``(frames, Panel)`` of a folder, rows after ``end`` left out (stocks with no row up to
+    ``end`` are counted and named)."""
+    from forecaster.app.experiment import DataConfig
+    from forecaster.app.pipeline import load_data
+    from forecaster.data.panel import Panel
+
+    try:
+        loaded = load_data(DataConfig(path=str(folder), on_bad=on_bad))
+    except (DataError, FileNotFoundError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(loaded.summary, err=True)
+    frames = loaded.frames
+    if end:
+        cut = {c: f.loc[:end] for c, f in frames.items()}
+        later = sorted(c for c, f in cut.items() if f.empty)
+        if later:
+            click.echo(f"{len(later)} stock(s) have no row up to {end} and are left out: "
+                       f"{', '.join(later[:10])}{' ...' if len(later) > 10 else ''}", err=True)
+        frames = {c: f for c, f in cut.items() if not f.empty}
+        click.echo(f"up to {end}: {len(frames)} stocks, {sum(len(f) for f in frames.values())} rows",
+                   err=True)
+    return frames, Panel.from_frames(frames)
+
+
+def _run_info(run: Path) -> dict:
+    info = run / RUN_FILE
+    if not (run / MODEL_FILE).is_file() or not info.is_file():
+        raise click.ClickException(f"{run}: not a run folder (expected {MODEL_FILE} and {RUN_FILE}); "
+                                   "create one with `forecaster train --out RUN_DIR`")
+    return json.loads(info.read_text())
+
+
+def _open_run(run: str, data: str | None, device: str):
+    """``(run, info, model)`` of a run folder (a panel or a single-stock model)."""
+    from forecaster.models.panel.model import PanelTransformer
+    from forecaster.models.stock.estimator import CausalTransformerForecaster
+
+    run = Path(run)
+    info = _run_info(run)
+    cls = PanelTransformer if info.get("kind") == "panel" else CausalTransformerForecaster
+    if data and (Path(data).is_dir()) != (cls is PanelTransformer):
+        kind = "a folder (panel)" if cls is PanelTransformer else "one CSV"
+        raise click.ClickException(f"{run} holds a model of {kind}; {data} is not that")
+    try:
+        model = cls.load(run / MODEL_FILE, device=device)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    return run, info, model
+
+
+def _predictions_table(model, frame: pd.DataFrame) -> pd.DataFrame:
+    pred = model.predict(frame)
+    table = pred.to_frame() if isinstance(pred, pd.Series) else pred
+    table["actual"] = log_returns(frame).reindex(table.index)
+    table["suspended"] = frame["suspended"].reindex(table.index)
+    table["in_training"] = table.index <= model.train_end_
+    return table
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="ashare-seq2seq-toolkit")
+@click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
+def main(verbose: int) -> None:
+    """Forecast daily A-share log returns with a causal Transformer.
+
+    With no CSV argument, commands use the embedded deterministic synthetic series.
+    """
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+
+
+@main.command()
+@click.argument("data", required=False, type=click.Path(exists=True))
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Run folder to write.")
+@click.option("--end", default=None, help="Train on rows up to this date (default: every row).")
+@experiment_options(("features", "model", "walk_forward", "backtest", "data"),
+                    only={"walk_forward": ("horizon",), "backtest": ("execution",), "data": ("on_bad",)})
+def train(data, out, end, **options):
+    """Fit the Transformer on DATA and save it to --out.
+
+    DATA is a folder of CSVs (the panel Transformer, ranking the stocks of each day; then
+    `forecaster predict --run OUT` lists tomorrow's buys) or one CSV (the single-stock
+    Transformer; default: the embedded synthetic series). Options and defaults are those of
+    `forecaster backtest` (one definition).
+    """
+    from forecaster.app.experiment import ConfigError, check_model_params
+    from forecaster.models.presets import single_stock_transformer
+
+    raw = raw_sections(options)
+    horizon = raw.get("walk_forward", {}).get("horizon", 1)
+    on_bad = raw.get("data", {}).get("on_bad", "raise")
+    features = raw.get("features", {}).get("names")
+    panel = bool(data) and Path(data).is_dir()
+    run = Path(out)
+    try:
+        params = check_model_params(raw.get("model", {}), panel, "<options>")
+        if panel:
+            from forecaster.models.panel.model import PanelTransformer
+
+            frames, grid = _load_panel(data, on_bad, end)
+            model = PanelTransformer(horizon=horizon, execution=raw.get("backtest", {}).get(
+                "execution", "next_open"), features=features, progress=True, **params)
+            model.fit(grid)
+            source = str(Path(data).resolve())
+        else:
+            path, frame = _load(data, on_bad)
+            frame = frame.loc[:end] if end else frame
+            model = single_stock_transformer(horizon=horizon, progress=True,
+                                             **({"features": features} if features else {}), **params)
+            model.fit(frame)
+            source = str(path.resolve())
+    except (ConfigError, ValueError) as exc:
+        raise click.ClickException(f"{data or 'embedded series'}: {exc}") from exc
+    run.mkdir(parents=True, exist_ok=True)
+    model.save(run / MODEL_FILE)
+    info = {"kind": "panel" if panel else "one_stock", "data": source, "csv": None if panel else source,
+            "on_bad": on_bad, "train_end": str(model.train_end_.date()),
+            "params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in model.get_params().items()}}
+    if panel:
+        from forecaster.reporting.plots import plot_panel_training
+
+        plot_panel_training(model.histories_, run / "training.png")
+        info["best_epochs"] = model.best_epochs_
+        best = [h[b - 1].get("val_rank_ic", float("nan"))
+                for h, b in zip(model.histories_, model.best_epochs_, strict=True)]
+        summary = (f"trained the panel Transformer on {grid.n_stocks} stocks up to "
+                   f"{model.train_end_.date()}: best epoch(s) {model.best_epochs_}, validation rank IC "
+                   f"{', '.join(f'{v:+.4f}' for v in best)}")
+    else:
+        from forecaster.reporting.plots import plot_history
+
+        pd.DataFrame(model.history_).to_csv(run / "history.csv", index=False)
+        plot_history(model.history_, run / "loss.png")
+        info.update(best_epoch=model.best_epoch_, epochs_run=len(model.history_))
+        best = model.history_[model.best_epoch_ - 1]
+        summary = (f"trained on {Path(source).name}: {len(model.history_)} epochs (best {model.best_epoch_}, "
+                   f"val loss {best.get('val_loss', float('nan')):.4f}), training data up to "
+                   f"{model.train_end_.date()}")
+    (run / RUN_FILE).write_text(json.dumps(info, indent=2))
+    click.echo(f"{summary}; saved {run / MODEL_FILE}")
+
+
+@main.command()
+@click.argument("data", required=False, type=click.Path(exists=True))
+@click.option("--run", "run", required=True, type=click.Path(file_okay=False), help="Run folder from train.")
+@click.option("--out", "out", type=click.Path(dir_okay=False),
+              help="CSV to write (default RUN/next_day.csv for a panel, RUN/predictions.csv for one stock).")
+@click.option("--device", default="auto", show_default=True)
+def predict(data, run, out, device):
+    """Panel run: tomorrow's ranked list of DATA's stocks (default: the training folder) --
+    code, score, rank, quintile and whether it can be bought at the next open -- as CSV and
+    PNG. One-stock run: every day's forecast of DATA (default: the training CSV) and the next
+    trading day's."""
+    from forecaster.metrics import point_metrics
+
+    run, info, model = _open_run(run, data, device)
+    if info.get("kind") == "panel":
+        from forecaster.portfolio.next_day import ranked_list
+        from forecaster.reporting.plots import plot_ranked_list
+
+        _, grid = _load_panel(data or info["data"], info.get("on_bad", "raise"))
+        try:
+            table = ranked_list(model, grid)
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from exc
+        out = Path(out) if out else run / "next_day.csv"
+        table.to_csv(out, index=False)
+        png = plot_ranked_list(table, out.with_suffix(".png"))
+        last = grid.dates[-1].date()
+        buy = table[table["buyable"]].head(10)
+        click.echo(f"signal day {last}; for the next trading day's open, best buyable scores:")
+        for row in buy.itertuples():
+            click.echo(f"  {row.rank:>4}. {row.code}  score {row.score:+.3f}  (quintile {row.quantile})")
+        blocked = table[~table["buyable"]]
+        click.echo(f"{len(table)} stocks ranked; {len(blocked)} cannot be bought at the open (see 'reason'); "
+                   f"model trained up to {info['train_end']}; wrote {out} and {png}")
+        return
+    path, frame = _load(data or info["csv"], info.get("on_bad", "raise"))
+    table = _predictions_table(model, frame)
+    out = Path(out) if out else run / "predictions.csv"
+    table.to_csv(out, index_label="date")
+    nxt = model.predict_next(frame)
+    value = nxt.iloc[0] if isinstance(nxt, pd.Series) else nxt.iloc[0].to_dict()
+    test = table[~table["in_training"] & table["actual"].notna() & ~table["suspended"]]
+    col = "forecast" if "forecast" in table else table.columns[0]
+    if len(test) > 2:
+        m = point_metrics(test[col], test["actual"])
+        click.echo(f"after the training cut-off ({m['n']} days): MSE {m['mse']:.3e} vs zero forecast "
+                   f"{float((test['actual'] ** 2).mean()):.3e} (R^2 vs zero {m['r2_oos_zero']:+.4f}), "
+                   f"corr {m['pearson_ic']:+.3f}")
+    click.echo(f"wrote {len(table)} forecasts to {out}")
+    click.echo(f"next trading day after {frame.index[-1].date()} ({nxt.index[0].date()} if no holiday): "
+               f"{value}")
+
+
+@main.command()
+@click.argument("data", required=False, type=click.Path(exists=True))
+@click.option("--run", "run", required=True, type=click.Path(file_okay=False), help="Run folder from train.")
+@click.option("--out", "out", type=click.Path(file_okay=False), help="Folder for PNGs (default RUN).")
+@click.option("--device", default="auto", show_default=True)
+def plot(data, run, out, device):
+    """PNGs. Panel run: training curves, tomorrow's ranked list and, for days after the
+    training cut-off in DATA, the daily rank IC. One stock: forecast vs actual, implied price
+    path, attention over the last input window."""
+    from forecaster.evaluation.walkforward import point_forecast
+    from forecaster.reporting.plots import plot_attention, plot_forecast_vs_actual, plot_price_path
+
+    run, info, model = _open_run(run, data, device)
+    out = Path(out) if out else run
+    out.mkdir(parents=True, exist_ok=True)
+    if info.get("kind") == "panel":
+        files = _plot_panel_run(model, info, data, out)
+    else:
+        path, frame = _load(data or info["csv"], info.get("on_bad", "raise"))
+        point = point_forecast(model.predict(frame))
+        test = point[point.index > model.train_end_]
+        shown = test if len(test) > 20 else point
+        title = (f"{path.name}: forecasts after the training cut-off {model.train_end_.date()}"
+                 if shown is test else f"{path.name}: all forecasts (in-sample included)")
+        files = [
+            plot_forecast_vs_actual(shown, log_returns(frame), out / "forecast_vs_actual.png", title),
+            plot_price_path(frame, shown, out / "price_path.png"),
+            plot_attention(*model.attention(frame), out / "attention.png"),
+        ]
+    for f in files:
+        click.echo(f"wrote {f}")
+
+
+def _plot_panel_run(model, info: dict, data: str | None, out: Path) -> list[Path]:
+    from forecaster.features.labels import by_forecast_date, tradeable_label
+    from forecaster.metrics import daily_ic, ic_summary
+    from forecaster.portfolio.next_day import ranked_list
+    from forecaster.reporting.plots import plot_panel_training, plot_ranked_list, plot_rolling_ic
+
+    _, grid = _load_panel(data or info["data"], info.get("on_bad", "raise"))
+    files = [plot_panel_training(model.histories_, out / "training.png"),
+             plot_ranked_list(ranked_list(model, grid), out / "next_day.png")]
+    after = grid.dates[grid.dates > model.train_end_]
+    if len(after) > 5:
+        scores = model.predict(grid).unstack("code").reindex(index=after)
+        label, _ = tradeable_label(grid, model.horizon, model.execution)
+        actual = pd.DataFrame(by_forecast_date(label), index=grid.dates, columns=list(grid.codes))
+        ic = daily_ic(scores, actual.reindex(after))
+        files.append(plot_rolling_ic(pd.DataFrame(), ic.to_frame("transformer"), out / "rolling_ic.png",
+                                     window=min(63, max(5, len(ic) // 3))))
+        s = ic_summary(ic)
+        click.echo(f"after the training cut-off {model.train_end_.date()}: {s['n_days']} days, daily rank IC "
+                   f"{s['mean_ic']:+.4f} (ICIR {s['icir']:+.3f})")
+    return files
+
+
+def _run(raw: dict, source: str, out: str) -> None:
+    """Resolve, run and report an experiment (``backtest`` and ``run``)."""
+    from forecaster.app.experiment import ConfigError
+    from forecaster.app.pipeline import prepare, run_experiment
+    from forecaster.data import DataError
+    from forecaster.evaluation.fold_store import ResumeError
+
+    try:
+        exp, loaded = prepare(raw, source)
+    except (ConfigError, DataError, FileNotFoundError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(loaded.summary, err=True)
+    wf = exp.walk_forward
+    click.echo(f"walk-forward: {wf.scheme} window, refit every {wf.retrain_every} days, horizon "
+               f"{wf.horizon}; strategy {exp.backtest.strategy.rule}", err=True)
+    try:
+        result, report, files = run_experiment(exp, loaded, out)
+    except KeyboardInterrupt:
+        folds = Path(out) / "folds"
+        done = len(list(folds.glob("fold_*.pkl")))
+        args = [a for a in sys.argv[1:] if a != "--resume"]
+        click.echo(f"\ninterrupted: {done} finished fold(s) kept in {folds}; resume with:\n  "
+                   + shlex.join(["forecaster", *args, "--resume"]), err=True)
+        sys.exit(130)
+    except (ResumeError, ConfigError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    with pd.option_context("display.width", 200, "display.max_columns", 20,
+                           "display.float_format", "{:+.4f}".format):
+        click.echo(report.summary_table().to_string())
+    click.echo("")
+    for line in report.verdict + report.notes:
+        click.echo(f"- {line}")
+    click.echo(f"report: {', '.join(f.name for f in files)} in {out}")
+    if "transformer" not in set(result.predictions["model"]) and any(
+            name == "transformer" for _, name in result.failed):
+        click.echo("transformer failed on every fold (see 'failed' in metrics.json)", err=True)
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("data", required=False, type=click.Path(exists=True))
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Report folder to write.")
+@experiment_options()
+def backtest(data, out, **options):
+    """Walk-forward evaluation against baselines, then an A-share backtest and a report.
+
+    DATA is one CSV (one stock: the single-stock Transformer and time-series baselines on
+    close-to-close returns) or a folder of CSVs (a panel: the cross-sectional panel
+    Transformer against factor scores, a composite, gradient boosting and ridge on the same
+    features, scored by daily rank IC on the tradeable label); default: the embedded
+    synthetic series. Every option is a key of an experiment file (`forecaster run`), shown
+    as [section]; the report folder keeps the resolved experiment.toml.
+
+    Each finished fold is saved in OUT/folds as the run goes: after a crash, kill or Ctrl-C,
+    the same command with --resume continues from there. A model that fails on a fold is
+    recorded and the run goes on; the exit status is 1 when the Transformer failed on every
+    fold.
+    """
+    raw = raw_sections(options)
+    if data:
+        raw.setdefault("data", {})["path"] = str(data)
+    _run(raw, "<options>", out)
+
+
+@main.command("run")
+@click.argument("experiment", type=click.Path(exists=True, dir_okay=False))
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Report folder to write.")
+@click.option("--resume", is_flag=True, help="Continue the interrupted run in --out (same as "
+              "[walk_forward] resume = true).")
+def run_command(experiment, out, resume):
+    """Run the experiment file EXPERIMENT (TOML: [data], [features], [model], [models],
+    [walk_forward], [strategy], [costs], [market], [backtest]; keys as the backtest options)."""
+    from forecaster.app.experiment import ConfigError, read_toml
+
+    try:
+        raw = read_toml(experiment)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if resume:
+        raw.setdefault("walk_forward", {})["resume"] = True
+    _run(raw, str(experiment), out)
+
+
+@main.command()
+@click.argument("reports", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
+              help="Also write the table as CSV here, and a PNG of it beside (same name, .png).")
+def compare(reports, out):
+    """Key figures of several report folders side by side: the model under test's rank IC
+    and ICIR, the best baseline, excess return after costs, turnover and costs."""
+    from forecaster.reporting.compare import compare_reports, plot_comparison
+
+    try:
+        table = compare_reports(list(reports))
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    with pd.option_context("display.width", 220, "display.max_columns", 20):
+        click.echo(table.to_string(float_format=lambda v: f"{v:+.4f}"))
+    if out:
+        out = Path(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        table.to_csv(out)
+        click.echo(f"wrote {out} and {plot_comparison(table, out.with_suffix('.png'))}")
+
+
+@main.command()
+@click.argument("code")
+@click.option("--start", required=True, help="YYYY-MM-DD")
+@click.option("--end", required=True, help="YYYY-MM-DD")
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False), help="CSV to write.")
+@click.option("--adjustflag", type=click.Choice(["1", "2", "3"]), default="3", show_default=True,
+              help="3 unadjusted, 2 forward-, 1 backward-adjusted.")
+def fetch(code, start, end, out, adjustflag):
+    """Download daily bars of CODE (e.g. sh.600000) with baostock."""
+    from forecaster.data.fetch import FetchError, fetch_baostock
+
+    try:
+        path = fetch_baostock(code, start, end, out, adjustflag)
+    except FetchError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

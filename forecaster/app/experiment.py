@@ -1,0 +1,404 @@
+"""One experiment, one file: data, features, model, walk-forward and backtest settings.
+
+An experiment file (TOML) has the sections below; every key is a field of the config class
+that defines it, with that class's default and validation, and the CLI's ``backtest``
+options are the same fields (:func:`option_fields`):
+
+=================  ==========================================================================
+``[data]``         :class:`DataConfig` (path, bad rows, index constituents)
+``[features]``     :class:`FeaturesConfig` (the Transformer's inputs)
+``[model]``        parameters of the Transformer: :class:`~forecaster.models.panel.model.PanelTransformer`
+                   for a folder, :class:`~forecaster.models.stock.estimator.CausalTransformerForecaster`
+                   for one stock (walk-forward preset:
+                   :func:`forecaster.models.presets.single_stock_transformer`)
+``[models]``       :class:`ModelsConfig` (which baselines run beside it)
+``[walk_forward]`` :class:`~forecaster.evaluation.walkforward.WalkForwardConfig`
+``[strategy]``     :class:`~forecaster.portfolio.strategy.StrategyConfig`
+``[costs]``        :class:`~forecaster.portfolio.rules.CostModel`
+``[market]``       :class:`~forecaster.portfolio.rules.MarketRules`
+``[backtest]``     :class:`~forecaster.portfolio.backtest.BacktestConfig` (capital, execution, tolerance)
+=================  ==========================================================================
+
+Keys left out take their defaults; some defaults depend on the data (label and portfolio rule
+for one stock vs a panel, the rebalance period = the horizon). :func:`resolve` fills them in and
+:func:`to_toml` writes the fully resolved experiment, which the report folder keeps as
+``experiment.toml``: running that file again reproduces the report's numbers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from forecaster.evaluation.walkforward import WalkForwardConfig
+from forecaster.portfolio.backtest import BacktestConfig
+from forecaster.portfolio.rules import CostModel, MarketRules
+from forecaster.portfolio.strategy import StrategyConfig
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+class ConfigError(ValueError):
+    """A bad experiment file or option: names the file, section and key."""
+
+
+@dataclass
+class DataConfig:
+    """Where the prices come from.
+
+    Attributes:
+        path: a CSV (one stock) or a folder of CSVs (a panel); empty: the embedded synthetic
+            series. Relative paths are read from the experiment file's folder.
+        on_bad: bad rows: ``"raise"`` (stop with an error) or ``"drop"`` (drop and count them).
+        index_constituents: the folder holds an index's current constituents, so the report
+            states the survivorship bias as a fact (otherwise as a condition).
+        cache: keep a columnar copy of a folder's CSVs in ``FOLDER/.forecaster_cache`` and
+            read it while the files are unchanged (a second run of thousands of files starts in
+            seconds).
+        synthetic_stocks: > 0 and no ``path``: a generated panel of that many stocks
+            (:func:`forecaster.data.synthetic_panel`, codes ``syn.*``) instead of files.
+        synthetic_days, synthetic_ic, synthetic_seed: its trading days, planted rank IC and seed.
+    """
+
+    path: str = ""
+    on_bad: str = "raise"
+    index_constituents: bool = False
+    cache: bool = False
+    synthetic_stocks: int = 0
+    synthetic_days: int = 750
+    synthetic_ic: float = 0.05
+    synthetic_seed: int = 0
+
+    def __post_init__(self):
+        if self.on_bad not in ("raise", "drop"):
+            raise ValueError(f"on_bad must be 'raise' or 'drop', got {self.on_bad!r}")
+        if self.synthetic_stocks < 0 or self.synthetic_days < 1:
+            raise ValueError("synthetic_stocks must be >= 0 and synthetic_days >= 1")
+        if self.synthetic_stocks and self.path:
+            raise ValueError("give either path or synthetic_stocks, not both")
+
+
+@dataclass
+class FeaturesConfig:
+    """The Transformer's inputs.
+
+    Attributes:
+        names: feature names; empty: panel: every feature of :mod:`forecaster.features.factors` the
+            columns allow; one stock: ``log_return``.
+    """
+
+    names: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        self.names = tuple(self.names)
+
+
+@dataclass
+class ModelsConfig:
+    """Which models run beside the Transformer.
+
+    Attributes:
+        baselines: the baselines (panel: factor scores, composite, gradient boosting, ridge
+            and the per-stock time-series ones at horizon 1; one stock: zero, mean, AR(5), ridge).
+        seed_recipe: also the seed recipe baseline (horizon 1 only); unset: for one stock
+            yes, for panels no (it is slow there).
+        per_stock: panels: also one single-stock Transformer per stock (slow).
+    """
+
+    baselines: bool = True
+    seed_recipe: bool | None = None
+    per_stock: bool = False
+
+
+# Fields that another section decides: the label's execution is the backtest's execution,
+# progress bars are the caller's business.
+DERIVED = {"walk_forward": ("execution", "progress"), "backtest": ("strategy", "market", "costs")}
+# Transformer parameters the experiment sets from other sections.
+MODEL_DERIVED = ("horizon", "execution", "features", "progress")
+
+SECTIONS: dict[str, type] = {
+    "data": DataConfig, "features": FeaturesConfig, "models": ModelsConfig,
+    "walk_forward": WalkForwardConfig, "strategy": StrategyConfig, "costs": CostModel,
+    "market": MarketRules, "backtest": BacktestConfig,
+}
+
+
+@dataclass
+class Experiment:
+    """A fully resolved experiment (every value explicit)."""
+
+    data: DataConfig
+    features: FeaturesConfig
+    model: dict
+    models: ModelsConfig
+    walk_forward: WalkForwardConfig
+    backtest: BacktestConfig
+    panel: bool = False
+    source: str = "<options>"
+
+    def sections(self) -> dict[str, dict]:
+        """``{section: {key: value}}`` as an experiment file holds them."""
+        def plain(obj, section):
+            skip = DERIVED.get(section, ())
+            return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if f.name not in skip}
+
+        return {"data": plain(self.data, "data"), "features": plain(self.features, "features"),
+                "model": dict(self.model), "models": plain(self.models, "models"),
+                # resume says how this run started, not what it computes: a re-run starts afresh
+                "walk_forward": {k: v for k, v in plain(self.walk_forward, "walk_forward").items()
+                                 if k != "resume"},
+                "strategy": plain(self.backtest.strategy, "strategy"),
+                "costs": plain(self.backtest.costs, "costs"),
+                "market": plain(self.backtest.market, "market"),
+                "backtest": plain(self.backtest, "backtest")}
+
+
+# ------------------------------------------------------------------ field descriptions
+
+
+def field_help(cls) -> dict[str, str]:
+    """``{field: description}`` from the ``Attributes:`` (or ``Args:``) section of ``cls``'s
+    docstring (the one place an option is described; the CLI's help reads it)."""
+    doc = inspect.getdoc(cls) or ""
+    out, current, inside = {}, None, False
+    for line in doc.splitlines():
+        if line.strip() in ("Attributes:", "Args:"):
+            inside = True
+            continue
+        if not inside:
+            continue
+        if line and not line.startswith(" "):
+            break
+        stripped = line.strip()
+        head, sep, text = stripped.partition(": ")
+        if sep and line.startswith("    ") and not line.startswith("     ") and all(
+                part.strip().isidentifier() for part in head.split(",")):
+            current = [part.strip() for part in head.split(",")]
+            for name in current:
+                out[name] = text
+        elif current and stripped:
+            for name in current:
+                out[name] += " " + stripped
+    return out
+
+
+def option_fields(section: str) -> list[tuple[str, object, str, str]]:
+    """``(name, default, type hint, help)`` of each option of ``section`` (derived fields
+    left out)."""
+    cls = SECTIONS[section]
+    helps, skip = field_help(cls), DERIVED.get(section, ())
+    out = []
+    for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        out.append((f.name, default, str(f.type), helps.get(f.name, "")))
+    return out
+
+
+# ------------------------------------------------------------------ checking values
+
+
+def _type_ok(value, hint: str) -> bool:
+    """Whether ``value`` (as TOML gives it) fits a field's type hint (a string)."""
+    parts = {p.strip() for p in hint.replace("typing.", "").replace("Optional[", "").rstrip("]").split("|")}
+    if value is None:
+        return "None" in parts
+    for p in parts:
+        if p == "bool" and isinstance(value, bool):
+            return True
+        if p == "int" and isinstance(value, int) and not isinstance(value, bool):
+            return True
+        if p == "float" and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return True
+        if p in ("str", "pd.Timestamp") and isinstance(value, str):
+            return True
+        if p.startswith(("tuple", "list")) and isinstance(value, (list, tuple)):
+            return True
+    return False
+
+
+def build_section(section: str, values: Mapping, source: str = "<options>"):
+    """The config object of ``section`` from ``{key: value}``: unknown keys, wrong types and
+    invalid values stop with an error naming the file, section and key."""
+    cls = SECTIONS[section]
+    allowed = {name: hint for name, _, hint, _ in option_fields(section)}
+    for key, value in values.items():
+        if key not in allowed:
+            raise ConfigError(f"{source}: [{section}] unknown key {key!r}; expected one of: "
+                              f"{', '.join(sorted(allowed))}")
+        if not _type_ok(value, allowed[key]):
+            raise ConfigError(f"{source}: [{section}] {key} = {value!r}: expected {allowed[key]}")
+    try:
+        return cls(**values)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{source}: [{section}] {exc}") from exc
+
+
+def model_class(panel: bool):
+    from forecaster.models.panel.model import PanelTransformer
+    from forecaster.models.stock.estimator import CausalTransformerForecaster
+
+    return PanelTransformer if panel else CausalTransformerForecaster
+
+
+def model_params(panel: bool) -> dict[str, object]:
+    """``{parameter: default}`` of the Transformer for a panel or one stock (the walk-forward
+    preset's defaults for one stock), without the parameters other sections set."""
+    from forecaster.models.presets import single_stock_transformer
+
+    params = {k: p.default for k, p in inspect.signature(model_class(panel).__init__).parameters.items()
+              if k != "self"}
+    if not panel:
+        params.update(single_stock_transformer().get_params())
+    return {k: v for k, v in params.items() if k not in MODEL_DERIVED}
+
+
+def check_model_params(values: Mapping, panel: bool, source: str = "<options>") -> dict:
+    """``values`` checked against the Transformer's parameters for a panel or one stock
+    (unknown keys and wrong types name the key); lists become tuples."""
+    params = model_params(panel)
+    kind = "a panel (PanelTransformer)" if panel else "one stock (CausalTransformerForecaster)"
+    out = {}
+    for key, value in values.items():
+        if key not in params:
+            raise ConfigError(f"{source}: [model] unknown key {key!r} for {kind}; expected one of: "
+                              f"{', '.join(sorted(params))}")
+        default = params[key]
+        if default is not None and not _type_ok(value, type(default).__name__):
+            raise ConfigError(f"{source}: [model] {key} = {value!r}: expected {type(default).__name__} "
+                              f"like the default {default!r}")
+        out[key] = tuple(value) if isinstance(value, list) else value
+    return out
+
+
+# ------------------------------------------------------------------ resolving
+
+
+def read_toml(path: str | Path) -> dict:
+    """The raw sections of an experiment file (relative ``[data] path`` made absolute)."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{path}: no such experiment file") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
+    unknown = [k for k in raw if k not in (*SECTIONS, "model")]
+    if unknown:
+        raise ConfigError(f"{path}: unknown section(s) {unknown}; expected: "
+                          f"{', '.join([*SECTIONS, 'model'])}")
+    for name, section in raw.items():
+        if not isinstance(section, dict):
+            raise ConfigError(f"{path}: {name} must be a [{name}] section, got a value")
+    data = raw.get("data", {})
+    if data.get("path") and not Path(data["path"]).is_absolute():
+        data["path"] = str((path.parent / data["path"]).resolve())
+    return raw
+
+
+def resolve(raw: Mapping[str, Mapping], n_stocks: int, source: str = "<options>") -> Experiment:
+    """Fill in every default (some depend on the data: ``n_stocks`` > 1 is a panel) and
+    validate; returns the experiment with every value explicit."""
+    raw = {k: dict(v) for k, v in raw.items()}
+    panel = n_stocks > 1
+    data = build_section("data", raw.get("data", {}), source)
+    features = build_section("features", raw.get("features", {}), source)
+    models = build_section("models", {"seed_recipe": not panel, **raw.get("models", {})}, source)
+    wf_raw = raw.get("walk_forward", {})
+    bt_raw = raw.get("backtest", {})
+    execution = bt_raw.get("execution", BacktestConfig.execution)
+    wf_raw.setdefault("label", "tradeable" if panel else "close")
+    model = {**model_params(panel), **check_model_params(raw.get("model", {}), panel, source)}
+    window = model["window"]
+    wf_raw.setdefault("margin_days", max(130, 2 * int(window) + 10))
+    walk = build_section("walk_forward", wf_raw, source)
+    walk.execution = execution
+    st_raw = raw.get("strategy", {})
+    st_raw.setdefault("rebalance_every", walk.horizon)
+    defaults = dataclasses.asdict(StrategyConfig.for_universe(n_stocks))  # then the file's keys
+    strategy = build_section("strategy", {**defaults, **st_raw}, source)
+    costs = build_section("costs", raw.get("costs", {}), source)
+    market = build_section("market", raw.get("market", {}), source)
+    backtest = dataclasses.replace(build_section("backtest", bt_raw, source), strategy=strategy,
+                                   market=market, costs=costs)
+    if not features.names and not panel:
+        features = FeaturesConfig(("log_return",))
+    return Experiment(data, features, model, models, walk, backtest, panel, source)
+
+
+def build_models(exp: Experiment) -> dict:
+    """``{name: estimator}``: the Transformer (named ``transformer``) and the baselines."""
+    from forecaster.models.presets import panel_models, single_stock_transformer
+    from forecaster.models.stock.baselines import PerStock, default_baselines
+
+    horizon = exp.walk_forward.horizon
+    params = {**exp.model, "features": exp.features.names or None}
+    if exp.panel:
+        models = panel_models(horizon=horizon, execution=exp.backtest.execution,
+                              time_series=exp.models.baselines, **params)
+        if not exp.models.baselines:
+            models = {"transformer": models["transformer"]}
+        if exp.models.per_stock:
+            models["transformer_per_stock"] = PerStock(single_stock_transformer(horizon=horizon))
+        if exp.models.seed_recipe and horizon == 1:
+            models["seed"] = default_baselines(seed=True)["seed"]
+    else:
+        net = single_stock_transformer(horizon=horizon, **params)
+        models = {"transformer": net}
+        if exp.models.baselines:
+            models.update(default_baselines(window=net.window, horizon=horizon,
+                                            seed=exp.models.seed_recipe and horizon == 1))
+    try:
+        models["transformer"]._validate_params()
+    except ValueError as exc:
+        raise ConfigError(f"{exp.source}: [model] {exc}") from exc
+    return models
+
+
+# ------------------------------------------------------------------ writing
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, pd.Timestamp):
+        return f'"{value.date()}"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    text = str(value).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{text}"'
+
+
+def to_toml(exp: Experiment) -> str:
+    """The experiment as a TOML file with every value explicit (``None``: the key is left
+    out, which means ``None``)."""
+    lines = [f"# Fully resolved experiment (from {exp.source}); run it again with:",
+             "#   forecaster run THIS_FILE --out NEW_FOLDER", ""]
+    for section, values in exp.sections().items():
+        lines.append(f"[{section}]")
+        for key, value in values.items():
+            if value is None:
+                lines.append(f"# {key}: not set")
+            else:
+                lines.append(f"{key} = {_toml_value(value)}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def experiment_dict(exp: Experiment) -> dict:
+    """The sections as JSON-able dicts (for metrics.json)."""
+    return {s: {k: (list(v) if isinstance(v, tuple) else v) for k, v in vals.items()}
+            for s, vals in exp.sections().items()}
+

@@ -1,0 +1,94 @@
+"""Command-line options generated from the config dataclasses: each option is defined once
+(name, default, description) on the class the config file and the Python API use."""
+
+from __future__ import annotations
+
+import click
+
+# CLI spellings of a few fields (the field names are the config file's keys).
+_ALIASES = {"n_jobs": "jobs", "commission_rate": "commission", "transfer_fee_rate": "transfer-fee",
+            "random_state": "seed", "n_heads": "heads", "n_layers": "layers", "max_epochs": "epochs",
+            "names": "features"}
+# Sections whose fields are ``backtest`` options, in help order; DATA is the argument.
+_OPTION_SECTIONS = ("features", "model", "models", "walk_forward", "strategy", "costs", "market",
+                    "backtest", "data")
+_SKIP = {"data": ("path",)}
+
+
+def _model_option_fields():
+    """``(name, default, hint, help)`` of the Transformer's parameters: the panel model's and
+    the single-stock model's, with both defaults in the help where they differ."""
+    from forecaster.app.experiment import field_help, model_class, model_params
+
+    panel, single = model_params(True), model_params(False)
+    helps = {**field_help(model_class(False)), **field_help(model_class(True))}
+    out = []
+    for name in [*panel, *(k for k in single if k not in panel)]:
+        p, s1 = panel.get(name, "-"), single.get(name, "-")
+        value = next((v for v in (p, s1) if v not in (None, "-")), None)
+        if isinstance(value, (tuple, list)):  # e.g. quantiles: set them in a config file
+            continue
+        if p == "-" or s1 == "-":
+            default = f"panel only; {p}" if s1 == "-" else f"one stock only; {s1}"
+        else:
+            default = f"panel {p}, one stock {s1}" if p != s1 else f"{p}"
+        out.append((name, None, type(value).__name__ if value is not None else "str",
+                    f"{helps.get(name, '')} [{default}]"))
+    return out
+
+
+def _click_type(hint: str):
+    parts = {p.strip() for p in hint.split("|")} - {"None"}
+    if parts == {"bool"}:
+        return bool
+    if parts == {"int"}:
+        return int
+    if parts & {"float"}:
+        return float
+    return str
+
+
+def experiment_options(sections=_OPTION_SECTIONS, only: dict | None = None):
+    """A decorator adding one option per field of the experiment's ``sections``
+    (:mod:`forecaster.app.experiment`; ``only``: ``{section: names}`` to take some fields of a
+    section): the config file and the CLI read the same definitions, defaults and
+    descriptions. Values arrive as ``section__field`` keywords (``None``: not given)."""
+    from forecaster.app.experiment import option_fields
+
+    params, seen = [], {}
+    for section in sections:
+        fields = _model_option_fields() if section == "model" else option_fields(section)
+        for name, default, hint, text in fields:
+            if name in _SKIP.get(section, ()) or (only and section in only and name not in only[section]):
+                continue
+            flag = _ALIASES.get(name, name.replace("_", "-"))
+            if flag in seen:
+                raise RuntimeError(f"option --{flag} defined by [{seen[flag]}] and [{section}]")
+            seen[flag] = section
+            kind = _click_type(hint)
+            if section == "features":
+                kind = str
+                text += " (comma-separated)"
+            shown = "" if section == "model" else f" [{'' if default is None else default}]"
+            decl = f"--{flag}/--no-{flag}" if kind is bool else f"--{flag}"
+            params.append(click.option(decl, f"{section}__{name}", type=None if kind is bool else kind,
+                                       default=None, help=f"[{section}] {text}{shown}"))
+    def decorate(command):
+        for option in reversed(params):  # decorators apply bottom-up
+            command = option(command)
+        return command
+
+    return decorate
+
+
+def raw_sections(options: dict) -> dict[str, dict]:
+    """``{section: {key: value}}`` of the options given (``None`` = not given)."""
+    raw: dict[str, dict] = {}
+    for key, value in options.items():
+        if value is None or "__" not in key:
+            continue
+        section, name = key.split("__", 1)
+        if section == "features":
+            value = tuple(v.strip() for v in value.split(",") if v.strip())
+        raw.setdefault(section, {})[name] = value
+    return raw

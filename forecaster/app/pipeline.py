@@ -1,0 +1,91 @@
+"""An experiment end to end: load the data, walk forward, score, backtest, write the report
+folder (with the resolved ``experiment.toml`` that reproduces it). ``forecaster backtest``
+and ``forecaster run`` both call :func:`run_experiment`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from forecaster.app.experiment import (
+    DataConfig,
+    Experiment,
+    build_models,
+    build_section,
+    experiment_dict,
+    resolve,
+    to_toml,
+)
+from forecaster.data import default_series_path, load_csv, load_dir, synthetic_panel
+from forecaster.evaluation.walkforward import WalkForwardResult, walk_forward
+from forecaster.reporting.report import Report, build_report, write_report
+from seq2seq.core import atomic_write
+
+log = logging.getLogger(__name__)
+
+EXPERIMENT_FILE = "experiment.toml"
+
+
+@dataclass
+class Loaded:
+    """Prices of an experiment: ``frames`` ``{code: frame}``, where they came from, and a
+    one-line summary of what was loaded (rows, suspended days, dropped rows)."""
+
+    frames: dict[str, pd.DataFrame]
+    source: str
+    summary: str
+
+
+def load_data(data: DataConfig) -> Loaded:
+    """A folder (panel), a CSV (one stock), a generated panel, or, for no path, the embedded
+    synthetic series."""
+    path, on_bad = data.path, data.on_bad
+    if data.synthetic_stocks:
+        frames = synthetic_panel(data.synthetic_stocks, data.synthetic_days, signal_ic=data.synthetic_ic,
+                                 seed=data.synthetic_seed)
+        rows = sum(len(f) for f in frames.values())
+        return Loaded(frames, f"synthetic_panel({data.synthetic_stocks}, {data.synthetic_days}, "
+                      f"signal_ic={data.synthetic_ic}, seed={data.synthetic_seed})",
+                      f"synthetic panel: {len(frames)} stocks, {rows} rows (generated, not market data)")
+    if path and Path(path).is_dir():
+        frames, reports = load_dir(path, on_bad=on_bad, cache=data.cache)
+        dropped = sum(sum(r.dropped.values()) for r in reports.values())
+        summary = (f"{path}: {len(frames)} stocks, {sum(r.rows_kept for r in reports.values())} rows, "
+                   f"{sum(r.suspended_days for r in reports.values())} suspended days"
+                   + (f", {dropped} bad rows dropped (on_bad='drop')" if dropped else ""))
+        return Loaded(frames, str(Path(path).resolve()), summary)
+    file = Path(path) if path else default_series_path()
+    frame, report = load_csv(file, on_bad=on_bad)
+    return Loaded({str(frame["code"].iloc[0]): frame}, str(file.resolve()), report.summary())
+
+
+def prepare(raw: Mapping[str, Mapping], source: str = "<options>") -> tuple[Experiment, Loaded]:
+    """Load the data an experiment names and resolve every default against it (a relative
+    path becomes absolute, so the resolved experiment runs from anywhere)."""
+    raw = {k: dict(v) for k, v in raw.items()}
+    data = raw.setdefault("data", {})
+    if data.get("path"):
+        data["path"] = str(Path(data["path"]).resolve())
+    loaded = load_data(build_section("data", data, source))
+    return resolve(raw, len(loaded.frames), source), loaded
+
+
+def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path
+                   ) -> tuple[WalkForwardResult, Report, list[Path]]:
+    """Walk forward, score and backtest; write the report folder ``out`` (finished folds in
+    ``out/folds`` as they come, so ``walk_forward.resume`` can continue an interrupted run)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic_write(out / EXPERIMENT_FILE, "w") as f:  # first: the run is reproducible even if cut
+        f.write(to_toml(exp))
+    models = build_models(exp)
+    result = walk_forward(loaded.frames, models, exp.walk_forward, checkpoint_dir=out / "folds")
+    report = build_report(result, loaded.frames, models, "transformer", exp.backtest,
+                          exp.walk_forward.horizon, index_constituents=exp.data.index_constituents)
+    files = write_report(report, result, out, extra={"data": loaded.source,
+                                                     "experiment": experiment_dict(exp)})
+    return result, report, [out / EXPERIMENT_FILE, *files]

@@ -1,0 +1,225 @@
+"""The panel: many stocks' daily bars on one calendar, every field a ``[days, stocks]`` array.
+
+Built once from canonical frames (:func:`forecaster.data.load_dir`); features, labels,
+walk-forward slices and backtests read it. A single stock is a panel of one. Where a stock
+has no bar on a calendar day (not yet listed, delisted, missing row) every field is NaN and
+``listed`` is False.
+
+Prices are unadjusted as exported; :meth:`Panel.log_adjusted` chains ``close / preclose`` so
+that ex-rights days do not show false jumps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from forecaster.data.exchange import limit_matrix
+
+# Canonical columns carried into the panel when a frame has them.
+FIELDS = ("open", "high", "low", "close", "preclose", "volume", "amount", "turnover",
+          "pe_ttm", "pb_mrq", "ps_ttm")
+
+
+@dataclass
+class Panel:
+    """Daily bars of ``N`` stocks on a calendar of ``D`` trading days.
+
+    Attributes:
+        dates: ``[D]`` sorted trading days (the union of the stocks' days).
+        codes: ``[N]`` stock codes, sorted.
+        fields: name -> ``[D, N]`` float64 (NaN where there is no bar or no value).
+        listed: ``[D, N]`` the stock has a bar that day.
+        suspended: ``[D, N]`` a bar without trading (``trade_status`` 0 or zero volume).
+        st: ``[D, N]`` under special treatment.
+        limit_up, limit_down: ``[D, N]`` limit prices (inf / 0 on days without a limit,
+            such as a new listing's first days; NaN without a bar).
+    """
+
+    dates: pd.DatetimeIndex
+    codes: np.ndarray
+    fields: dict[str, np.ndarray]
+    listed: np.ndarray
+    suspended: np.ndarray
+    st: np.ndarray
+    limit_up: np.ndarray
+    limit_down: np.ndarray
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_frames(cls, frames: Mapping[str, pd.DataFrame] | pd.DataFrame) -> Panel:
+        """Align canonical frames ``{code: frame}`` (or one frame) on the union calendar."""
+        if isinstance(frames, pd.DataFrame):
+            frames = {str(frames["code"].iloc[0]) if "code" in frames else "series": frames}
+        if not frames:
+            raise ValueError("a panel needs at least one stock")
+        codes = sorted(frames)
+        for code in codes:
+            index = frames[code].index
+            if not isinstance(index, pd.DatetimeIndex):
+                raise ValueError(f"frames[{code!r}] needs a DatetimeIndex (use forecaster.data.load_csv)")
+            if not (index.is_monotonic_increasing and index.is_unique):
+                raise ValueError(f"frames[{code!r}]: dates must be sorted and unique")
+            missing = [c for c in ("open", "close") if c not in frames[code].columns]
+            if missing:
+                raise ValueError(f"frames[{code!r}] lacks column(s) {missing}")
+        dates = pd.DatetimeIndex(sorted(set().union(*(frames[c].index for c in codes))), name="date")
+        # One reindex of a wide frame per field: vectorised over stocks.
+        long = pd.concat({c: frames[c] for c in codes}, names=["code", "date"])
+
+        def wide(column: str) -> np.ndarray | None:
+            if column not in long.columns:
+                return None
+            table = long[column].astype(float).unstack("code").reindex(index=dates, columns=codes)
+            return table.to_numpy(dtype=float)
+
+        fields = {name: wide(name) for name in FIELDS}
+        fields = {name: values for name, values in fields.items() if values is not None}
+        listed = np.isfinite(fields["open"]) & np.isfinite(fields["close"])
+        if "preclose" not in fields or np.isnan(fields["preclose"][listed]).any():
+            # Formats without preclose: the previous close (the open on a first bar).
+            prev = pd.DataFrame(fields["close"]).ffill().shift(1).to_numpy()
+            own = fields.get("preclose", np.full_like(prev, np.nan))
+            fields["preclose"] = np.where(np.isfinite(own), own, np.where(np.isfinite(prev), prev,
+                                                                           fields["open"]))
+            fields["preclose"][~listed] = np.nan
+        suspended = np.zeros_like(listed)
+        for column, value in (("suspended", None), ("trade_status", 0.0), ("volume", 0.0)):
+            if column in long.columns:
+                flag = long[column].astype(float) if value is None else long[column] == value
+                table = flag.astype(float).unstack("code").reindex(index=dates, columns=codes)
+                suspended |= table.fillna(0.0).to_numpy() > 0
+        suspended &= listed
+        st_table = wide("is_st")
+        st = (np.nan_to_num(st_table) == 1) if st_table is not None else np.zeros_like(listed)
+        # A day outside its band (a new listing's first days) has no limit; that needs the
+        # high and low of every stock.
+        ranges = all(c in frames[code].columns for code in codes for c in ("high", "low"))
+        up, down = limit_matrix(codes, dates, fields["preclose"], st.astype(float),
+                                fields.get("high") if ranges else None, fields.get("low") if ranges else None)
+        return cls(dates=dates, codes=np.asarray(codes, dtype=object), fields=fields,
+                   listed=listed, suspended=suspended, st=st, limit_up=up, limit_down=down)
+
+    # ------------------------------------------------------------------ shape and access
+    @property
+    def n_days(self) -> int:
+        return len(self.dates)
+
+    @property
+    def n_stocks(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.fields[name]
+
+    def has(self, name: str) -> bool:
+        return name in self.fields and bool(np.isfinite(self.fields[name]).any())
+
+    def _sliced(self, rows, cols) -> Panel:
+        def cut(a):
+            return a[rows][:, cols]
+
+        return Panel(dates=self.dates[rows], codes=self.codes[cols],
+                     fields={k: cut(v) for k, v in self.fields.items()}, listed=cut(self.listed),
+                     suspended=cut(self.suspended), st=cut(self.st), limit_up=cut(self.limit_up),
+                     limit_down=cut(self.limit_down))
+
+    def slice(self, start=None, end=None) -> Panel:
+        """Days ``start..end`` (dates, both inclusive, either may be None) of every stock."""
+        lo = 0 if start is None else int(self.dates.searchsorted(pd.Timestamp(start)))
+        hi = self.n_days if end is None else int(self.dates.searchsorted(pd.Timestamp(end), side="right"))
+        return self._sliced(slice(lo, hi), slice(None))
+
+    def take(self, codes) -> Panel:
+        """The given stocks (in the given order)."""
+        where = {c: i for i, c in enumerate(self.codes)}
+        unknown = [c for c in codes if c not in where]
+        if unknown:
+            raise KeyError(f"stocks not in the panel: {unknown[:5]}")
+        return self._sliced(slice(None), np.array([where[c] for c in codes], dtype=int))
+
+    def to_files(self, folder: str | Path) -> PanelFiles:
+        """Save every array under ``folder``; returns the small handle that
+        :meth:`PanelFiles.open` maps back (what parallel workers receive instead of arrays)."""
+        folder = Path(folder)
+        arrays = {f"field_{k}": v for k, v in self.fields.items()}
+        arrays.update(listed=self.listed, suspended=self.suspended, st=self.st,
+                      limit_up=self.limit_up, limit_down=self.limit_down)
+        for name, values in arrays.items():
+            np.save(folder / f"{name}.npy", values)
+        return PanelFiles(folder, self.dates, self.codes, tuple(self.fields))
+
+    def listed_days(self) -> np.ndarray:
+        """``[N]`` number of days each stock has a bar."""
+        return self.listed.sum(axis=0)
+
+    # ------------------------------------------------------------------ derived arrays
+    def log_adjusted(self, name: str = "close") -> np.ndarray:
+        """``[D, N]`` log prices adjusted for corporate actions (NaN without a bar).
+
+        ``log close`` is the running sum of ``log(close / preclose)``; the open, high and low
+        of a day are measured against that day's preclose. Only differences along time are
+        meaningful (each stock starts at an arbitrary level).
+        """
+        key = ("log_adjusted", name)
+        if key not in self._cache:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                step = np.where(self.listed, np.log(self["close"] / self["preclose"]), 0.0)
+            level = np.cumsum(np.nan_to_num(step), axis=0)  # log adjusted close
+            if name == "close":
+                out = level
+            else:
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    out = level - step + np.log(self[name] / self["preclose"])
+            self._cache[key] = np.where(self.listed, out, np.nan)
+        return self._cache[key]
+
+    def returns(self) -> np.ndarray:
+        """``[D, N]`` daily log returns ``log(close / preclose)``; NaN without a bar or on a
+        suspended day (no trade, no outcome)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            r = np.log(self["close"] / self["preclose"])
+        return np.where(self.listed & ~self.suspended, r, np.nan)
+
+    def tradeable(self) -> np.ndarray:
+        """``[D, N]`` the stock trades that day (has a bar and is not suspended)."""
+        return self.listed & ~self.suspended
+
+    def at_limit_up(self, price: str = "open") -> np.ndarray:
+        """``[D, N]`` the ``price`` (open or close) sits at limit-up: no buy fills there."""
+        with np.errstate(invalid="ignore"):
+            return self.listed & (self[price] >= self.limit_up - 1e-6)
+
+    def at_limit_down(self, price: str = "open") -> np.ndarray:
+        """``[D, N]`` the ``price`` sits at limit-down: no sell fills there."""
+        with np.errstate(invalid="ignore"):
+            return self.listed & (self[price] <= self.limit_down + 1e-6)
+
+
+@dataclass
+class PanelFiles:
+    """A panel saved by :meth:`Panel.to_files`: the folder, calendar and codes only, so it
+    pickles in microseconds. A worker :meth:`open` s it per task, slices what the task needs
+    (in-memory copies) and drops the maps: processes share one copy of the arrays through the
+    page cache, and no worker keeps the mapped pages in its resident memory beyond the
+    slicing (they would count once per worker in a resident-memory sum)."""
+
+    folder: Path
+    dates: pd.DatetimeIndex
+    codes: np.ndarray
+    field_names: tuple[str, ...]
+
+    def open(self) -> Panel:
+        """The panel with every array a read-only memory map of its file."""
+        def load(name: str) -> np.ndarray:
+            return np.load(self.folder / f"{name}.npy", mmap_mode="r")
+
+        return Panel(dates=self.dates, codes=self.codes,
+                     fields={k: load(f"field_{k}") for k in self.field_names},
+                     listed=load("listed"), suspended=load("suspended"), st=load("st"),
+                     limit_up=load("limit_up"), limit_down=load("limit_down"))

@@ -1,0 +1,76 @@
+"""Where a walk-forward's folds run: local processes (joblib) or a Ray cluster.
+
+Both take the same fold function and return the folds' results as they finish (any order;
+the caller sorts); each task slices its own fold from the whole data set. ``local`` runs
+the tasks in joblib's worker processes (``n_jobs``), the panel's arrays shared through
+files each task maps. ``ray`` puts the whole data set into the cluster's object
+store once (``ray.put``; workers on the same node read its arrays without copying) and runs
+each fold as a task that slices its own inputs there, so nothing large is pickled per task.
+Ray is optional: ``pip install -e '.[ray]'``; ``address`` names an existing cluster
+(``ray start --head`` on one machine, ``ray start --address HEAD:6379`` on the others),
+``None`` starts a local one for this run.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import logging
+from collections.abc import Callable, Iterable, Iterator
+
+from joblib import Parallel, delayed
+
+log = logging.getLogger(__name__)
+
+BACKENDS = ("local", "ray")
+
+
+def release_freed_heap() -> None:
+    """Hand freed heap back to the operating system (glibc's ``malloc_trim``; a no-op
+    elsewhere). glibc keeps freed blocks below its mmap threshold, which grows to 32 MB as
+    large arrays come and go, so a process that trained a fold or dropped a panel's frames
+    would go on holding gigabytes it no longer uses: in every idle worker, at whole-market
+    size."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to hand back this way
+        pass
+
+
+def run_local(fn: Callable, shared, tasks: Iterable[tuple], n_jobs: int) -> Iterator:
+    """``fn(shared, *task)`` for each task in joblib processes, results as they finish.
+    ``shared`` travels pickled with every task: give large arrays as files (see
+    :meth:`forecaster.data.panel.Panel.to_files`)."""
+    jobs = (delayed(fn)(shared, *t) for t in tasks)
+    yield from Parallel(n_jobs=n_jobs, return_as="generator_unordered")(jobs)
+
+
+def run_ray(fn: Callable, shared, tasks: Iterable[tuple], cpus_per_task: int = 1,
+            address: str | None = None) -> Iterator:
+    """``fn(shared, *task)`` for each task as a Ray task (``shared`` stored once), results as
+    they finish.
+
+    Raises:
+        ImportError: Ray is not installed (with the command that installs it).
+    """
+    try:
+        import ray
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("the ray backend needs Ray: pip install -e '.[ray]' (or pip install ray)") from exc
+    started = False
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                 logging_level=logging.WARNING)
+        started = True
+    try:
+        shared_ref = ray.put(shared)
+        remote = ray.remote(num_cpus=cpus_per_task)(fn)
+        pending = [remote.remote(shared_ref, *t) for t in tasks]
+        log.info("ray: %d tasks on %s", len(pending), ray.cluster_resources().get("CPU", "?"))
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            yield ray.get(done[0])
+    finally:
+        if started:
+            ray.shutdown()

@@ -1,0 +1,178 @@
+"""Finished folds of a walk-forward run, kept on disk so an interrupted run can resume.
+
+Each fold's output (its forecast rows, the models it skipped and the models that failed) is
+written atomically to ``FOLDER/fold_NNNN.pkl`` the moment the fold finishes, so a crash,
+SIGKILL or Ctrl-C loses only the folds still running. ``FOLDER/run.json`` holds a fingerprint
+of the data and of the configuration (fold layout, labels, every model's class and
+parameters); a resume with other data or another configuration is refused, since mixing folds
+of two runs would give a report that belongs to neither.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import pickle
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from forecaster.data.panel import Panel
+from seq2seq.core import atomic_write
+
+log = logging.getLogger(__name__)
+
+# Options that change how a run executes but not its numbers.
+_EXECUTION_ONLY = ("n_jobs", "progress", "resume", "backend", "address")
+
+
+@dataclass
+class FoldOutput:
+    """What one fold produced: forecast rows (``date`` index; ``code, model, fold,
+    forecast``), ``{(fold, name): reason}`` of models skipped (too little data) and of models
+    that failed (exception summary), ``{(fold, name): [codes]}`` of stocks a model left
+    out, and ``{(fold, name): seconds}`` each model took to fit and forecast."""
+
+    fold: int
+    rows: list[pd.DataFrame]
+    skipped: dict = field(default_factory=dict)
+    failed: dict = field(default_factory=dict)
+    excluded: dict = field(default_factory=dict)
+    seconds: dict = field(default_factory=dict)
+
+
+def data_fingerprint(frames: Mapping[str, pd.DataFrame] | Panel) -> str:
+    """A hash of every stock's rows, columns and values (order of stocks irrelevant); of a
+    :class:`~forecaster.data.panel.Panel`'s calendar, codes and arrays."""
+    h = hashlib.sha256()
+    if isinstance(frames, Panel):
+        h.update(b"panel")
+        h.update(frames.dates.asi8.tobytes())
+        h.update(",".join(map(str, frames.codes)).encode())
+        for name in sorted(frames.fields):
+            h.update(name.encode())
+            h.update(np.ascontiguousarray(frames.fields[name]).tobytes())
+        for mask in (frames.listed, frames.suspended, frames.st):
+            h.update(np.ascontiguousarray(mask).tobytes())
+        return h.hexdigest()
+    for code in sorted(frames):
+        frame = frames[code]
+        h.update(code.encode())
+        h.update(",".join(map(str, frame.columns)).encode())
+        h.update(pd.util.hash_pandas_object(frame, index=True).to_numpy().tobytes())
+    return h.hexdigest()
+
+
+def _describe(value):
+    """A JSON-able, address-free description of a parameter value (estimators by their
+    class and parameters)."""
+    if hasattr(value, "get_params"):
+        return {"class": f"{type(value).__module__}.{type(value).__qualname__}",
+                "params": {k: _describe(v) for k, v in sorted(value.get_params(deep=False).items())}}
+    if isinstance(value, (list, tuple)):
+        return [_describe(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _describe(v) for k, v in sorted(value.items())}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)
+
+
+def run_description(config, models: Mapping) -> dict:
+    """What makes a run's numbers: the walk-forward configuration (without execution-only
+    options such as ``n_jobs``) and each model's class and parameters."""
+    conf = {k: v for k, v in asdict(config).items() if k not in _EXECUTION_ONLY}
+    return {"walk_forward": conf, "models": {name: _describe(m) for name, m in models.items()}}
+
+
+def _differences(old: dict, new: dict, prefix: str = "") -> list[str]:
+    keys = sorted(set(old) | set(new))
+    out = []
+    for k in keys:
+        a, b = old.get(k, "<absent>"), new.get(k, "<absent>")
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _differences(a, b, f"{prefix}{k}.")
+        elif a != b:
+            out.append(f"{prefix}{k}: {a!r} then, {b!r} now")
+    return out
+
+
+class ResumeError(ValueError):
+    """The stored folds belong to a run with other data or another configuration."""
+
+
+class FoldStore:
+    """The fold files of one run in ``folder``.
+
+    Args:
+        folder: where fold files live (created on first write).
+        fingerprint: ``{"data": hash, "run": run_description(...)}`` of this run.
+    """
+
+    RUN_FILE = "run.json"
+
+    def __init__(self, folder: str | Path, fingerprint: dict):
+        self.folder = Path(folder)
+        self.fingerprint = json.loads(json.dumps(fingerprint))  # as it reads back from disk
+
+    def _fold_path(self, fold: int) -> Path:
+        return self.folder / f"fold_{fold:04d}.pkl"
+
+    def finished(self) -> list[Path]:
+        return sorted(self.folder.glob("fold_*.pkl"))
+
+    def start(self, resume: bool) -> dict[int, FoldOutput]:
+        """Begin a run: with ``resume``, the finished folds of the stored run (after checking
+        it is this run); without, clear any fold files of an earlier run. Returns the folds
+        already done, by number."""
+        stored = self.folder / self.RUN_FILE
+        files = self.finished()
+        if not resume:
+            if files:
+                log.warning("%s: %d fold file(s) of an earlier run replaced (resume would have "
+                            "continued it)", self.folder, len(files))
+            for f in files:
+                f.unlink()
+            self._write_fingerprint()
+            return {}
+        if not stored.is_file():
+            if files:
+                raise ResumeError(f"{self.folder}: fold files without {self.RUN_FILE}; cannot tell which "
+                                  "run they belong to (remove them or run without resume)")
+            log.warning("%s: nothing to resume, starting from the first fold", self.folder)
+            self._write_fingerprint()
+            return {}
+        old = json.loads(stored.read_text())
+        problems = []
+        if old.get("data") != self.fingerprint["data"]:
+            problems.append("the data differ (a file was changed, added or removed)")
+        diff = _differences(old.get("run", {}), self.fingerprint["run"])
+        if diff:
+            problems.append("the configuration differs: " + "; ".join(diff[:8])
+                            + (f" (and {len(diff) - 8} more)" if len(diff) > 8 else ""))
+        if problems:
+            raise ResumeError(f"cannot resume the run in {self.folder}: " + " and ".join(problems)
+                              + "; run without --resume to start afresh, or restore the data and "
+                              "options of the interrupted run")
+        done = {}
+        for f in files:
+            with open(f, "rb") as fh:
+                out = pickle.load(fh)
+            done[out.fold] = out
+        log.info("%s: resuming with %d finished fold(s)", self.folder, len(done))
+        return done
+
+    def _write_fingerprint(self) -> None:
+        with atomic_write(self.folder / self.RUN_FILE, "w") as f:
+            json.dump(self.fingerprint, f, indent=1)
+
+    def save(self, output: FoldOutput) -> Path:
+        """Write one finished fold (atomically: a kill mid-write leaves no partial file)."""
+        path = self._fold_path(output.fold)
+        with atomic_write(path) as f:
+            pickle.dump(output, f, protocol=pickle.HIGHEST_PROTOCOL)
+        return path

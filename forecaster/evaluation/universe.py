@@ -1,0 +1,100 @@
+"""Every stock of a run accounted for: when it joined, the days it was used, and for each stock
+left out (wholly or on some folds) the reason.
+
+A stock can drop out at three places: the walk-forward gives a fold only the stocks with
+``min_stock_days`` bars up to its cut-off; a model may leave a stock out (a per-stock model
+with too little data) or produce no forecast for it; and a forecast is scored only where the
+label exists (the stock was tradeable on the entry and exit days).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+
+from forecaster.evaluation.walkforward import WalkForwardResult
+
+COLUMNS = ("code", "first_date", "last_date", "days", "folds", "first_forecast", "forecast_days",
+           "scored_days", "status", "reason")
+
+
+def universe_table(frames: Mapping[str, pd.DataFrame], result: WalkForwardResult, model: str
+                   ) -> pd.DataFrame:
+    """One row per stock loaded (``COLUMNS``): its data span and rows, the folds it was in,
+    the forecasts of ``model`` (the model under test) and how many were scored, ``status``
+    (``used`` or ``left out``) and ``reason`` (why it was left out, or why it was used only on
+    part of the run; empty otherwise)."""
+    config = result.config
+    folds = result.folds.set_index("fold")
+    in_folds: dict[str, list[int]] = {}
+    for fold, codes in result.members.items():
+        for code in codes:
+            in_folds.setdefault(code, []).append(fold)
+    pred = result.predictions
+    mine = pred[pred["model"] == model]
+    forecast_days = mine.groupby("code").size()
+    scored_days = mine[mine["actual"].notna()].groupby("code").size()
+    first_forecast = mine.reset_index().groupby("code")["date"].min()
+    model_folds = {fold for fold, name in result.failed if name == model} | {
+        fold for fold, name in result.skipped if name == model}
+    excluded: dict[str, list[str]] = {}
+    for (fold, name), codes in result.excluded.items():
+        for code in codes:
+            excluded.setdefault(code, []).append(f"{name} (fold {fold})")
+    last_cut = folds["train_end"].max() if len(folds) else pd.NaT
+
+    rows = []
+    for code in sorted(frames):
+        frame = frames[code]
+        mine_folds = sorted(in_folds.get(code, []))
+        n_fc, n_sc = int(forecast_days.get(code, 0)), int(scored_days.get(code, 0))
+        row = {"code": code, "first_date": frame.index.min(), "last_date": frame.index.max(),
+               "days": len(frame), "folds": len(mine_folds),
+               "first_forecast": first_forecast.get(code, pd.NaT), "forecast_days": n_fc,
+               "scored_days": n_sc}
+        if not mine_folds:
+            upto = int((frame.index <= last_cut).sum()) if pd.notna(last_cut) else 0
+            reason = (f"too few days before every cut-off: {upto} day(s) up to the last cut-off "
+                      f"{last_cut.date()}, min_stock_days is {config.min_stock_days}")
+        elif n_fc == 0:
+            if code in excluded:
+                reason = "excluded by " + ", ".join(excluded[code])
+            elif model_folds and set(mine_folds) <= model_folds:
+                reason = f"{model} was skipped or failed on every fold the stock was in"
+            else:
+                reason = f"{model} produced no forecast for it (missing inputs on every forecast day)"
+        elif n_sc == 0:
+            reason = ("no valid label on any forecast day (suspended, no bar, or not tradeable at the "
+                      "entry or exit)")
+        else:
+            reason = ""
+        status = "left out" if reason else "used"
+        if not reason and mine_folds[0] != 0 and len(folds) > 1:
+            reason = (f"joined at fold {mine_folds[0]} (test from "
+                      f"{folds.loc[mine_folds[0], 'test_start'].date()}): fewer than "
+                      f"{config.min_stock_days} days before earlier cut-offs")
+        if not reason and code in excluded:
+            reason = "excluded by " + ", ".join(excluded[code])
+        rows.append({**row, "status": status, "reason": reason})
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def universe_counts(table: pd.DataFrame) -> dict:
+    """``{"loaded", "used", "left_out": {code: reason}}`` for the console and metrics.json."""
+    left = table[table["status"] != "used"]
+    return {"loaded": len(table), "used": int((table["status"] == "used").sum()),
+            "left_out": dict(zip(left["code"], left["reason"], strict=True))}
+
+
+def universe_line(counts: dict) -> str:
+    """One sentence: how many stocks were loaded and used, and which were left out and why."""
+    noun = "stock" if counts["loaded"] == 1 else "stocks"
+    line = f"universe: {counts['loaded']} {noun} loaded, {counts['used']} used"
+    if counts["left_out"]:
+        shown = list(counts["left_out"].items())[:5]
+        line += f", {len(counts['left_out'])} left out: " + "; ".join(f"{c} ({r})" for c, r in shown)
+        if len(counts["left_out"]) > 5:
+            line += f"; and {len(counts['left_out']) - 5} more (see universe.csv)"
+    return line
+

@@ -1,0 +1,203 @@
+"""Scale-free daily features and classic factor scores on a :class:`~forecaster.data.panel.Panel`.
+
+Every feature of day ``t`` uses bars up to ``t`` only, and none divides by a stock's own
+history of levels: volatility, turnover, traded amount and valuation stay comparable across
+stocks, so a model (or a per-day rank) can see which stocks are calm, illiquid or cheap.
+All arrays are ``[days, stocks]``; rolling statistics are vectorised over stocks (pandas
+rolling on wide frames), and a day without a bar or suspended is NaN, never 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from forecaster.data.panel import Panel
+
+# name -> (days of history it needs, what it is)
+FEATURES: dict[str, tuple[int, str]] = {
+    "ret_1d": (1, "log(close / preclose)"),
+    "gap": (1, "log(open / preclose): the overnight move"),
+    "intraday": (1, "log(close / open)"),
+    "range": (1, "log(high / low)"),
+    "vwap_close": (1, "log(VWAP / close), VWAP = amount / volume"),
+    "volume_surprise": (21, "log(volume / mean volume of the previous 20 days)"),
+    "log_turnover": (1, "log turnover (percent of float traded)"),
+    "log_amount_20d": (20, "log mean traded amount over 20 days (size and liquidity)"),
+    "volatility_20d": (20, "std of daily log returns over 20 days"),
+    "volatility_60d": (60, "std of daily log returns over 60 days"),
+    "return_5d": (5, "log return over 5 days (short-term reversal)"),
+    "return_20d": (20, "log return over 20 days (momentum)"),
+    "return_60d": (60, "log return over 60 days (momentum)"),
+    "max_return_20d": (20, "largest daily log return in 20 days (lottery)"),
+    "turnover_20d": (20, "log mean turnover over 20 days"),
+    "illiquidity_20d": (20, "log mean |return| / amount over 20 days (Amihud)"),
+    "range_position_60d": (60, "close within its 60-day low..high range, 0..1"),
+    "book_to_price": (1, "1 / pbMRQ"),
+    "earnings_to_price": (1, "1 / peTTM"),
+    "sales_to_price": (1, "1 / psTTM"),
+}
+DEFAULT_FEATURES = tuple(FEATURES)
+
+
+def lookback(names=DEFAULT_FEATURES) -> int:
+    """Days of history the longest of ``names`` needs."""
+    return max(FEATURES[n][0] for n in names)
+
+
+def _roll(values: np.ndarray, days: int, how: str, min_fraction: float = 0.75) -> np.ndarray:
+    """Rolling ``how`` over the last ``days`` rows of each column, ignoring NaN, with at least
+    ``min_fraction`` of the rows present."""
+    frame = pd.DataFrame(values)
+    roll = frame.rolling(days, min_periods=max(2, int(np.ceil(min_fraction * days))))
+    return getattr(roll, how)().to_numpy()
+
+
+def _log_ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.log(a / b)
+    return np.where(np.isfinite(out), out, np.nan)
+
+
+def _inverse(values: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = 1.0 / values
+    return np.where(np.isfinite(out), out, np.nan)
+
+
+def feature(panel: Panel, name: str, cache: bool = True) -> np.ndarray:
+    """One feature ``[D, N]`` (NaN where it cannot be computed), kept on the panel for the
+    next caller unless ``cache=False`` (a cached one is always reused)."""
+    if name not in FEATURES:
+        raise ValueError(f"unknown feature {name!r}; choose from {list(FEATURES)}")
+    key = ("feature", name)
+    if key in panel._cache:
+        return panel._cache[key]
+    trades = panel.tradeable()
+    ret = panel.returns()
+    f = panel.fields
+    nan = np.full(ret.shape, np.nan)
+
+    def traded(values: np.ndarray) -> np.ndarray:
+        return np.where(trades, values, np.nan)
+
+    if name == "ret_1d":
+        out = ret
+    elif name == "gap":
+        out = traded(_log_ratio(f["open"], f["preclose"]))
+    elif name == "intraday":
+        out = traded(_log_ratio(f["close"], f["open"]))
+    elif name == "range":
+        out = traded(_log_ratio(f["high"], f["low"]))
+    elif name == "vwap_close":
+        if "amount" in f and "volume" in f:
+            # Clipped: exports that scale amount or volume differently give nonsense here.
+            with np.errstate(invalid="ignore", divide="ignore"):
+                vwap = f["amount"] / f["volume"]
+            out = np.clip(traded(_log_ratio(vwap, f["close"])), -0.2, 0.2)
+        else:
+            out = nan
+    elif name == "volume_surprise":
+        if "volume" in f:
+            vol = traded(f["volume"])
+            with np.errstate(invalid="ignore"):
+                vol = np.where(vol > 0, vol, np.nan)
+            prev = np.vstack([nan[:1], _roll(vol, 20, "mean")[:-1]])
+            out = _log_ratio(vol, prev)
+        else:
+            out = nan
+    elif name == "log_turnover":
+        out = _log_ratio(traded(f["turnover"]), 1.0) if "turnover" in f else nan
+    elif name == "log_amount_20d":
+        out = _log_ratio(_roll(traded(f["amount"]), 20, "mean"), 1.0) if "amount" in f else nan
+    elif name in ("volatility_20d", "volatility_60d"):
+        out = _roll(ret, int(name.split("_")[1][:-1]), "std")
+    elif name in ("return_5d", "return_20d", "return_60d"):
+        days = int(name.split("_")[1][:-1])
+        logp = panel.log_adjusted("close")
+        prev = np.vstack([np.full((days, ret.shape[1]), np.nan), logp[:-days]])
+        out = np.where(trades, logp - prev, np.nan)
+    elif name == "max_return_20d":
+        out = _roll(ret, 20, "max")
+    elif name == "turnover_20d":
+        out = _log_ratio(_roll(traded(f["turnover"]), 20, "mean"), 1.0) if "turnover" in f else nan
+    elif name == "illiquidity_20d":
+        if "amount" in f:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                impact = np.abs(ret) / np.where(f["amount"] > 0, f["amount"], np.nan) * 1e9
+            out = _log_ratio(_roll(impact, 20, "mean") + 1e-6, 1.0)
+        else:
+            out = nan
+    elif name == "range_position_60d":
+        logp = np.where(trades, panel.log_adjusted("close"), np.nan)
+        lo, hi = _roll(logp, 60, "min"), _roll(logp, 60, "max")
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out = np.where(hi > lo, (logp - lo) / (hi - lo), 0.5)
+        out = np.where(np.isfinite(logp) & np.isfinite(lo), out, np.nan)
+    else:  # valuation: a yield is monotone in value and finite where the multiple is negative
+        column = {"book_to_price": "pb_mrq", "earnings_to_price": "pe_ttm",
+                  "sales_to_price": "ps_ttm"}[name]
+        out = np.where(panel.listed, _inverse(f[column]), np.nan) if column in f else nan
+    out = np.asarray(out, dtype=float)
+    if cache:
+        panel._cache[key] = out
+    return out
+
+
+def feature_tensor(panel: Panel, names=DEFAULT_FEATURES, front: int = 0) -> np.ndarray:
+    """Features ``[front + D, N, F]`` (float32) in the order of ``names``, after ``front``
+    rows of zeros (the padding a sequence model reads before the first day). Filled one
+    feature at a time and not cached on the panel: the peak is the float32 tensor plus one
+    float64 feature (caching all of them would hold 2x the tensor again, ~2 GB for a
+    5,000-stock, 10-year training slice)."""
+    unknown = [n for n in names if n not in FEATURES]
+    if unknown or not names:
+        raise ValueError(f"unknown features {unknown}; choose from {list(FEATURES)}")
+    out = np.zeros((front + panel.n_days, panel.n_stocks, len(names)), dtype=np.float32)
+    for i, name in enumerate(names):
+        out[front:, :, i] = feature(panel, name, cache=False)
+    return out
+
+
+def available_features(panel: Panel, names=DEFAULT_FEATURES) -> tuple[str, ...]:
+    """The features of ``names`` the panel's columns allow (a valuation-free export has no
+    book-to-price)."""
+    needs = {"vwap_close": ("amount", "volume"), "volume_surprise": ("volume",),
+             "log_turnover": ("turnover",), "log_amount_20d": ("amount",),
+             "turnover_20d": ("turnover",), "illiquidity_20d": ("amount",),
+             "book_to_price": ("pb_mrq",), "earnings_to_price": ("pe_ttm",),
+             "sales_to_price": ("ps_ttm",)}
+    return tuple(n for n in names if all(panel.has(c) for c in needs.get(n, ())))
+
+
+def cs_rank(values: np.ndarray) -> np.ndarray:
+    """Per-day percentile ranks across stocks in (0, 1] ``[D, N]`` (NaN kept)."""
+    return pd.DataFrame(values).rank(axis=1, pct=True).to_numpy()
+
+
+# Factor scores (higher = expected to do better), the ones a sceptic tries first.
+FACTORS: dict[str, tuple[tuple[str, float], ...]] = {
+    "reversal_1d": (("ret_1d", -1.0),),
+    "reversal_5d": (("return_5d", -1.0),),
+    "momentum_20d": (("return_20d", 1.0),),
+    "low_vol_20d": (("volatility_20d", -1.0),),
+    "low_turnover_20d": (("turnover_20d", -1.0),),
+    "book_to_price": (("book_to_price", 1.0),),
+    # Equal-weight composite of rank-normalised low volatility, low turnover and value.
+    "composite": (("volatility_20d", -1.0), ("turnover_20d", -1.0), ("book_to_price", 1.0)),
+}
+
+
+def factor_score(panel: Panel, name: str) -> np.ndarray:
+    """The factor's score ``[D, N]`` by signal day; a composite averages the per-day ranks of
+    its parts over those available for the stock that day."""
+    if name not in FACTORS:
+        raise ValueError(f"unknown factor {name!r}; choose from {list(FACTORS)}")
+    parts = FACTORS[name]
+    if len(parts) == 1:
+        base, sign = parts[0]
+        return sign * feature(panel, base)
+    ranks = np.stack([cs_rank(sign * feature(panel, base)) for base, sign in parts])
+    with np.errstate(invalid="ignore"):
+        count = np.isfinite(ranks).sum(axis=0)
+        return np.where(count > 0, np.nansum(ranks, axis=0) / np.maximum(count, 1), np.nan)

@@ -1,0 +1,100 @@
+"""Feature processors fitted on the training segment only (Qlib's ``RobustZScoreNorm`` and
+``CSRankNorm``), with state that saves and loads.
+
+A processor sees ``[days, stocks, features]`` arrays. ``fit(X, dates, up_to=cut)`` learns
+from rows dated up to ``cut`` only: the leakage rule lives here, once. Statistics are pooled
+over all stocks, never per stock: per-stock scaling would erase the cross-sectional levels
+(volatility, turnover, valuation) that carry the signal.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+
+from forecaster.features.factors import cs_rank
+
+NORMS = ("robust", "rank")
+
+
+class RobustZScore:
+    """``clip((x - median) / (1.4826 * MAD), -clip, clip)`` per feature, pooled over stocks
+    and training days; missing values become 0 (the pooled median)."""
+
+    kind = "robust"
+
+    def __init__(self, clip: float = 3.0, max_rows: int = 500_000, seed: int = 0):
+        if clip <= 0:
+            raise ValueError(f"clip must be positive, got {clip}")
+        self.clip = clip
+        self.max_rows = max_rows
+        self.seed = seed
+
+    def fit(self, X: np.ndarray, dates: pd.DatetimeIndex, up_to=None) -> RobustZScore:
+        rows = len(dates) if up_to is None else int(dates.searchsorted(pd.Timestamp(up_to), side="right"))
+        flat = X[:rows].reshape(-1, X.shape[-1])
+        if len(flat) > self.max_rows:  # a deterministic sample is plenty for a median
+            pick = np.random.default_rng(self.seed).choice(len(flat), self.max_rows, replace=False)
+            flat = flat[np.sort(pick)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN features
+            median = np.nanmedian(flat, axis=0)
+            mad = np.nanmedian(np.abs(flat - median), axis=0) * 1.4826
+            std = np.nanstd(flat, axis=0)
+        # A feature that is mostly constant (MAD 0) falls back to its standard deviation.
+        scale = np.where(mad > 1e-12, mad, np.where(std > 1e-12, std, 1.0))
+        self.center_ = np.nan_to_num(median).astype(np.float32)
+        self.scale_ = scale.astype(np.float32)
+        return self
+
+    def transform(self, X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """``X [..., F]`` processed into ``out`` (float32; may be ``X`` itself)."""
+        out = np.empty(X.shape, np.float32) if out is None else out
+        np.subtract(X, self.center_, out=out)
+        out /= self.scale_
+        np.clip(out, -self.clip, self.clip, out=out)
+        return np.nan_to_num(out, copy=False, nan=0.0)
+
+    def state(self) -> dict:
+        return {"kind": self.kind, "clip": self.clip, "center": self.center_.tolist(),
+                "scale": self.scale_.tolist()}
+
+
+class CrossSectionalRank:
+    """Each day's values ranked across stocks, mapped to ``[-1, 1]``; missing values 0.
+    Stateless: a day's ranks use that day only."""
+
+    kind = "rank"
+
+    def fit(self, X: np.ndarray, dates: pd.DatetimeIndex, up_to=None) -> CrossSectionalRank:
+        return self
+
+    def transform(self, X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """``X [D, N, F]`` processed into ``out`` (float32; may be ``X`` itself)."""
+        out = np.empty(X.shape, dtype=np.float32) if out is None else out
+        for f in range(X.shape[-1]):  # a loop over features; ranks are vectorised over days
+            out[..., f] = np.nan_to_num(2.0 * cs_rank(X[..., f]) - 1.0, nan=0.0)
+        return out
+
+    def state(self) -> dict:
+        return {"kind": self.kind}
+
+
+def make_processor(kind: str, **kwargs):
+    if kind == "robust":
+        return RobustZScore(**kwargs)
+    if kind == "rank":
+        return CrossSectionalRank()
+    raise ValueError(f"normalisation must be one of {NORMS}, got {kind!r}")
+
+
+def processor_from_state(state: dict):
+    """Rebuild a fitted processor from :meth:`state`."""
+    if state["kind"] == "rank":
+        return CrossSectionalRank()
+    proc = RobustZScore(clip=state["clip"])
+    proc.center_ = np.asarray(state["center"], dtype=np.float32)
+    proc.scale_ = np.asarray(state["scale"], dtype=np.float32)
+    return proc

@@ -1,0 +1,160 @@
+"""Cross-sectional baselines a sceptic tries first, on the same panel, features and folds as
+the panel Transformer: factor scores (no training) and gradient boosting / ridge on the
+last day's features with per-day normalised labels.
+
+All are panel models: ``fit(panel)`` on the training slice, ``predict(panel)`` -> scores
+indexed by ``(forecast date, code)`` (see :func:`forecaster.models.panel.model.scores_to_series`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator
+from sklearn.ensemble import HistGradientBoostingRegressor
+from sklearn.exceptions import NotFittedError
+from sklearn.linear_model import Ridge
+
+from forecaster.features.factors import (
+    DEFAULT_FEATURES,
+    FACTORS,
+    available_features,
+    factor_score,
+    feature_tensor,
+    lookback,
+)
+from forecaster.features.labels import EXECUTIONS, normalise_per_day, tradeable_label
+from forecaster.features.processors import make_processor
+from forecaster.models.panel.model import as_panel, scores_to_series
+
+log = logging.getLogger(__name__)
+
+LAGGED_RETURNS = 4  # daily returns of the days before the last, as extra columns
+
+
+class FactorScore(BaseEstimator):
+    """A classic factor's score (see :data:`forecaster.features.factors.FACTORS`); nothing is fitted."""
+
+    is_return_forecast = False
+    input_kind = "panel"
+
+    def __init__(self, factor="low_vol_20d"):
+        self.factor = factor
+
+    def fit(self, data) -> FactorScore:
+        if self.factor not in FACTORS:
+            raise ValueError(f"unknown factor {self.factor!r}; choose from {list(FACTORS)}")
+        self.fitted_ = True
+        return self
+
+    def predict(self, data) -> pd.Series:
+        if not hasattr(self, "fitted_"):
+            raise NotFittedError("FactorScore is not fitted yet; call fit first")
+        panel = as_panel(data)
+        rows = np.arange(panel.n_days - 1)
+        scores = np.where(panel.listed, factor_score(panel, self.factor), np.nan)[rows]
+        return scores_to_series(scores, panel, rows)
+
+
+ESTIMATORS = ("gbm", "ridge")
+
+
+class FeatureRegressor(BaseEstimator):
+    """Gradient boosting (scikit-learn's ``HistGradientBoostingRegressor``) or ridge on the
+    last day's processed features plus the previous ``LAGGED_RETURNS`` daily returns,
+    regressed on the per-day rank-normalised tradeable label.
+
+    Args:
+        estimator: ``"gbm"`` or ``"ridge"``.
+        horizon, execution: the label, as for the panel Transformer.
+        features: names from :data:`forecaster.features.factors.FEATURES` (``None``: all available).
+        norm: feature processor (``"robust"`` or ``"rank"``), fitted on the training slice.
+        max_rows: training rows kept (the latest), bounding the cost on large panels: when
+            it binds, features and their processor are computed from those rows' days only.
+        random_state: seed of the boosting.
+    """
+
+    is_return_forecast = False
+    input_kind = "panel"
+
+    def __init__(self, estimator="gbm", horizon=1, execution="next_open", features=None, norm="robust",
+                 max_rows=400_000, random_state=0):
+        self.estimator = estimator
+        self.horizon = horizon
+        self.execution = execution
+        self.features = features
+        self.norm = norm
+        self.max_rows = max_rows
+        self.random_state = random_state
+
+    def _design(self, panel, fit: bool):
+        X = feature_tensor(panel, self.features_)  # [D, N, F]
+        if fit:
+            self.processor_ = make_processor(self.norm).fit(X, panel.dates)
+        self.processor_.transform(X, out=X)
+        ret = np.zeros(X.shape[:-1] + (0,), np.float32)
+        if "ret_1d" in self.features_:
+            r = X[..., self.features_.index("ret_1d")]
+            lags = [np.vstack([np.zeros((k,) + r.shape[1:], np.float32), r[:-k]])
+                    for k in range(1, LAGGED_RETURNS + 1)]
+            ret = np.stack(lags, axis=-1)
+        return np.concatenate([X, ret], axis=-1)
+
+    def _model(self):
+        if self.estimator == "gbm":
+            return HistGradientBoostingRegressor(
+                max_iter=200, learning_rate=0.05, max_leaf_nodes=31, min_samples_leaf=200,
+                l2_regularization=1.0, early_stopping=False, random_state=self.random_state)
+        return Ridge(alpha=10.0)
+
+    def fit(self, data) -> FeatureRegressor:
+        if self.estimator not in ESTIMATORS:
+            raise ValueError(f"estimator must be one of {ESTIMATORS}, got {self.estimator!r}")
+        if self.execution not in EXECUTIONS:
+            raise ValueError(f"execution must be one of {EXECUTIONS}, got {self.execution!r}")
+        panel = as_panel(data)
+        names = (tuple(self.features) if self.features is not None
+                 else available_features(panel, DEFAULT_FEATURES))
+        label, _ = tradeable_label(panel, self.horizon, self.execution)
+        y = normalise_per_day(label, "rank")
+        y[: min(lookback(names), panel.n_days)] = np.nan
+        ok = np.isfinite(y) & panel.listed
+        usable = np.flatnonzero(ok.ravel())
+        if len(usable) > self.max_rows:
+            # Only the latest max_rows stock-days are fitted: features (and the processor)
+            # are computed from their days and the history those need, not the whole panel.
+            log.info("%s: fitting the latest %d of %d labelled stock-days (max_rows)", self.estimator,
+                     self.max_rows, len(usable))
+            first = usable[-self.max_rows] // panel.n_stocks
+            start = max(0, first - lookback(names) - LAGGED_RETURNS)
+            panel, y, ok = panel.slice(start=panel.dates[start]), y[start:], ok[start:]
+        self.features_ = names
+        Z = self._design(panel, fit=True)
+        rows = np.flatnonzero(ok.ravel())[-self.max_rows:]  # the latest rows
+        if len(rows) < 50:
+            raise ValueError(f"too little data: {len(rows)} labelled stock-days")
+        self.model_ = self._model().fit(Z.reshape(-1, Z.shape[-1])[rows], y.ravel()[rows])
+        return self
+
+    def predict(self, data) -> pd.Series:
+        if not hasattr(self, "model_"):
+            raise NotFittedError("FeatureRegressor is not fitted yet; call fit first")
+        panel = as_panel(data)
+        Z = self._design(panel, fit=False)
+        rows = np.arange(panel.n_days - 1)
+        flat = Z[rows].reshape(-1, Z.shape[-1])
+        present = panel.listed[rows].ravel()
+        scores = np.full(len(flat), np.nan)
+        if present.any():
+            scores[present] = self.model_.predict(flat[present])
+        return scores_to_series(scores.reshape(len(rows), panel.n_stocks), panel, rows)
+
+
+def panel_baselines(horizon: int = 1, execution: str = "next_open", random_state: int = 0) -> dict:
+    """The cross-sectional baselines of a panel run, by name."""
+    models = {name: FactorScore(name) for name in FACTORS}
+    models["gbm"] = FeatureRegressor("gbm", horizon=horizon, execution=execution, random_state=random_state)
+    models["ridge_features"] = FeatureRegressor("ridge", horizon=horizon, execution=execution)
+    return models

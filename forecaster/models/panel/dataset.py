@@ -1,0 +1,105 @@
+"""The dataset handler of the panel models (Qlib's handler + dataset, in one small room):
+features, their processor, labels and the day batches a network reads, for one panel.
+
+Shapes: features ``[days, stocks, features]``; a batch of consecutive days gives the network
+``x [stocks, context + days, features]`` (each day's output needs ``context`` earlier days);
+labels and masks ``[days, stocks]``, rows by signal day.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from forecaster.data.panel import Panel
+from forecaster.features.factors import feature_tensor
+from forecaster.features.labels import normalise_per_day, tradeable_label
+
+
+@dataclass
+class SequenceData:
+    """Processed inputs of one panel, ready to be cut into batches of consecutive days.
+
+    Attributes:
+        dates, codes: the panel's calendar ``[D]`` and stocks ``[N]``.
+        X: ``[context + D, N, F]`` processed features, zero-padded in front.
+        context: days of history each output needs.
+        present: ``[D, N]`` a stock is scored that day (it has a bar and ``min_days`` days
+            since its first bar).
+        label: ``[D, N]`` raw tradeable label (NaN where none), or None when not needed.
+        target: ``[D, N]`` the per-day normalised label the loss sees.
+    """
+
+    dates: pd.DatetimeIndex
+    codes: np.ndarray
+    X: torch.Tensor
+    context: int
+    present: np.ndarray
+    label: np.ndarray | None = None
+    target: np.ndarray | None = None
+
+    def batch(self, days: np.ndarray, max_stocks: int | None = None,
+              rng: np.random.Generator | None = None) -> tuple[torch.Tensor, ...]:
+        """For consecutive signal days ``days``: ``(x [S, context + B, F], target [B, S],
+        mask [B, S], present [B, S], stocks [S])``, ``S`` being the stocks present on any of
+        the days (absent ones cost nothing), or ``max_stocks`` of them drawn with ``rng``
+        (the losses rank within a day, so any subset of a day's stocks is a valid batch)."""
+        days = np.asarray(days)
+        first, last = int(days[0]), int(days[-1])
+        if last - first + 1 != len(days):
+            raise ValueError("a batch must hold consecutive days")
+        present = self.present[first:last + 1]
+        stocks = np.flatnonzero(present.any(axis=0))
+        if max_stocks is not None and len(stocks) > max_stocks:
+            if rng is None:
+                raise ValueError("sampling max_stocks stocks needs an rng")
+            stocks = np.sort(rng.choice(stocks, max_stocks, replace=False))
+        x = self.X[first:last + 1 + self.context, stocks].transpose(0, 1)  # padded rows: +context
+        present_t = torch.as_tensor(present[:, stocks])
+        if self.target is None:
+            target = torch.zeros(present_t.shape)
+            mask = torch.zeros(present_t.shape, dtype=torch.bool)
+        else:
+            y = self.target[first:last + 1][:, stocks]
+            mask = torch.as_tensor(np.isfinite(y)) & present_t
+            target = torch.as_tensor(np.nan_to_num(y), dtype=torch.float32)
+        return x.contiguous(), target, mask, present_t, torch.as_tensor(stocks)
+
+
+def input_present(panel: Panel, min_days: int) -> np.ndarray:
+    """``[D, N]``: the stock has a bar on the day and ``min_days`` days since its first bar."""
+    since = np.cumsum(panel.listed, axis=0)
+    return panel.listed & (since >= min_days)
+
+
+def build_sequences(panel: Panel, features: tuple[str, ...], processor, context: int, min_days: int,
+                    horizon: int | None = None, execution: str = "next_open",
+                    label_norm: str = "rank", drop_tails: float = 0.0,
+                    padded: np.ndarray | None = None) -> SequenceData:
+    """Features processed by the (fitted) ``processor`` and, with ``horizon``, the labels.
+    ``padded``: the raw ``feature_tensor(panel, features, front=context)`` when the caller
+    has it (it is processed in place)."""
+    if padded is None:
+        padded = feature_tensor(panel, features, front=context)
+    processor.transform(padded[context:], out=padded[context:])
+    data = SequenceData(panel.dates, panel.codes, torch.from_numpy(padded), context,
+                        input_present(panel, min_days))
+    if horizon is not None:
+        label, _ = tradeable_label(panel, horizon, execution)
+        data.label = label
+        data.target = normalise_per_day(label, label_norm, drop_tails)
+    return data
+
+
+def day_blocks(days: np.ndarray, size: int) -> list[np.ndarray]:
+    """Split sorted day indices into runs of at most ``size`` consecutive days."""
+    if not len(days):
+        return []
+    breaks = np.flatnonzero(np.diff(days) != 1) + 1
+    blocks = []
+    for run in np.split(days, breaks):
+        blocks.extend(run[i:i + size] for i in range(0, len(run), size))
+    return blocks

@@ -1,0 +1,347 @@
+"""The cross-sectional panel Transformer: a public sklearn-style model over the private
+:class:`~forecaster.models.panel.network.PanelTransformerNet`, coordinating data, processor, network
+and training loop.
+
+It scores stocks against each other for the tradeable label (see :mod:`forecaster.features.labels`):
+scores rank stocks within a day and are not return forecasts.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
+
+from forecaster.data.panel import Panel
+from forecaster.features.factors import (
+    DEFAULT_FEATURES,
+    FEATURES,
+    available_features,
+    feature_tensor,
+    lookback,
+)
+from forecaster.features.labels import EXECUTIONS, LABEL_NORMS
+from forecaster.features.processors import NORMS, make_processor, processor_from_state
+from forecaster.metrics import daily_ic
+from forecaster.models.panel.dataset import SequenceData, build_sequences, day_blocks
+from forecaster.models.panel.network import PanelNetConfig, PanelTransformerNet
+from forecaster.models.training import LoopConfig, train_days
+from seq2seq.core import load_checkpoint, resolve_device, save_checkpoint
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_KIND = "forecaster.PanelTransformer"
+CHECKPOINT_VERSION = 1
+
+
+def as_panel(data) -> Panel:
+    """A :class:`Panel` from a panel, ``{code: frame}`` or one frame."""
+    return data if isinstance(data, Panel) else Panel.from_frames(data)
+
+
+def scores_to_series(scores: np.ndarray, panel: Panel, rows: np.ndarray) -> pd.Series:
+    """Scores ``[len(rows), N]`` of signal days ``rows`` as a Series indexed by
+    ``(forecast date, code)``, the forecast date being the next trading day; NaN dropped."""
+    dates = panel.dates[rows + 1]
+    frame = pd.DataFrame(scores, index=pd.DatetimeIndex(dates, name="date"), columns=panel.codes)
+    frame.columns.name = "code"
+    return frame.stack().dropna().rename("forecast")
+
+
+def standardise_per_day(scores: np.ndarray) -> np.ndarray:
+    """``[D, N]`` minus each day's mean over its standard deviation (NaN kept)."""
+    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)  # days without any score
+        mean = np.nanmean(scores, axis=1, keepdims=True)
+        sd = np.nanstd(scores, axis=1, keepdims=True)
+    return (scores - mean) / np.where(sd > 0, sd, 1.0)
+
+
+class PanelTransformer(BaseEstimator):
+    """Rank the stocks of each day by their expected tradeable return ``horizon`` days ahead.
+
+    Args:
+        window: days each attention layer looks back over (the stack sees
+            ``n_layers * (window - 1) + 1`` days of features per stock and day).
+        horizon: H >= 1; the label runs from the execution after the signal day to the
+            execution H trading days later.
+        execution: ``"next_open"`` or ``"close"`` (how the label is earned).
+        features: names from :data:`forecaster.features.factors.FEATURES`; ``None`` uses every one the
+            data's columns allow.
+        norm: ``"robust"`` (pooled robust z-score fitted on training days, clipped at 3) or
+            ``"rank"`` (per-day ranks across stocks).
+        label_norm: per-day label normalisation for training (``"rank"``, ``"zscore"``).
+        drop_tails: share of each day's labels cut from each tail before training.
+        d_model, n_heads, n_layers, d_ff, dropout: the causal encoder.
+        positional: ``"rotary"`` (relative positions) or ``"none"``.
+        cross_stock: one attention layer across the stocks of a day after the encoder.
+        loss: per-day ``"pairwise"`` (RankNet on sampled pairs of the same day; the default,
+            chosen by ``scripts/sweep_panel.py``), ``"ic"`` (minus the daily correlation),
+            ``"mse"`` (on the normalised label) or ``"listnet"``.
+        max_epochs, days_per_batch, lr, weight_decay, patience: the training loop (a batch is
+            ``days_per_batch`` consecutive days of every stock).
+        val_fraction: the latest share of training days held out for early stopping on the
+            mean daily rank IC (with a gap of ``horizon + 1`` days so that no validation label
+            overlaps a training one).
+        n_seeds: an ensemble of networks from seeds ``random_state .. + n_seeds - 1``; their
+            per-day standardised scores are averaged.
+        epoch_stock_days: a budget for an epoch, in stock-days: an epoch takes that many
+            (rounded to whole batches, at least one), drawn at random from all training days
+            anew each epoch, so a fold's training cost stays bounded whatever the number of
+            stocks and days; ``None`` visits every training day each epoch. It also bounds
+            each epoch's validation: at most that many stock-days, the validation days'
+            stocks drawn at random (the same draw every epoch, so epochs compare alike).
+        stocks_per_batch: each step trains on this many of the batch days' stocks, drawn at
+            random (``None``: all of them), so a step's time and memory do not grow with the
+            number of stocks; with ``epoch_stock_days`` an epoch then holds more, smaller
+            steps.
+        device: ``"auto"``, ``"cpu"``, ``"cuda"``...
+        random_state: seed of the first network.
+        progress: progress bars while fitting.
+    """
+
+    is_return_forecast = False  # scores rank stocks; they are not return forecasts
+    input_kind = "panel"
+
+    def __init__(self, window=20, horizon=1, execution="next_open", features=None, norm="robust",
+                 label_norm="rank", drop_tails=0.0, d_model=32, n_heads=4, n_layers=2, d_ff=64,
+                 dropout=0.1, positional="rotary", cross_stock=False, loss="pairwise", max_epochs=20,
+                 days_per_batch=8, lr=1e-3, weight_decay=1e-2, patience=4, val_fraction=0.2,
+                 n_seeds=1, epoch_stock_days=None, stocks_per_batch=None,
+                 device="auto", random_state=0, progress=False):
+        self.window = window
+        self.horizon = horizon
+        self.execution = execution
+        self.features = features
+        self.norm = norm
+        self.label_norm = label_norm
+        self.drop_tails = drop_tails
+        self.d_model = d_model
+        self.n_heads = n_heads
+        self.n_layers = n_layers
+        self.d_ff = d_ff
+        self.dropout = dropout
+        self.positional = positional
+        self.cross_stock = cross_stock
+        self.loss = loss
+        self.max_epochs = max_epochs
+        self.days_per_batch = days_per_batch
+        self.lr = lr
+        self.weight_decay = weight_decay
+        self.patience = patience
+        self.val_fraction = val_fraction
+        self.n_seeds = n_seeds
+        self.epoch_stock_days = epoch_stock_days
+        self.stocks_per_batch = stocks_per_batch
+        self.device = device
+        self.random_state = random_state
+        self.progress = progress
+
+    # ------------------------------------------------------------------ validation
+    def _loop_config(self, n_stocks: int = 1) -> LoopConfig:
+        per_step = min(n_stocks, self.stocks_per_batch or n_stocks)
+        steps = (None if self.epoch_stock_days is None
+                 else max(1, int(self.epoch_stock_days) // (self.days_per_batch * max(per_step, 1))))
+        return LoopConfig(loss=self.loss, max_epochs=self.max_epochs, days_per_batch=self.days_per_batch,
+                          lr=self.lr, weight_decay=self.weight_decay, patience=self.patience,
+                          steps_per_epoch=steps)
+
+    def _net_config(self, n_features: int) -> PanelNetConfig:
+        return PanelNetConfig(n_features=n_features, window=self.window, d_model=self.d_model,
+                              n_heads=self.n_heads, n_layers=self.n_layers, d_ff=self.d_ff,
+                              dropout=self.dropout, positional=self.positional,
+                              cross_stock=bool(self.cross_stock))
+
+    def _validate_params(self) -> None:
+        for name in ("window", "horizon", "n_seeds"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.execution not in EXECUTIONS:
+            raise ValueError(f"execution must be one of {EXECUTIONS}, got {self.execution!r}")
+        if self.norm not in NORMS:
+            raise ValueError(f"norm must be one of {NORMS}, got {self.norm!r}")
+        if self.label_norm not in LABEL_NORMS:
+            raise ValueError(f"label_norm must be one of {LABEL_NORMS}, got {self.label_norm!r}")
+        if not 0 <= self.drop_tails < 0.5:
+            raise ValueError(f"drop_tails must be in [0, 0.5), got {self.drop_tails}")
+        if not 0 <= self.val_fraction < 1:
+            raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
+        for name in ("epoch_stock_days", "stocks_per_batch"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))
+                                      or value < (2 if name == "stocks_per_batch" else 1)):
+                raise ValueError(f"{name} must be None or a positive integer"
+                                 f"{' >= 2' if name == 'stocks_per_batch' else ''}, got {value!r}")
+        if self.features is not None:
+            bad = [f for f in self.features if f not in FEATURES]
+            if bad or not self.features:
+                raise ValueError(f"unknown features {bad}; choose from {list(FEATURES)}")
+        self._loop_config()
+        self._net_config(1)
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "nets_"):
+            raise NotFittedError("PanelTransformer is not fitted yet; call fit first")
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, data) -> PanelTransformer:
+        """Fit on a panel (or ``{code: frame}``) using every row it holds: the caller's slice
+        is the training segment. The processor sees these rows only; labels whose exit lies
+        beyond the last row are unknown and not used."""
+        self._validate_params()
+        panel = as_panel(data)
+        names = (tuple(self.features) if self.features is not None
+                 else available_features(panel, DEFAULT_FEATURES))
+        if not names:
+            raise ValueError("no feature can be computed from the data's columns")
+        device = resolve_device(self.device)
+        self.net_config_ = self._net_config(len(names))
+        # One feature tensor: the processor is fitted on it, then it is processed in place.
+        context = self.net_config_.context
+        raw = feature_tensor(panel, names, front=context)
+        processor = make_processor(self.norm).fit(raw[context:], panel.dates)
+        data_ = self._sequences(panel, names, processor, with_labels=True, padded=raw)
+        usable = (np.isfinite(data_.target) & data_.present).sum(axis=1) >= 2
+        # Rows before the longest feature lookback have mostly empty inputs.
+        usable[: min(lookback(names), panel.n_days)] = False
+        days = np.flatnonzero(usable)
+        n_val = int(round(self.val_fraction * len(days)))
+        gap = self.horizon + 1
+        if len(days) - n_val - gap < 2 or (self.val_fraction > 0 and n_val < 2):
+            raise ValueError(f"too little data: {len(days)} days with at least two labelled stocks "
+                             f"(window={self.window}, horizon={self.horizon}); need more history")
+        val_days = days[len(days) - n_val:] if n_val else days[:0]
+        fit_days = days[: len(days) - n_val - (gap if n_val else 0)]
+        self.features_ = names
+        self.processor_ = processor
+        self.device_ = device
+        self.train_end_ = panel.dates[-1]
+        self.nets_, self.histories_, self.best_epochs_ = [], [], []
+        for k in range(self.n_seeds):
+            seed = int(self.random_state or 0) + k
+            with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+                torch.manual_seed(seed)
+                net = PanelTransformerNet(self.net_config_).to(device)
+                validate = ((lambda net=net, seed=seed: self._val_ic(net, data_, val_days, seed)) if n_val
+                            else None)
+                batch = data_.batch
+                if self.stocks_per_batch is not None:
+                    batch = partial(data_.batch, max_stocks=int(self.stocks_per_batch),
+                                    rng=np.random.default_rng(seed))
+                history, best = train_days(net, batch, day_blocks(fit_days, self.days_per_batch),
+                                           validate, self._loop_config(panel.n_stocks), seed, device,
+                                           self.progress,
+                                           f"fit seed {seed}")
+            self.nets_.append(net)
+            self.histories_.append(history)
+            self.best_epochs_.append(best)
+        return self
+
+    def _sequences(self, panel: Panel, names, processor, with_labels: bool = False,
+                   padded: np.ndarray | None = None) -> SequenceData:
+        config = self.net_config_
+        return build_sequences(panel, names, processor, config.context, min_days=self.window,
+                               horizon=self.horizon if with_labels else None, execution=self.execution,
+                               label_norm=self.label_norm, drop_tails=self.drop_tails, padded=padded)
+
+    @torch.no_grad()
+    def _scores(self, nets, data: SequenceData, rows: np.ndarray, chunk: int = 64,
+                max_stocks: int | None = None, rng: np.random.Generator | None = None) -> np.ndarray:
+        """Ensemble scores ``[len(rows), N]`` (NaN where not present, or not among the
+        ``max_stocks`` drawn with ``rng`` for a block of ``chunk`` days) for sorted rows."""
+        out = np.full((len(rows), len(data.codes)), np.nan)
+        for net in nets:
+            net.eval()
+        for block in day_blocks(rows, chunk):
+            x, _, _, present, stocks = data.batch(block, max_stocks, rng)
+            present_np = present.numpy()
+            total = np.zeros(present_np.shape)
+            for net in nets:
+                s = net(x.to(self.device_), present.to(self.device_)).double().cpu().numpy()
+                s = np.where(present_np, s, np.nan)
+                total += np.nan_to_num(standardise_per_day(s)) if len(nets) > 1 else s
+            at = np.searchsorted(rows, block)
+            out[np.ix_(at, stocks.numpy())] = np.where(present_np, total / len(nets), np.nan)
+        return out
+
+    def _val_ic(self, net, data: SequenceData, days: np.ndarray, seed: int) -> float:
+        """Mean daily rank IC on the validation ``days``; within ``epoch_stock_days``
+        stock-days when it is set (a random subset of each block's stocks, the same every
+        epoch), since scoring every stock would outgrow the bounded training at scale."""
+        max_stocks = (None if self.epoch_stock_days is None
+                      else max(2, int(self.epoch_stock_days) // max(len(days), 1)))
+        was = net.training
+        scores = self._scores([net], data, days, max_stocks=max_stocks,
+                              rng=np.random.default_rng(seed))
+        net.train(was)
+        ic = daily_ic(pd.DataFrame(scores), pd.DataFrame(data.label[days]))
+        return float(ic.mean()) if len(ic) else float("nan")
+
+    # ------------------------------------------------------------------ prediction
+    def _windows(self, data) -> tuple[Panel, SequenceData]:
+        self._check_fitted()
+        panel = as_panel(data)
+        return panel, self._sequences(panel, self.features_, self.processor_)
+
+    def predict(self, data) -> pd.Series:
+        """Scores for every (forecast date, code) the data allows: row ``t``'s inputs end at
+        the close before the forecast date. Returns a Series named ``forecast`` indexed by
+        ``(date, code)``; the day after the last row is :meth:`predict_next`'s."""
+        panel, windows = self._windows(data)
+        rows = np.arange(panel.n_days - 1)
+        return scores_to_series(self._scores(self.nets_, windows, rows), panel, rows)
+
+    def predict_next(self, data) -> pd.Series:
+        """Scores for the trading day after the last row, indexed by code."""
+        panel, windows = self._windows(data)
+        scores = self._scores(self.nets_, windows, np.array([panel.n_days - 1]))[0]
+        return pd.Series(scores, index=pd.Index(panel.codes, name="code"), name="forecast").dropna()
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | Path) -> Path:
+        """Write parameters, processor state and every network (atomically)."""
+        self._check_fitted()
+        params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.get_params().items()}
+        payload = {
+            "params": params,
+            "net_config": self.net_config_.to_dict(),
+            "state_dicts": [{k: v.detach().cpu() for k, v in net.state_dict().items()} for net in self.nets_],
+            "processor": self.processor_.state(),
+            "fitted": {"features": list(self.features_), "train_end": str(self.train_end_.date()),
+                       "histories": self.histories_, "best_epochs": self.best_epochs_},
+        }
+        return save_checkpoint(payload, path, CHECKPOINT_KIND, CHECKPOINT_VERSION)
+
+    @classmethod
+    def load(cls, path: str | Path, device: str = "auto") -> PanelTransformer:
+        """Rebuild a fitted model from :meth:`save`'s file."""
+        data = load_checkpoint(path, CHECKPOINT_KIND, (CHECKPOINT_VERSION,))
+        try:
+            params = dict(data["params"])
+            if params.get("features") is not None:
+                params["features"] = tuple(params["features"])
+            model = cls(**{**params, "device": device})
+            model.net_config_ = PanelNetConfig(**data["net_config"])
+            model.device_ = resolve_device(device)
+            model.nets_ = []
+            for state in data["state_dicts"]:
+                net = PanelTransformerNet(model.net_config_)
+                net.load_state_dict(state)
+                model.nets_.append(net.to(model.device_).eval())
+            model.processor_ = processor_from_state(data["processor"])
+            fitted = data["fitted"]
+            model.features_ = tuple(fitted["features"])
+            model.train_end_ = pd.Timestamp(fitted["train_end"])
+            model.histories_ = fitted["histories"]
+            model.best_epochs_ = fitted["best_epochs"]
+        except (KeyError, TypeError, RuntimeError, ValueError) as exc:
+            raise ValueError(f"{path}: checkpoint content does not fit this model: {exc}") from exc
+        return model

@@ -1,0 +1,91 @@
+"""The private network behind :class:`forecaster.models.panel.model.PanelTransformer`.
+
+Each stock's sequence of daily feature vectors goes through the core's causal ``Encoder``
+with a sliding-window mask: every layer attends to the last ``window`` days, with rotary
+(relative) positions, so the output of day ``t`` depends on days ``t - context .. t`` only
+(``context = n_layers * (window - 1)``) and each day is computed once however many days a
+batch holds. Optionally one non-causal core ``Encoder`` layer then attends across the stocks
+of the same day (masked to the stocks present: every input is from that day or before, so it
+cannot leak). A linear head scores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+from seq2seq.core import Encoder, StackConfig
+
+PANEL_POSITIONALS = ("rotary", "none")
+
+
+@dataclass
+class PanelNetConfig:
+    """Everything needed to rebuild the network (stored in checkpoints)."""
+
+    n_features: int
+    window: int = 20
+    d_model: int = 32
+    n_heads: int = 4
+    n_layers: int = 2
+    d_ff: int = 64
+    dropout: float = 0.1
+    positional: str = "rotary"
+    cross_stock: bool = False
+    norm_first: bool = True
+    max_len: int = 1024
+
+    def __post_init__(self) -> None:
+        if self.n_features < 1 or self.window < 1:
+            raise ValueError("n_features and window must be positive")
+        if self.positional not in PANEL_POSITIONALS:
+            # Absolute positions would tie a day's output to where its batch starts.
+            raise ValueError(f"positional must be one of {PANEL_POSITIONALS}, got {self.positional!r}")
+        self.stack(causal=True)  # validates the layer sizes
+
+    @property
+    def context(self) -> int:
+        """Days before a day that its output depends on."""
+        return self.n_layers * (self.window - 1)
+
+    def stack(self, causal: bool, n_layers: int | None = None) -> StackConfig:
+        return StackConfig(
+            d_model=self.d_model, n_heads=self.n_heads, d_ff=self.d_ff,
+            n_layers=n_layers or self.n_layers, dropout=self.dropout, attention_dropout=0.0,
+            norm_first=self.norm_first, causal=causal,
+            rotary=causal and self.positional == "rotary", max_len=self.max_len,
+        )
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class PanelTransformerNet(nn.Module):
+    """``x [stocks, context + days, features]`` -> scores ``[days, stocks]`` of the last
+    ``days`` positions, given ``present [days, stocks]`` (0 where not present)."""
+
+    def __init__(self, config: PanelNetConfig):
+        super().__init__()
+        self.config = config
+        self.input_proj = nn.Linear(config.n_features, config.d_model)
+        self.encoder = Encoder(config.stack(causal=True))
+        # x-transformers' idea: across stocks it is the same layer stack, just not causal.
+        self.cross = Encoder(config.stack(causal=False, n_layers=1)) if config.cross_stock else None
+        self.head = nn.Linear(config.d_model, 1)
+
+    def embed(self, x: torch.Tensor, days: int) -> torch.Tensor:
+        """``[stocks, T, features]`` -> embeddings of the last ``days`` positions
+        ``[days, stocks, d_model]``."""
+        if x.size(1) > self.config.max_len:
+            raise ValueError(f"{x.size(1)} positions exceed max_len={self.config.max_len}; "
+                             "use smaller chunks")
+        h = self.encoder.forward_local(self.input_proj(x), self.config.window, days)  # (S, days, C)
+        return h.transpose(0, 1)  # (days, S, C)
+
+    def forward(self, x: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
+        h = self.embed(x, present.size(0))
+        if self.cross is not None:
+            h = self.cross(h, mask=present[:, None, None, :])
+        return self.head(h).squeeze(-1).masked_fill(~present, 0.0)

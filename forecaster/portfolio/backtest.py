@@ -1,0 +1,604 @@
+"""Backtest daily return forecasts under A-share rules: cash, 100-share lots, costs, price
+limits, suspensions and T+1.
+
+Timing convention
+-----------------
+A forecast frame is ``[date x code]``; row ``t`` is the forecast of day ``t``'s return, known
+after day ``t-1``'s close. The target weights decided from row ``t`` are traded
+
+* ``execution="next_open"`` (default, realistic): at day ``t``'s **open** -- the forecast made
+  after day ``t-1``'s close trades at the next open. The position earns open -> close on day
+  ``t`` and close -> close afterwards.
+* ``execution="close"`` (idealised): at day ``t-1``'s **close**, the very close the forecast
+  needed; the position earns day ``t``'s full close -> close return.
+
+Either way the trade date (price limits, suspension, stamp-duty regime) is the day whose open
+or close is used. Equity is marked at each day's close, from the first execution day through
+the last forecast date.
+
+Simulation
+----------
+One pass over the days keeps the state that forbids vectorising across time (cash, shares,
+T+1); within a day the orders are derived with numpy over all stocks. Each day, per stock:
+
+* target shares = ``weight * NAV / price`` floored to whole lots (NAV at the execution prices;
+  the price includes a cost estimate so a fully invested target is affordable);
+* a held position whose weight keeps its sign is left alone, except on rebalance days when
+  its value is more than ``rebalance_tolerance * |weight| * NAV`` away from target;
+* sells run before buys; a buy that the cash cannot pay gets fewer lots (``"partial"``,
+  reason ``"cash"``) or none (``"blocked"``, ``"cash"``);
+* no trade in a suspended stock (``"suspended"``) or one without a bar (``"no_data"``); no buy
+  at or above limit-up (``"limit_up"``), no sell at or below limit-down (``"limit_down"``);
+  shares bought today cannot be sold today (``"t_plus_1"``; with one order per stock per day
+  it only binds when :class:`Broker` is driven by hand). A blocked order is re-derived from
+  the target the next day, so it executes later if still wanted.
+
+Corporate actions: on ex-dates (``preclose`` differs from the previous close) held shares are
+scaled by ``previous close / preclose`` (integer shares, the fraction paid as cash), which
+keeps value and exposure and matches the ``close / preclose`` return the forecasts target;
+``corporate_actions="cash"`` credits ``shares * (previous close - preclose)`` instead (exact
+for cash dividends, keeps positions in whole lots, but a bonus issue turns part of the
+position into cash). With ``"shares"`` positions may hold odd lots, sold with the rest.
+
+Long-short (``mode="long_short"``) is a paper portfolio: shares go negative with the same
+costs and rules (no short sale at limit-down, no cover at limit-up), short proceeds are
+cash, and borrow fees, borrow availability and margin are ignored.
+
+Benchmarks: one stock -> buy-and-hold through the same engine (bought at the first execution
+opportunity with the same costs and rules, never traded again); a panel -> the equal-weight
+universe, **without costs or lots**: rebalanced at each close to equal value in the stocks
+that traded that day (not suspended, not on their first bar), a suspended holding frozen until
+it resumes, earning ``close / preclose`` (``close / open`` on a ``next_open`` first day). The
+universe is the stocks given, i.e. today's constituents: survivorship bias flatters it and
+any strategy picked from it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from forecaster.data.panel import Panel
+from forecaster.metrics import TRADING_DAYS
+from forecaster.portfolio.rules import CostModel, MarketRules
+from forecaster.portfolio.strategy import StrategyConfig, rebalance_rows, target_weights
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "BacktestConfig",
+    "BacktestResult",
+    "Broker",
+    "CostModel",
+    "MarketRules",
+    "StrategyConfig",
+    "TRADE_COLUMNS",
+    "performance_metrics",
+    "run_backtest",
+]
+
+EXECUTIONS = ("next_open", "close")
+TRADE_COLUMNS = [
+    "date", "signal_date", "code", "side", "requested", "shares", "price", "value", "commission",
+    "stamp_duty", "transfer_fee", "slippage_cost", "status", "reason",
+]
+FEE_COLUMNS = ("commission", "stamp_duty", "transfer_fee", "slippage_cost")
+
+
+@dataclass
+class BacktestConfig:
+    """How target weights become trades: the strategy, the market's rules, and the
+    execution and cost settings, each its own piece.
+
+    Attributes:
+        strategy: forecasts -> target weights (:class:`~forecaster.portfolio.strategy.StrategyConfig`:
+            top-k, top-k dropout, threshold; equal or rank weights; rebalance period).
+        market: the exchange's rules that are settings (:class:`~forecaster.portfolio.rules.MarketRules`:
+            lot size, corporate actions); price limits, suspensions and T+1 always apply.
+        capital: starting cash in CNY.
+        execution: ``"next_open"`` (default) or ``"close"``; see the module docstring.
+        costs: the :class:`~forecaster.portfolio.rules.CostModel`.
+        rebalance_tolerance: on rebalance days a held position is resized only when its value
+            is off target by more than this fraction of the target (0 resizes to the lot).
+    """
+
+    strategy: StrategyConfig = field(default_factory=StrategyConfig)
+    market: MarketRules = field(default_factory=MarketRules)
+    capital: float = 1_000_000.0
+    execution: str = "next_open"
+    costs: CostModel = field(default_factory=CostModel)
+    rebalance_tolerance: float = 0.1
+
+    def __post_init__(self):
+        if not (isinstance(self.capital, (int, float)) and math.isfinite(self.capital) and self.capital > 0):
+            raise ValueError(f"capital must be a positive amount of CNY, got {self.capital!r}")
+        if self.execution not in EXECUTIONS:
+            raise ValueError(f"execution must be one of {EXECUTIONS}, got {self.execution!r}")
+        if not (isinstance(self.rebalance_tolerance, (int, float)) and self.rebalance_tolerance >= 0):
+            raise ValueError(f"rebalance_tolerance must be >= 0, got {self.rebalance_tolerance!r}")
+        for name, kind in (("strategy", StrategyConfig), ("market", MarketRules), ("costs", CostModel)):
+            value = getattr(self, name)
+            if not isinstance(value, kind):
+                raise ValueError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
+
+    @classmethod
+    def for_universe(cls, n_stocks: int, strategy: StrategyConfig | None = None, **kwargs) -> BacktestConfig:
+        """The walk-forward report's setting for ``n_stocks``: ``strategy`` as given, or the
+        default of :meth:`StrategyConfig.for_universe`. ``kwargs``: the other fields."""
+        return cls(strategy=strategy or StrategyConfig.for_universe(n_stocks), **kwargs)
+
+
+@dataclass
+class BacktestResult:
+    """What :func:`run_backtest` produced.
+
+    Attributes:
+        equity: ``[date]`` mark-to-market value at each close (cash + shares * close).
+        returns: ``[date]`` daily returns of ``equity``, the first relative to ``capital``.
+        positions: ``[date x code]`` shares held after each day's trading (negative = short).
+        cash: ``[date]`` cash after each day's trading.
+        weights: ``[date x code]`` target weights, indexed by forecast (signal) date.
+        trades: one row per wanted trade, columns :data:`TRADE_COLUMNS`; ``status`` is
+            ``"filled"``, ``"partial"`` or ``"blocked"`` and ``reason`` says why it fell short.
+        benchmark_equity: ``[date]`` buy-and-hold (one stock) or equal-weight universe (panel).
+        metrics, benchmark_metrics: :func:`performance_metrics` of each.
+        benchmark: a description of the benchmark.
+    """
+
+    equity: pd.Series
+    returns: pd.Series
+    positions: pd.DataFrame
+    cash: pd.Series
+    weights: pd.DataFrame
+    trades: pd.DataFrame
+    benchmark_equity: pd.Series
+    metrics: dict
+    benchmark_metrics: dict
+    benchmark: str = ""
+
+    def summary(self) -> pd.DataFrame:
+        """Strategy and benchmark metrics side by side ``[metric x {strategy, benchmark}]``."""
+        return pd.DataFrame({"strategy": self.metrics, "benchmark": self.benchmark_metrics})
+
+
+class Broker:
+    """Cash, integer share positions and same-day purchases for a fixed list of stocks.
+
+    :func:`run_backtest` drives one; it is public so that single orders (e.g. two on one day,
+    to see T+1 bite) can be checked by hand. Every order appends a row to ``trades``.
+
+    Args:
+        codes: the stocks, addressed by position in :meth:`order`.
+        capital: starting cash.
+        costs: the cost model.
+        lot_size: buys are whole lots.
+        allow_short: let sells take positions below zero.
+    """
+
+    def __init__(self, codes, capital: float, costs: CostModel | None = None, lot_size: int = 100,
+                 allow_short: bool = False):
+        self.codes = list(codes)
+        self.cash = float(capital)
+        self.costs = costs if costs is not None else CostModel()
+        self.lot = int(lot_size)
+        self.allow_short = allow_short
+        self.shares = np.zeros(len(self.codes), dtype=np.int64)
+        self.bought_today = np.zeros(len(self.codes), dtype=np.int64)
+        self.trades: list[tuple] = []
+
+    def new_day(self) -> None:
+        """Start a trading day: yesterday's purchases become sellable (T+1)."""
+        self.bought_today[:] = 0
+
+    def _record(self, date, signal_date, i, side, requested, shares, price, fees, slippage, status, reason):
+        value = shares * price
+        self.trades.append((date, signal_date, self.codes[i], side, int(requested), int(shares), price, value,
+                            fees["commission"], fees["stamp_duty"], fees["transfer_fee"], slippage, status,
+                            reason))
+
+    def reject(self, date, i: int, side: str, requested: int, price: float, reason: str,
+               signal_date=None) -> str:
+        """Record a wanted trade that cannot be placed at all (status ``"blocked"``)."""
+        date = pd.Timestamp(date)
+        signal_date = date if signal_date is None else pd.Timestamp(signal_date)
+        return self._block(date, signal_date, i, side, requested, price, reason)
+
+    def _block(self, date, signal_date, i, side, requested, price, reason) -> str:
+        self._record(date, signal_date, i, side, requested, 0, price, _NO_FEES, 0.0, "blocked", reason)
+        return "blocked"
+
+    def _buy_cost(self, shares: int, fill: float, date) -> float:
+        value = shares * fill
+        fees = self.costs.fees("buy", value, date)
+        return value + fees["commission"] + fees["transfer_fee"]
+
+    def order(self, date, i: int, shares: int, price: float, *, limit_up: float = math.inf,
+              limit_down: float = 0.0, suspended: bool = False, signal_date=None) -> str:
+        """Trade ``shares`` (> 0 buy, < 0 sell) of stock ``i`` at ``price`` on ``date``.
+
+        Buys are floored to whole lots and cut to what the cash pays for; sells are limited to
+        the shares held before today (T+1) and, without ``allow_short``, to the position.
+        Fills are at the slippage price, capped at the limit prices.
+
+        Returns:
+            the trade's status: ``"filled"``, ``"partial"`` or ``"blocked"``.
+        """
+        date = pd.Timestamp(date)
+        signal_date = date if signal_date is None else pd.Timestamp(signal_date)
+        side = "buy" if shares > 0 else "sell"
+        requested = abs(int(shares))
+        if requested == 0:
+            raise ValueError("an order needs a non-zero number of shares")
+        if not np.isfinite(price) or price <= 0:
+            return self._block(date, signal_date, i, side, requested, float("nan"), "no_data")
+        if suspended:
+            return self._block(date, signal_date, i, side, requested, price, "suspended")
+        if side == "buy":
+            if price >= limit_up - 1e-9:
+                return self._block(date, signal_date, i, side, requested, price, "limit_up")
+            qty = requested // self.lot * self.lot
+            if qty == 0:
+                return self._block(date, signal_date, i, side, requested, price, "lot_size")
+            fill = min(self.costs.fill_price("buy", price), limit_up)
+            reason = ""
+            if self._buy_cost(qty, fill, date) > self.cash:
+                reason = "cash"
+                c = self.costs
+                per_lot = self.lot * fill * (1 + c.commission_rate + c.transfer_fee_rate)
+                qty = min(qty, int(max(self.cash, 0.0) // per_lot) * self.lot)
+                while qty > 0 and self._buy_cost(qty, fill, date) > self.cash:
+                    qty -= self.lot  # the commission minimum can make the estimate one lot short
+                if qty == 0:
+                    return self._block(date, signal_date, i, side, requested, price, "cash")
+        else:
+            if price <= limit_down + 1e-9:
+                return self._block(date, signal_date, i, side, requested, price, "limit_down")
+            held, new = int(self.shares[i]), int(self.bought_today[i])
+            wanted = requested if self.allow_short else min(requested, max(held, 0))
+            if wanted == 0:
+                return self._block(date, signal_date, i, side, requested, price, "no_position")
+            # T+1: only shares held before today may be sold; a short sale needs no such shares.
+            sellable = held - new if (new > 0 or not self.allow_short) else wanted
+            qty = min(wanted, max(sellable, 0))
+            reason = "t_plus_1" if qty < wanted else ""
+            if qty == 0:
+                return self._block(date, signal_date, i, side, requested, price, reason)
+            fill = max(self.costs.fill_price("sell", price), limit_down)
+        value = qty * fill
+        fees = self.costs.fees(side, value, date)
+        paid = fees["commission"] + fees["stamp_duty"] + fees["transfer_fee"]
+        if side == "buy":
+            self.cash -= value + paid
+            self.shares[i] += qty
+            self.bought_today[i] += qty
+        else:
+            self.cash += value - paid
+            self.shares[i] -= qty
+        status = "filled" if qty == requested else "partial"
+        self._record(date, signal_date, i, side, requested, qty, fill, fees, qty * abs(fill - price), status,
+                     reason)
+        return status
+
+    def trades_frame(self) -> pd.DataFrame:
+        """The trades so far as a DataFrame with columns :data:`TRADE_COLUMNS`."""
+        return _trades_frame(self.trades)
+
+
+_NO_FEES = {"commission": 0.0, "stamp_duty": 0.0, "transfer_fee": 0.0}
+
+
+def _trades_frame(rows: list[tuple]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=TRADE_COLUMNS)
+    for col in ("requested", "shares"):
+        frame[col] = frame[col].astype(np.int64)
+    for col in ("price", "value", *FEE_COLUMNS):
+        frame[col] = frame[col].astype(float)
+    for col in ("date", "signal_date"):
+        frame[col] = pd.to_datetime(frame[col])
+    return frame
+
+
+def performance_metrics(equity: pd.Series, trades: pd.DataFrame | None = None,
+                        capital: float | None = None) -> dict:
+    """Summary statistics of an equity curve ``[date]`` (252 trading days a year, rf = 0).
+
+    Args:
+        equity: values at each close.
+        trades: optional trades (columns :data:`TRADE_COLUMNS`) for turnover, costs and counts;
+            without them those entries are ``NaN``.
+        capital: the value before the first day; default ``equity.iloc[0]`` (then the first
+            day has no return).
+
+    Returns:
+        ``total_return``; ``annual_return`` (geometric); ``annual_volatility`` (daily std,
+        ddof=1, * sqrt(252)); ``sharpe`` (mean / std * sqrt(252)); ``sortino`` (mean / downside
+        deviation * sqrt(252), downside deviation = sqrt(mean(min(r, 0)^2))); ``max_drawdown``
+        as a positive fraction of the running peak; ``calmar`` (annual_return / max_drawdown);
+        ``turnover`` (traded value / mean equity / years); ``costs_paid`` (fees + slippage);
+        ``n_trades`` (filled or partial), ``n_blocked``, ``final_equity``, ``n_days``.
+    """
+    eq = np.asarray(equity, dtype=float)
+    values = eq if capital is None else np.concatenate([[float(capital)], eq])
+    nan = float("nan")
+    r = values[1:] / values[:-1] - 1.0 if len(values) > 1 else np.array([])
+    n = len(r)
+    years = n / TRADING_DAYS
+    total = values[-1] / values[0] - 1.0 if len(values) else nan
+    if n == 0:
+        annual = nan
+    elif total <= -1.0:
+        annual = -1.0
+    else:
+        annual = (1.0 + total) ** (1.0 / years) - 1.0
+    std = float(np.std(r, ddof=1)) if n > 1 else nan
+    mean = float(np.mean(r)) if n else nan
+    downside = float(np.sqrt(np.mean(np.minimum(r, 0.0) ** 2))) if n else nan
+    peak = np.maximum.accumulate(values) if len(values) else values
+    max_dd = float(np.max(1.0 - values / peak)) if len(values) else nan
+    metrics = {
+        "total_return": float(total),
+        "annual_return": float(annual),
+        "annual_volatility": float(std * math.sqrt(TRADING_DAYS)),
+        "sharpe": mean / std * math.sqrt(TRADING_DAYS) if std > 0 else nan,
+        "sortino": mean / downside * math.sqrt(TRADING_DAYS) if downside > 0 else nan,
+        "max_drawdown": max_dd,
+        "calmar": float(annual / max_dd) if max_dd > 0 else nan,
+        "turnover": nan,
+        "costs_paid": nan,
+        "n_trades": nan,
+        "n_blocked": nan,
+        "final_equity": float(values[-1]) if len(values) else nan,
+        "n_days": n,
+    }
+    if trades is not None:
+        done = trades["status"] != "blocked"
+        traded = float(trades.loc[done, "value"].abs().sum())
+        metrics["turnover"] = traded / float(np.mean(eq)) / years if n and len(eq) else nan
+        metrics["costs_paid"] = float(trades.loc[done, list(FEE_COLUMNS)].to_numpy().sum())
+        metrics["n_trades"] = int(done.sum())
+        metrics["n_blocked"] = int((~done).sum())
+    return metrics
+
+
+@dataclass
+class _Panel:
+    """Prices on the union calendar as ``[days x stocks]`` arrays (NaN where no bar)."""
+
+    dates: pd.DatetimeIndex
+    codes: list[str]
+    open: np.ndarray
+    close: np.ndarray
+    preclose: np.ndarray
+    has_bar: np.ndarray
+    suspended: np.ndarray
+    first_bar: np.ndarray
+    up: np.ndarray
+    down: np.ndarray
+    close_val: np.ndarray  # last known close, 0 before the first bar: values positions at close
+    open_val: np.ndarray  # open where there is a bar, else the last close: values at the open
+    ratio: np.ndarray  # corporate-action share factor: previous close / preclose (1 = none)
+    payout: np.ndarray  # cash per share: previous close - preclose (0 = none)
+
+
+def _build_panel(frames: dict[str, pd.DataFrame], codes: list[str]) -> _Panel:
+    """The trading view of :class:`~forecaster.data.panel.Panel` (alignment, suspensions and limit
+    prices are computed there, once) for the stocks ``codes``, in that order."""
+    grid = Panel.from_frames({code: frames[code] for code in codes}).take(codes)
+    open_, close, preclose = grid["open"], grid["close"], grid["preclose"]
+    has_bar = grid.listed
+    close_ff = pd.DataFrame(close).ffill().to_numpy()
+    prev_close = np.vstack([np.full((1, len(codes)), np.nan), close_ff[:-1]])
+    first_bar = has_bar & ~np.isfinite(prev_close)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        event = has_bar & np.isfinite(prev_close) & (np.abs(prev_close - preclose) > 1e-6)
+        ratio = np.where(event, prev_close / preclose, 1.0)
+        payout = np.where(event, prev_close - preclose, 0.0)
+    open_val = np.where(has_bar, open_, np.nan_to_num(prev_close))
+    return _Panel(dates=grid.dates, codes=codes, open=open_, close=close, preclose=preclose, has_bar=has_bar,
+                  suspended=grid.suspended, first_bar=first_bar, up=grid.limit_up, down=grid.limit_down,
+                  close_val=np.nan_to_num(close_ff), open_val=np.nan_to_num(open_val), ratio=ratio,
+                  payout=payout)
+
+
+def _corporate_actions(broker: Broker, panel: _Panel, j: int, how: str) -> None:
+    held = broker.shares != 0
+    if how == "cash":
+        broker.cash += float(broker.shares[held] @ panel.payout[j, held])
+        return
+    hit = held & (panel.ratio[j] != 1.0)
+    if not hit.any():
+        return
+    exact = broker.shares[hit] * panel.ratio[j, hit]
+    new = np.trunc(exact + np.sign(exact) * 1e-6).astype(np.int64)  # whole shares, toward zero
+    broker.cash += float((exact - new) @ panel.preclose[j, hit])  # the fraction paid in cash
+    broker.shares[hit] = new
+
+
+def _trade_day(broker: Broker, panel: _Panel, config: BacktestConfig, j: int, w: np.ndarray,
+               price: np.ndarray, value_price: np.ndarray, resize: bool, tolerance: float,
+               signal_date) -> None:
+    """Move the book towards weights ``w [stocks]`` at ``price [stocks]`` on day ``j``."""
+    shares = broker.shares
+    if not w.any() and not shares.any():
+        return
+    date = panel.dates[j]
+    nav = broker.cash + float(shares @ value_price)
+    c = config.costs
+    lot = config.market.lot_size
+    # Size with the buy-side cost estimate so that a 100% target is affordable after fees.
+    size_price = np.where(np.isfinite(price), price, value_price) * (
+        1 + c.slippage_bps / 1e4 + c.commission_rate + c.transfer_fee_rate)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        raw = np.where(size_price > 0, np.abs(w) * nav / size_price, 0.0)
+    desired = (np.sign(w) * np.floor(raw / lot + 1e-9) * lot).astype(np.int64)
+    keep = (shares != 0) & (np.sign(shares) == np.sign(w))
+    if resize and tolerance < math.inf:
+        keep &= np.abs(shares * value_price - w * nav) <= tolerance * np.abs(w) * nav
+    desired = np.where(keep, shares, desired)
+    delta = desired - shares
+    delta = np.where(delta > 0, delta // lot * lot, delta)  # buys in whole lots (odd lots stay)
+    for i in np.flatnonzero((w != 0) & (shares == 0) & (desired == 0) & (size_price > 0)):
+        broker.reject(date, i, "buy" if w[i] > 0 else "sell", int(round(raw[i])), float(price[i]), "lot_size",
+                      signal_date)  # the target is worth less than one lot
+    for i in np.concatenate([np.flatnonzero(delta < 0), np.flatnonzero(delta > 0)]):  # sells first
+        broker.order(date, i, int(delta[i]), float(price[i]), limit_up=float(panel.up[j, i]),
+                     limit_down=float(panel.down[j, i]), suspended=bool(panel.suspended[j, i]),
+                     signal_date=signal_date)
+
+
+def _simulate(panel: _Panel, weights: np.ndarray, rebalance: np.ndarray, start: int, end: int,
+              config: BacktestConfig, tolerance: float, allow_short: bool):
+    """Run days ``start..end`` with target weights ``[days x stocks]`` on the panel calendar.
+
+    Returns ``(equity [days], cash [days], positions [days x stocks], trades)``.
+    """
+    broker = Broker(panel.codes, config.capital, config.costs, config.market.lot_size, allow_short)
+    n_days = end - start + 1
+    equity, cash = np.empty(n_days), np.empty(n_days)
+    positions = np.zeros((n_days, len(panel.codes)), dtype=np.int64)
+    at_open = config.execution == "next_open"
+    for d, j in enumerate(range(start, end + 1)):
+        broker.new_day()
+        if d and broker.shares.any():
+            _corporate_actions(broker, panel, j, config.market.corporate_actions)
+        if at_open:
+            _trade_day(broker, panel, config, j, weights[j], panel.open[j], panel.open_val[j], rebalance[j],
+                       tolerance, panel.dates[j])
+        elif j < end:  # at the close, for tomorrow's forecast row
+            _trade_day(broker, panel, config, j, weights[j + 1], panel.close[j], panel.close_val[j],
+                       rebalance[j + 1], tolerance, panel.dates[j + 1])
+        equity[d] = broker.cash + float(broker.shares @ panel.close_val[j])
+        cash[d] = broker.cash
+        positions[d] = broker.shares
+    return equity, cash, positions, broker.trades_frame()
+
+
+def _equal_weight_benchmark(panel: _Panel, start: int, end: int, config: BacktestConfig) -> np.ndarray:
+    """Cost-free equal-weight universe ``[days]``, entered when the strategy is.
+
+    Rebalanced at each close to equal value in the stocks that traded that day (not
+    suspended, not on their first bar); a suspended holding is frozen -- it can be neither
+    sold nor bought -- and earns its return when trading resumes.
+    """
+    live = panel.has_bar & ~panel.suspended & ~panel.first_bar
+    with np.errstate(invalid="ignore", divide="ignore"):
+        growth = np.where(panel.has_bar, panel.close / panel.preclose, 1.0)
+        first_growth = panel.close[start] / panel.open[start]
+    growth = np.where(np.isfinite(growth), growth, 1.0)
+    values = np.zeros(len(panel.codes))
+    cash = float(config.capital)
+    out = np.empty(end - start + 1)
+    for d, j in enumerate(range(start, end + 1)):
+        if d == 0 and config.execution == "next_open":
+            if live[j].any():  # bought at the first open
+                values = np.where(live[j], cash / live[j].sum(), 0.0)
+                cash = 0.0
+            values = values * np.where(live[j] & np.isfinite(first_growth), first_growth, 1.0)
+        elif d:
+            values = values * growth[j]
+        if live[j].any():  # rebalance at the close among today's traders; frozen ones keep value
+            free = cash + values[live[j]].sum()
+            values = np.where(live[j], free / live[j].sum(), values)
+            cash = 0.0
+        out[d] = cash + values.sum()
+    return out
+
+
+def run_backtest(frames: dict[str, pd.DataFrame], forecast: pd.DataFrame | pd.Series,
+                 config: BacktestConfig | None = None) -> BacktestResult:
+    """Trade forecasts ``[date x code]`` against canonical price frames under A-share rules.
+
+    Args:
+        frames: code -> canonical frame (:func:`forecaster.data.load_csv`); at least the
+            forecast's columns. Optional columns default sensibly (no ``preclose``: the previous
+            close; no ``is_st``: not ST; no ``suspended``: ``trade_status == 0 or volume == 0``).
+        forecast: ``[date x code]`` forecasts of each day's return (row ``t`` known after day
+            ``t-1``'s close); a Series is accepted with a single frame. Rows on dates without
+            any bar are dropped with a warning; trading days missing between the first and last
+            row keep the previous weights.
+        config: :class:`BacktestConfig`.
+
+    Returns:
+        :class:`BacktestResult`; equity runs from the first execution day to the last forecast
+        date. See the module docstring for timing, rules and benchmarks.
+    """
+    config = config or BacktestConfig()
+    if isinstance(forecast, pd.Series):
+        if len(frames) != 1:
+            raise ValueError("a forecast Series needs exactly one frame; pass a DataFrame [date x code]")
+        forecast = forecast.to_frame(next(iter(frames)))
+    if not isinstance(forecast, pd.DataFrame) or forecast.shape[1] == 0:
+        raise ValueError("forecast must be a DataFrame [date x code] with at least one column")
+    codes = [str(c) for c in forecast.columns]
+    unknown = [c for c in codes if c not in frames]
+    if unknown:
+        raise ValueError(f"forecast columns without a price frame: {unknown[:5]}")
+    forecast = forecast.copy()
+    forecast.columns = codes
+    forecast.index = pd.DatetimeIndex(forecast.index)
+    if not (forecast.index.is_monotonic_increasing and forecast.index.is_unique):
+        raise ValueError("forecast dates must be sorted and unique")
+    panel = _build_panel(frames, codes)
+    on_calendar = forecast.index.isin(panel.dates)
+    if not on_calendar.all():
+        log.warning("%d forecast rows fall on dates without any price bar and are ignored (first: %s)",
+                    int((~on_calendar).sum()), forecast.index[~on_calendar][0].date())
+        forecast = forecast.loc[on_calendar]
+    if forecast.empty:
+        raise ValueError("no forecast row falls on a date of the price data")
+
+    weights = target_weights(forecast, config.strategy)
+    first, last = panel.dates.get_loc(forecast.index[0]), panel.dates.get_loc(forecast.index[-1])
+    w_cal = np.zeros((len(panel.dates), len(codes)))
+    w_cal[first:last + 1] = weights.reindex(panel.dates[first:last + 1]).ffill().to_numpy()
+    rebalance = np.zeros(len(panel.dates), dtype=bool)
+    rows = np.unique(rebalance_rows(len(forecast), config.strategy.rebalance_every))
+    rebalance[panel.dates.get_indexer(forecast.index[rows])] = True
+    if config.execution == "next_open":
+        start = first
+    elif first > 0:
+        start = first - 1
+    else:
+        start = first
+        log.warning("execution='close' trades row %s at the previous close, which the price data lacks; "
+                    "that row is skipped", forecast.index[0].date())
+    if start == last and config.execution == "close":
+        raise ValueError("execution='close' needs at least two trading days")
+
+    allow_short = config.strategy.mode == "long_short"
+    eq, cash, pos, trades = _simulate(panel, w_cal, rebalance, start, last, config,
+                                      config.rebalance_tolerance, allow_short)
+    days = panel.dates[start:last + 1]
+    equity = pd.Series(eq, index=days, name="equity")
+    returns = pd.Series(np.diff(np.concatenate([[config.capital], eq])) / np.concatenate(
+        [[config.capital], eq[:-1]]), index=days, name="returns")
+
+    if len(codes) == 1:
+        ones = np.zeros_like(w_cal)
+        ones[first:last + 1] = 1.0
+        bench_config = dataclasses.replace(config, strategy=dataclasses.replace(config.strategy,
+                                                                                 mode="long_flat"))
+        b_eq, _, _, b_trades = _simulate(panel, ones, np.zeros_like(rebalance), start, last, bench_config,
+                                         math.inf, False)
+        benchmark = f"buy-and-hold {codes[0]} (same costs and rules)"
+    else:
+        b_eq, b_trades = _equal_weight_benchmark(panel, start, last, config), None
+        benchmark = f"equal-weight universe of {len(codes)} stocks, daily rebalanced, no costs"
+    benchmark_equity = pd.Series(b_eq, index=days, name="benchmark")
+    return BacktestResult(
+        equity=equity,
+        returns=returns,
+        positions=pd.DataFrame(pos, index=days, columns=codes),
+        cash=pd.Series(cash, index=days, name="cash"),
+        weights=weights,
+        trades=trades,
+        benchmark_equity=benchmark_equity,
+        metrics=performance_metrics(equity, trades, config.capital),
+        benchmark_metrics=performance_metrics(benchmark_equity, b_trades, config.capital),
+        benchmark=benchmark,
+    )

@@ -1,0 +1,60 @@
+"""Tomorrow's ranked list: what to buy at the next open, and what cannot be bought.
+
+:func:`ranked_list` scores every stock of a panel for the trading day after its last row
+with a fitted panel model and says, per stock, whether an order at the next open can be
+expected to fill: not when the stock did not trade on the last day (suspended or no bar),
+is under special treatment (ST: 5 % limits, often excluded by mandate), closed at limit-up
+(it would most likely open there, where buy orders queue unfilled), or is too new for the
+model's input window (no score).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from forecaster.data.panel import Panel
+
+COLUMNS = ("code", "score", "rank", "quantile", "buyable", "reason", "last_close", "last_date")
+
+
+def ranked_list(model, panel: Panel, n_quantiles: int = 5, min_history: int | None = None) -> pd.DataFrame:
+    """Every stock of ``panel`` ranked by ``model``'s score for the next trading day.
+
+    Args:
+        model: a fitted panel model with ``predict_next(panel) -> Series[code]``.
+        panel: the data up to the last day (the signal day).
+        n_quantiles: ``quantile`` runs 1 (lowest scores) .. ``n_quantiles`` (highest).
+        min_history: bars a stock needs to count as listed long enough (default: the model's
+            ``window``).
+
+    Returns:
+        One row per stock (``COLUMNS``), best score first; stocks without a score come last
+        with NaN score, rank and quantile.
+    """
+    scores = model.predict_next(panel).reindex(panel.codes)
+    last = panel.n_days - 1
+    need = int(min_history or getattr(model, "window", 1))
+    history = panel.listed.sum(axis=0)
+    reasons = []
+    for flag, text in (
+            (~panel.listed[last], "no bar on the last day"),
+            (panel.suspended[last] & panel.listed[last], "suspended on the last day"),
+            (panel.st[last], "ST (special treatment)"),
+            (panel.at_limit_up("close")[last], "closed at limit-up: likely to open there, buys queue"),
+            (history < need, f"too new: fewer than {need} days of history"),
+            (~np.isfinite(scores.to_numpy()), "no score (missing inputs)")):
+        reasons.append(np.where(flag, text, ""))
+    reason = ["; ".join(r for r in parts if r) for parts in zip(*reasons, strict=True)]
+    rank = scores.rank(ascending=False, method="first")
+    n_scored = int(scores.notna().sum())
+    quantile = np.floor((n_scored - rank) * n_quantiles / max(n_scored, 1)) + 1
+    table = pd.DataFrame({
+        "code": panel.codes, "score": scores.to_numpy(), "rank": rank.to_numpy(),
+        "quantile": quantile.to_numpy(), "buyable": [not r for r in reason], "reason": reason,
+        "last_close": panel["close"][last], "last_date": panel.dates[last].date(),
+    }, columns=list(COLUMNS))
+    table = table.sort_values(["rank", "code"], na_position="last", kind="stable").reset_index(drop=True)
+    table["rank"] = table["rank"].astype("Int64")
+    table["quantile"] = table["quantile"].astype("Int64")
+    return table

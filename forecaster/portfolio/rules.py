@@ -1,0 +1,113 @@
+"""A-share trading settings of the backtest: transaction costs and the market rules that are
+options (board lot, corporate actions).
+
+* :class:`CostModel`: commission with a per-trade minimum, stamp duty on sells (0.1% before
+  2023-08-28, 0.05% from that date), transfer fee and slippage. Fees are rounded to the cent
+  (half up), as brokers bill them.
+
+The exchange's own facts (boards, price limits) live in :mod:`forecaster.data.exchange`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from forecaster.data.exchange import round_price
+
+SIDES = ("buy", "sell")
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """A-share transaction costs (rates are fractions of traded value; money in CNY).
+
+    Attributes:
+        commission_rate: broker commission, both sides.
+        min_commission: minimum commission per trade (order), both sides.
+        stamp_duty_before: stamp duty on sells dated before ``stamp_duty_change``.
+        stamp_duty_after: stamp duty on sells dated on or after ``stamp_duty_change``.
+        stamp_duty_change: the date the stamp duty was halved (2023-08-28).
+        transfer_fee_rate: share-transfer fee, both sides.
+        slippage_bps: buys fill at ``price * (1 + bps / 1e4)``, sells at ``price * (1 - bps / 1e4)``.
+    """
+
+    commission_rate: float = 0.00025
+    min_commission: float = 5.0
+    stamp_duty_before: float = 0.001
+    stamp_duty_after: float = 0.0005
+    stamp_duty_change: str | pd.Timestamp = "2023-08-28"
+    transfer_fee_rate: float = 0.00001
+    slippage_bps: float = 5.0
+
+    def __post_init__(self):
+        for name in ("commission_rate", "stamp_duty_before", "stamp_duty_after", "transfer_fee_rate"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and 0.0 <= value < 0.1):
+                raise ValueError(f"CostModel.{name} must be a fraction in [0, 0.1), got {value!r}")
+        if not (isinstance(self.min_commission, (int, float)) and 0.0 <= self.min_commission < 1e6):
+            raise ValueError(f"CostModel.min_commission must be CNY >= 0, got {self.min_commission!r}")
+        if not (isinstance(self.slippage_bps, (int, float)) and 0.0 <= self.slippage_bps < 1000):
+            raise ValueError(f"CostModel.slippage_bps must be in [0, 1000) bps, got {self.slippage_bps!r}")
+        try:
+            change = pd.Timestamp(self.stamp_duty_change)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(
+                "CostModel.stamp_duty_change must be a date like '2023-08-28', "
+                f"got {self.stamp_duty_change!r}"
+            ) from exc
+        if change is pd.NaT:
+            raise ValueError("CostModel.stamp_duty_change must be a date, got NaT")
+        object.__setattr__(self, "_change", change)  # parsed once; the dataclass is frozen
+
+    def stamp_duty_rate(self, date) -> float:
+        """The sell-side stamp duty rate in force on ``date``."""
+        return self.stamp_duty_before if pd.Timestamp(date) < self._change else self.stamp_duty_after
+
+    def fees(self, side: str, value: float, date) -> dict[str, float]:
+        """Fees on one trade of ``value`` CNY (at the fill price) on ``date``.
+
+        Returns:
+            ``{"commission", "stamp_duty", "transfer_fee"}`` in CNY, each rounded to the cent;
+            the commission is at least ``min_commission`` and stamp duty is charged on sells only.
+        """
+        if side not in SIDES:
+            raise ValueError(f"side must be one of {SIDES}, got {side!r}")
+        value = abs(float(value))
+        commission = max(round_price(self.commission_rate * value), float(self.min_commission))
+        stamp = round_price(self.stamp_duty_rate(date) * value) if side == "sell" else 0.0
+        return {"commission": commission, "stamp_duty": stamp,
+                "transfer_fee": round_price(self.transfer_fee_rate * value)}
+
+    def fill_price(self, side: str, price: float) -> float:
+        """The price after slippage: worse than ``price`` for the trader on either side."""
+        s = self.slippage_bps / 1e4
+        return price * (1.0 + s) if side == "buy" else price * (1.0 - s)
+
+
+CORPORATE_ACTIONS = ("shares", "cash")
+
+
+@dataclass
+class MarketRules:
+    """The exchange's rules that are settings (price limits by board and date, suspensions
+    and T+1 always apply).
+
+    Attributes:
+        lot_size: shares per board lot; buys are whole lots.
+        corporate_actions: ``"shares"`` (held shares scaled on ex-dates) or ``"cash"`` (the
+            ex-date drop credited as cash); see :mod:`forecaster.portfolio.backtest`.
+    """
+
+    lot_size: int = 100
+    corporate_actions: str = "shares"
+
+    def __post_init__(self):
+        if isinstance(self.lot_size, bool) or not isinstance(self.lot_size, (int, np.integer)) \
+                or self.lot_size < 1:
+            raise ValueError(f"lot_size must be an integer >= 1, got {self.lot_size!r}")
+        if self.corporate_actions not in CORPORATE_ACTIONS:
+            raise ValueError(f"corporate_actions must be one of {CORPORATE_ACTIONS}, "
+                             f"got {self.corporate_actions!r}")

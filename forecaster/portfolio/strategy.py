@@ -1,0 +1,211 @@
+"""The strategy: forecasts ``[date x code]`` -> target weights ``[date x code]``.
+
+It knows nothing of prices, lots, limits or costs (those are the market's rules and the
+execution's settings in :mod:`forecaster.portfolio.backtest`); it only says which stocks the book
+should hold, and how much of each, on each forecast row.
+
+Rules:
+
+* ``top_k``: hold the ``k`` highest forecasts (re-picked at every rebalance; a daily top-k
+  turns the book over ~100-200 times a year, which costs eat).
+* ``dropout``: the top-k-dropout rule quant researchers use (Qlib's ``TopkDropoutStrategy``):
+  hold ``k`` names and, at each rebalance, replace at most ``n_drop`` of them. The ``n_drop``
+  best stocks not held are candidates; ranked together with the holdings, the holdings that
+  fall to the bottom ``n_drop`` of that combined list are sold and as many candidates bought.
+  Turnover is bounded by ``n_drop / k`` of the book per rebalance.
+* ``threshold``: equal weight over every stock whose forecast is past ``threshold`` (the
+  single-stock rule: long when the forecast is above it).
+
+``weighting="rank"`` weights the held names by their score rank (``k, k-1, ..., 1``,
+normalised) instead of equally.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+RULES = ("top_k", "dropout", "threshold")
+WEIGHTINGS = ("equal", "rank")
+MODES = ("long_flat", "long_short")
+
+
+def _positive_int(name: str, value, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be {'None or ' if allow_none else ''}an integer >= 1, got {value!r}")
+
+
+@dataclass
+class StrategyConfig:
+    """How forecasts become target weights.
+
+    Attributes:
+        rule: ``"top_k"``, ``"dropout"`` or ``"threshold"`` (module docstring); ``top_k``
+            without a ``top_k`` value behaves as ``threshold``.
+        top_k: the number of names held (``top_k`` and ``dropout``); a walk-forward report's
+            default: a third of the stocks, at most 10.
+        n_drop: ``dropout``: most names replaced per rebalance.
+        weighting: ``"equal"`` or ``"rank"``.
+        mode: ``"long_flat"`` or ``"long_short"`` (short the k lowest at -1/k; ``threshold``:
+            the stocks below -threshold; not with ``dropout``).
+        threshold: long when the forecast is above it (and short below -threshold).
+        top_k_above_threshold: ``top_k`` only picks stocks past the threshold (fewer than k
+            leaves cash); ``False`` ranks whatever the sign (scores, not returns; the default
+            for panels).
+        rebalance_every: decide new weights every n forecast rows and hold them in between
+            (an experiment's default: the label horizon).
+    """
+
+    rule: str = "top_k"
+    top_k: int | None = None
+    n_drop: int = 1
+    weighting: str = "equal"
+    mode: str = "long_flat"
+    threshold: float = 0.0
+    top_k_above_threshold: bool = True
+    rebalance_every: int = 1
+
+    def __post_init__(self):
+        if self.rule not in RULES:
+            raise ValueError(f"rule must be one of {RULES}, got {self.rule!r}")
+        if self.weighting not in WEIGHTINGS:
+            raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {self.weighting!r}")
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        _positive_int("top_k", self.top_k, allow_none=True)
+        _positive_int("n_drop", self.n_drop)
+        _positive_int("rebalance_every", self.rebalance_every)
+        if not (isinstance(self.threshold, (int, float)) and not isinstance(self.threshold, bool)
+                and math.isfinite(self.threshold) and self.threshold >= 0):
+            raise ValueError(f"threshold must be a finite number >= 0, got {self.threshold!r}")
+        if self.rule == "dropout":
+            if self.top_k is None:
+                raise ValueError("rule 'dropout' needs top_k (the number of names held)")
+            if self.n_drop > self.top_k:
+                raise ValueError(f"n_drop ({self.n_drop}) cannot exceed top_k ({self.top_k})")
+            if self.mode != "long_flat":
+                raise ValueError("rule 'dropout' holds a long book only (mode 'long_flat')")
+
+    @classmethod
+    def for_universe(cls, n_stocks: int, **overrides) -> StrategyConfig:
+        """The default for ``n_stocks``: a panel holds the ``top_k`` best scores (a third of
+        the stocks, at most 10) ranked whatever their sign, with the dropout rule replacing at
+        most a tenth of them (at least one) per rebalance; one stock trades its own forecast
+        past the threshold. ``overrides`` (``None`` values ignored) replace any field.
+
+        Dropout over a daily top-k, measured on the 60-stock real panel (same Transformer
+        scores, 2022-2025, costs included; ``scripts/bench_portfolio.py``): turnover 49.5 vs
+        202 times a year, costs 5.5 % vs 23 % of equity a year, excess return +17.0 % vs
+        -5.3 % a year (README)."""
+        given = {k: v for k, v in overrides.items() if v is not None}
+        if n_stocks < 2:
+            return cls(**{"rule": "threshold", **given})
+        k = given.get("top_k") or min(10, max(1, n_stocks // 3))
+        defaults = {"rule": "dropout", "top_k": k, "n_drop": max(1, k // 10), "top_k_above_threshold": False}
+        return cls(**{**defaults, **given})
+
+
+def rebalance_rows(n_rows: int, every: int) -> np.ndarray:
+    """Index of the row whose weights are in force on each row (the last rebalance row)."""
+    return np.arange(n_rows) // every * every
+
+
+def _ranks(values: np.ndarray, descending: bool) -> np.ndarray:
+    """0-based rank of each finite value within its row; ties keep column order; NaN last."""
+    key = np.where(np.isfinite(values), -values if descending else values, np.inf)
+    order = np.argsort(key, axis=1, kind="stable")
+    ranks = np.empty_like(order)
+    np.put_along_axis(ranks, order, np.broadcast_to(np.arange(values.shape[1]), values.shape), axis=1)
+    return ranks
+
+
+def _dropout_holdings(f: np.ndarray, k: int, n_drop: int, rows: np.ndarray) -> np.ndarray:
+    """``[rows x stocks]`` bool holdings of the top-k-dropout rule, decided on ``rows`` (the
+    rebalance rows) and carried between them. One step per rebalance; vectorised over stocks."""
+    held = np.zeros(f.shape[1], dtype=bool)
+    out = np.zeros(f.shape, dtype=bool)
+    decide = np.zeros(len(f), dtype=bool)
+    decide[rows] = True
+    for t in range(len(f)):
+        if decide[t]:
+            finite = np.isfinite(f[t])
+            score = np.where(finite, f[t], -np.inf)  # a held name without a forecast ranks last
+            order = np.argsort(-score, kind="stable")
+            fresh = order[~held[order] & finite[order]]
+            room = max(k - int(held.sum()), 0)
+            candidates = fresh[: n_drop + room]
+            combined = np.concatenate([np.flatnonzero(held), candidates])
+            combined = combined[np.lexsort((combined, -score[combined]))]  # best first, ties by column
+            # Holdings in the bottom n_drop of holdings + candidates are sold (only when a
+            # candidate can take their place) and the best candidates fill the book to k.
+            bottom = combined[-n_drop:] if len(combined) > k else combined[:0]
+            sell = bottom[held[bottom]]
+            held = held.copy()
+            held[sell] = False
+            held[candidates[: len(sell) + room]] = True
+        out[t] = held
+    return out
+
+
+def _weights(pick: np.ndarray, f: np.ndarray, weighting: str, descending: bool = True) -> np.ndarray:
+    """Weights summing to 1 per row over ``pick`` (equal, or by rank within the picked set)."""
+    n = pick.sum(axis=1, keepdims=True)
+    if weighting == "equal":
+        return pick / np.maximum(n, 1)
+    inner = _ranks(np.where(pick, f, np.nan), descending)  # 0 = best among the picked
+    raw = np.where(pick, n - inner, 0.0)
+    return raw / np.maximum(raw.sum(axis=1, keepdims=True), 1e-12)
+
+
+def target_weights(forecast: pd.DataFrame, strategy: StrategyConfig | None = None) -> pd.DataFrame:
+    """Target weights ``[date x code]`` from forecasts ``[date x code]``, row for row.
+
+    Row ``t`` of the result is the portfolio wanted for forecast row ``t``. ``NaN`` forecasts
+    get weight 0 (a held ``dropout`` name without a forecast is the first to be replaced). Long
+    weights sum to 1 (or less when fewer names qualify), shorts to -1; ties go to the earlier
+    column. Weights are decided on every ``rebalance_every``-th row (the first included) and
+    held in between.
+    """
+    s = strategy or StrategyConfig()
+    if not isinstance(forecast, pd.DataFrame):
+        raise TypeError(f"forecast must be a DataFrame [date x code], got {type(forecast).__name__}")
+    f = forecast.to_numpy(dtype=float)
+    valid = np.isfinite(f)
+    short_side = s.mode == "long_short"
+    with np.errstate(invalid="ignore"):
+        above, below = valid & (f > s.threshold), valid & (f < -s.threshold)
+    rows = np.unique(rebalance_rows(len(f), s.rebalance_every))
+    if s.rule == "dropout":
+        w = _weights(_dropout_holdings(f, int(s.top_k), int(s.n_drop), rows), f, s.weighting)
+    elif s.top_k is None or s.rule == "threshold":
+        w = _weights(above, f, s.weighting)
+        if short_side:
+            w = w - _weights(below, f, s.weighting, descending=False)
+    else:
+        k = int(s.top_k)
+        longs = valid & (_ranks(f, descending=True) < k)
+        if s.top_k_above_threshold:
+            longs &= above
+        # Fewer than k names past the threshold leave the rest of the book in cash.
+        w = _weights(longs, f, s.weighting) * longs.sum(axis=1, keepdims=True) / k
+        if short_side:
+            shorts = valid & (_ranks(f, descending=False) < k) & ~longs
+            if s.top_k_above_threshold:
+                shorts &= below
+            w = w - _weights(shorts, f, s.weighting, descending=False) * shorts.sum(axis=1, keepdims=True) / k
+    w = w[rebalance_rows(len(w), s.rebalance_every)]
+    return pd.DataFrame(w + 0.0, index=forecast.index, columns=forecast.columns)
+
+
+def annual_turnover(weights: pd.DataFrame, periods_per_year: float = 252.0) -> float:
+    """One-sided turnover of target weights per year: ``sum |w_t - w_{t-1}| / 2`` per row,
+    averaged and annualised (1.0 = the whole book replaced once a year; price drift ignored)."""
+    w = weights.fillna(0.0).to_numpy()
+    if len(w) < 2:
+        return math.nan
+    return float(np.abs(np.diff(w, axis=0)).sum(axis=1).mean() / 2 * periods_per_year)

@@ -1,0 +1,312 @@
+"""PNG plots of forecasts, implied prices, attention and training curves (matplotlib, Agg)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from forecaster.features.series import log_returns
+
+# seq2seq.plots selects the headless Agg backend before pyplot is imported.
+from seq2seq.plots import plt
+from seq2seq.plots import save_figure as _save
+
+
+def plot_forecast_vs_actual(forecast: pd.Series, actual: pd.Series, path: str | Path,
+                            title: str = "") -> Path:
+    """Daily forecast and realised log returns over time, and their scatter."""
+    actual = actual.reindex(forecast.index)
+    ok = actual.notna()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.2), gridspec_kw={"width_ratios": [2.2, 1]})
+    ax1.plot(actual.index, actual, lw=0.6, color="0.6", label="actual")
+    ax1.plot(forecast.index, forecast, lw=0.9, color="C0", label="forecast")
+    ax1.axhline(0, color="k", lw=0.5)
+    ax1.set_ylabel("daily log return")
+    ax1.legend(loc="upper left")
+    ax1.set_title(title or "forecast vs actual daily log return")
+    corr = float(np.corrcoef(forecast[ok], actual[ok])[0, 1]) if ok.sum() > 2 else float("nan")
+    hit = float((np.sign(forecast[ok]) == np.sign(actual[ok])).mean()) if ok.any() else float("nan")
+    ax2.scatter(forecast[ok], actual[ok], s=4, alpha=0.5)
+    ax2.axhline(0, color="k", lw=0.5)
+    ax2.axvline(0, color="k", lw=0.5)
+    ax2.set_xlabel("forecast")
+    ax2.set_ylabel("actual")
+    ax2.set_title(f"corr {corr:+.3f}, sign hit rate {hit:.1%}")
+    return _save(fig, path)
+
+
+def plot_price_path(frame: pd.DataFrame, forecast: pd.Series, path: str | Path) -> Path:
+    """Two price views of return forecasts.
+
+    Top: the one-step implied price ``previous close * exp(forecast)`` next to the close. It
+    always hugs the price, whatever the forecast's skill, because it starts from yesterday's
+    close (the seed's plot looked good for this reason). Bottom: the honest view, cumulative
+    log return of actual vs forecast.
+    """
+    close = frame["close"].reindex(forecast.index)
+    prev = frame["preclose"] if "preclose" in frame.columns else frame["close"].shift(1)
+    implied = prev.reindex(forecast.index) * np.exp(forecast)
+    # Days without a return (the first one without preclose) add nothing to the cumulative sum.
+    actual = log_returns(frame).reindex(forecast.index).fillna(0.0)
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(12, 7), sharex=True)
+    ax1.plot(close.index, close, lw=0.9, color="0.3", label="close")
+    ax1.plot(implied.index, implied, lw=0.7, color="C1", label="previous close x exp(forecast)")
+    ax1.set_ylabel("price")
+    ax1.set_title("one-step implied price (tracks the close by construction: not evidence of skill)")
+    ax1.legend(loc="upper left")
+    ax2.plot(actual.index, actual.cumsum(), lw=0.9, color="0.3", label="actual cumulative log return")
+    ax2.plot(forecast.index, forecast.cumsum(), lw=0.9, color="C0", label="sum of forecasts")
+    ax2.axhline(0, color="k", lw=0.5)
+    ax2.set_ylabel("cumulative log return")
+    ax2.legend(loc="upper left")
+    return _save(fig, path)
+
+
+def plot_attention(weights: list[np.ndarray], dates: pd.DatetimeIndex, path: str | Path) -> Path:
+    """Self-attention over the input window, per layer (mean over heads): the full causal map,
+    and below it the row that makes the forecast (the last query).
+
+    Args:
+        weights: per layer ``[heads, window, window]``.
+        dates: the window's dates (axis labels).
+    """
+    n = len(weights)
+    fig, axes = plt.subplots(2, n, figsize=(5.2 * n, 8), squeeze=False,
+                             gridspec_kw={"height_ratios": [3, 1]})
+    labels = [d.strftime("%m-%d") for d in dates]
+    step = max(1, len(labels) // 12)
+    ticks = range(0, len(labels), step)
+    for i, w in enumerate(weights):
+        mean = w.mean(0)
+        # The first queries see only a few keys and take all the weight; clip the colour
+        # scale so the structure of the later rows stays visible.
+        lower = mean[np.tril_indices_from(mean)][min(len(mean), 15):]
+        vmax = float(np.quantile(lower, 0.99)) if lower.size else None
+        ax = axes[0, i]
+        im = ax.imshow(mean, cmap="viridis", aspect="auto", vmin=0, vmax=vmax)
+        ax.set_title(f"layer {i + 1} (mean of {w.shape[0]} heads)")
+        ax.set_xticks(ticks, labels[::step], rotation=90, fontsize=7)
+        ax.set_yticks(ticks, labels[::step], fontsize=7)
+        ax.set_xlabel("attended day (key)")
+        ax.set_ylabel("query day")
+        fig.colorbar(im, ax=ax, fraction=0.046, extend="max")
+        bar = axes[1, i]
+        bar.bar(range(len(labels)), mean[-1], color="C0")
+        bar.set_xticks(ticks, labels[::step], rotation=90, fontsize=7)
+        bar.set_title(f"weights of the forecasting query ({labels[-1]})", fontsize=9)
+    return _save(fig, path)
+
+
+def plot_history(history: list[dict], path: str | Path) -> Path:
+    """Training and validation loss per epoch."""
+    h = pd.DataFrame(history)
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    ax.plot(h["epoch"], h["train_loss"], marker="o", label="train")
+    if "val_loss" in h:
+        ax.plot(h["epoch"], h["val_loss"], marker="o", label="validation")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("loss (scaled units)")
+    ax.legend()
+    return _save(fig, path)
+
+
+def plot_scatter(forecast: pd.Series, actual: pd.Series, path: str | Path, title: str = "") -> Path:
+    """Forecast vs realised return, one point per (day, stock), with a binned mean."""
+    ok = forecast.notna() & actual.notna()
+    f, a = forecast[ok].to_numpy(), actual[ok].to_numpy()
+    fig, ax = plt.subplots(figsize=(6.5, 5))
+    ax.scatter(f, a, s=2, alpha=0.25)
+    if len(f) > 50:
+        edges = np.quantile(f, np.linspace(0, 1, 11))
+        bins = np.clip(np.searchsorted(edges, f, side="right") - 1, 0, 9)
+        centres = [f[bins == b].mean() for b in range(10)]
+        means = [a[bins == b].mean() for b in range(10)]
+        ax.plot(centres, means, "o-", color="C3", label="mean actual per forecast decile")
+        ax.legend(loc="upper left")
+    ax.axhline(0, color="k", lw=0.5)
+    ax.axvline(0, color="k", lw=0.5)
+    corr = float(np.corrcoef(f, a)[0, 1]) if len(f) > 2 else float("nan")
+    ax.set_xlabel("forecast")
+    ax.set_ylabel("actual")
+    ax.set_title(f"{title}\npooled corr {corr:+.3f}, n={len(f)}", fontsize=10)
+    return _save(fig, path)
+
+
+def plot_equity(equity: pd.Series, benchmark: pd.Series, path: str | Path, title: str = "") -> Path:
+    """Equity of the strategy and its benchmark (normalised to 1), and their drawdowns."""
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(12, 6.5), sharex=True,
+                                   gridspec_kw={"height_ratios": [3, 1.3]})
+    for series, label, color in ((equity, "strategy", "C0"), (benchmark, "benchmark", "0.4")):
+        s = series.dropna()
+        if s.empty:
+            continue
+        norm = s / s.iloc[0]
+        ax1.plot(norm.index, norm, color=color, lw=1, label=label)
+        ax2.fill_between(norm.index, norm / norm.cummax() - 1, 0, color=color, alpha=0.35, label=label)
+    ax1.set_ylabel("growth of 1")
+    ax1.set_title(title)
+    ax1.legend(loc="upper left")
+    ax2.set_ylabel("drawdown")
+    ax2.legend(loc="lower left")
+    return _save(fig, path)
+
+
+def plot_rolling_ic(predictions: pd.DataFrame, daily_ic: pd.DataFrame, path: str | Path,
+                    window: int = 63) -> Path:
+    """Rolling mean IC per model: the daily cross-sectional rank IC for panels, else the
+    rolling time-series correlation of forecast and actual."""
+    fig, ax = plt.subplots(figsize=(12, 4.5))
+    if len(daily_ic.columns):
+        curves = daily_ic.rolling(window, min_periods=window // 2).mean()
+        ylabel = f"{window}-day mean of daily rank IC"
+    else:
+        curves = {}
+        for name, g in predictions.groupby("model"):
+            g = g[g["actual"].notna()]
+            curves[name] = g["forecast"].rolling(window, min_periods=window // 2).corr(g["actual"])
+        curves = pd.DataFrame(curves)
+        ylabel = f"{window}-day correlation of forecast and actual"
+    for name in curves.columns:
+        ax.plot(curves.index, curves[name], lw=1.4 if name == "transformer" else 0.8, label=name)
+    ax.axhline(0, color="k", lw=0.5)
+    ax.set_ylabel(ylabel)
+    ax.legend(loc="upper left", ncol=4, fontsize=8)
+    return _save(fig, path)
+
+
+def plot_fold_metrics(per_fold: pd.DataFrame, path: str | Path) -> Path:
+    """R^2 against zero and IC per fold for each model. The R^2 axis is clipped around the
+    bulk of the models so that one wild baseline (the seed recipe) cannot flatten the rest;
+    clipped models are marked in the legend."""
+    panel = "daily_rank_ic_mean" in per_fold and per_fold["daily_rank_ic_mean"].notna().any()
+    ic_col = "daily_rank_ic_mean" if panel else "pearson_ic"
+    r2 = per_fold.dropna(subset=["r2_oos_zero"])
+    typical = r2.groupby("model")["r2_oos_zero"].median().abs() <= 0.5  # sane forecasters
+    bulk = r2.loc[r2["model"].map(typical), "r2_oos_zero"]
+    lo, hi = (bulk.min(), bulk.max()) if len(bulk) else (-0.1, 0.1)
+    pad = max(0.25 * (hi - lo), 0.01)
+    lo, hi = lo - pad, hi + pad
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(12, 6), sharex=True)
+    for name, g in per_fold.groupby("model"):
+        if g["r2_oos_zero"].notna().any():
+            clipped = ((g["r2_oos_zero"] < lo) | (g["r2_oos_zero"] > hi)).any()
+            ax1.plot(g["fold"], g["r2_oos_zero"].clip(lo, hi), marker=".", lw=0.8,
+                     label=f"{name} (clipped)" if clipped else name)
+        ax2.plot(g["fold"], g[ic_col], marker=".", lw=0.8, label=name)
+    ax1.set_ylim(lo, hi)
+    ax1.axhline(0, color="k", lw=0.5)
+    ax1.set_ylabel("R^2 vs zero forecast")
+    ax1.legend(loc="lower left", ncol=4, fontsize=8)
+    ax2.axhline(0, color="k", lw=0.5)
+    ax2.set_ylabel("mean daily rank IC" if panel else "correlation of forecast and actual")
+    ax2.set_xlabel("fold")
+    ax2.legend(loc="lower left", ncol=5, fontsize=8)
+    return _save(fig, path)
+
+
+def plot_dm(dm: pd.DataFrame, model: str, path: str | Path) -> Path:
+    """Diebold-Mariano p-values of the model against each baseline (bars), with the sign of
+    the statistic (negative = the model's squared error is lower)."""
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    colors = ["C2" if s < 0 else "C3" for s in dm["dm_stat"]]
+    ax.bar(dm["baseline"], dm["p_value"], color=colors)
+    ax.axhline(0.05, color="k", ls="--", lw=0.8, label="p = 0.05")
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("two-sided p-value")
+    ax.set_title(f"Diebold-Mariano: {model} vs baseline (green: {model} better, red: worse)", fontsize=9)
+    ax.legend()
+    return _save(fig, path)
+
+
+def plot_quantile_returns(summary: dict[str, dict], path: str | Path, title: str = "") -> Path:
+    """Mean label return (bps) per forecast quantile, one bar group per quantile and one bar
+    colour per model, so monotonicity is visible at a glance.
+
+    Args:
+        summary: model name -> :func:`forecaster.metrics.quantile_summary` dict (uses ``mean``,
+            ``spread_t_stat`` and ``monotonicity``). NaN means leave a gap.
+    """
+    names = list(summary)
+    n_q = max((len(s.get("mean", [])) for s in summary.values()), default=0)
+    width = 0.8 / max(len(names), 1)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * n_q + 3), 4.2))
+    x = np.arange(1, n_q + 1)
+    for i, name in enumerate(names):
+        s = summary[name]
+        means = np.full(n_q, np.nan)
+        values = np.asarray(s.get("mean", []), dtype=float) * 1e4
+        means[: len(values)] = values
+        t, mono = s.get("spread_t_stat", np.nan), s.get("monotonicity", np.nan)
+        label = f"{name} (spread t {t:+.2f}, monotonicity {mono:+.2f})"
+        ok = np.isfinite(means)
+        ax.bar(x[ok] - 0.4 + width * (i + 0.5), means[ok], width=width, color=f"C{i % 10}", label=label)
+    ax.axhline(0, color="k", lw=0.5)
+    ax.set_xticks(x, [str(q) for q in x])
+    ax.set_xlabel("forecast quantile (1 = lowest forecast)")
+    ax.set_ylabel("mean label return (bps)")
+    ax.set_title(title or "mean label return per forecast quantile")
+    if names:
+        ax.legend(loc="upper left", fontsize=8)
+    return _save(fig, path)
+
+
+def plot_ic_by_horizon(table: pd.DataFrame, path: str | Path, title: str = "") -> Path:
+    """Mean daily rank IC against label horizon, one line per model.
+
+    Args:
+        table: index = model names, columns = horizons in trading days (e.g. 1, 5, 20),
+            values = mean rank IC. NaN cells are skipped (the line joins the remaining points).
+    """
+    horizons = np.asarray(table.columns, dtype=float)
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for i, (name, row) in enumerate(table.iterrows()):
+        values = row.to_numpy(dtype=float)
+        ok = np.isfinite(values)
+        ax.plot(horizons[ok], values[ok], marker="o", lw=1.2, color=f"C{i % 10}", label=str(name))
+    ax.axhline(0, color="k", lw=0.5)
+    if len(horizons):
+        ax.set_xticks(horizons, [f"{h:g}" for h in horizons])
+    ax.set_xlabel("horizon (trading days)")
+    ax.set_ylabel("mean daily rank IC")
+    ax.set_title(title or "rank IC by label horizon")
+    if len(table.index):
+        ax.legend(loc="best", fontsize=8)
+    return _save(fig, path)
+
+
+def plot_ranked_list(table: pd.DataFrame, path: str | Path, n: int = 10, title: str = "") -> Path:
+    """The ``n`` best and ``n`` worst scores of a ranked list
+    (:func:`forecaster.portfolio.next_day.ranked_list`); hatched bars cannot be bought at the next open."""
+    scored = table.dropna(subset=["score"])
+    shown = pd.concat([scored.head(n), scored.tail(n)]).drop_duplicates("code")
+    fig, ax = plt.subplots(figsize=(7, 0.28 * len(shown) + 1.2))
+    y = np.arange(len(shown))
+    colors = np.where(shown["score"] >= 0, "#1a7f37", "#cf222e")
+    bars = ax.barh(y, shown["score"], color=colors)
+    for bar, ok in zip(bars, shown["buyable"], strict=True):
+        if not ok:
+            bar.set_hatch("///")
+            bar.set_alpha(0.5)
+    ax.set_yticks(y, [f"{r}. {c}" for r, c in zip(shown["rank"], shown["code"], strict=True)], fontsize=8)
+    ax.invert_yaxis()
+    ax.axvline(0, color="#444", lw=0.8)
+    ax.set_xlabel("score (higher = expected to beat the others)")
+    ax.set_title(title or f"top and bottom {n} for the next open (hatched: cannot be bought)", fontsize=10)
+    return _save(fig, path)
+
+
+def plot_panel_training(histories: list[list[dict]], path: str | Path) -> Path:
+    """Training loss and validation rank IC per epoch, one line per seed."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.4))
+    for i, history in enumerate(histories):
+        h = pd.DataFrame(history)
+        a.plot(h["epoch"], h["train_loss"], marker="o", label=f"seed {i}")
+        if "val_rank_ic" in h:
+            b.plot(h["epoch"], h["val_rank_ic"], marker="o", label=f"seed {i}")
+    a.set(xlabel="epoch", ylabel="training loss", title="training loss")
+    b.set(xlabel="epoch", ylabel="mean daily rank IC", title="validation rank IC (early stopping)")
+    b.axhline(0, color="#444", lw=0.8)
+    a.legend(fontsize=8)
+    return _save(fig, path)
