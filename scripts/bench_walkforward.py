@@ -25,13 +25,14 @@ import math
 import time
 from pathlib import Path
 
-from forecaster.data import load_dir
+from forecaster.data import Panel, load_dir
+from forecaster.evaluation.scoring import score_run
 from forecaster.evaluation.walkforward import WalkForwardConfig, walk_forward
 from forecaster.metrics import ic_summary
 from forecaster.models.presets import panel_models
 from forecaster.portfolio.backtest import BacktestConfig
 from forecaster.portfolio.strategy import StrategyConfig
-from forecaster.reporting.report import build_report, write_report
+from forecaster.reporting.report import write_report
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -66,13 +67,14 @@ def main() -> None:
     models = panel_models(horizon=args.horizon, **overrides)
     config = WalkForwardConfig(train_days=args.train_days, retrain_every=args.retrain_every,
                                horizon=args.horizon, n_jobs=args.jobs, margin_days=130)
-    result = walk_forward(frames, models, config)
+    panel = Panel.from_frames(frames)  # built once: the walk-forward, scoring and backtests read it
+    result = walk_forward(frames, models, config, panel=panel)
     t_wf = time.perf_counter() - start
     rebalance = args.rebalance_every or args.horizon
     strategy = StrategyConfig(rule=args.rule, top_k=args.top_k, n_drop=args.n_drop,
                               top_k_above_threshold=False, rebalance_every=rebalance)
     bt = BacktestConfig(strategy=strategy)
-    report = build_report(result, frames, models, "transformer", bt, args.horizon)
+    report = score_run(result, panel, models, "transformer", bt, args.horizon)
     write_report(report, result, args.out, extra={"data": args.data, "overrides": overrides})
     wall = time.perf_counter() - start
 

@@ -18,7 +18,7 @@ from .core import sinusoidal_table  # noqa: E402
 
 def save_figure(fig, path: str | Path) -> Path:
     """Lay out, write as PNG (creating the folder) and close ``fig``; returns the path.
-    The one figure writer of both packages."""
+    The translator's figure writer (the forecaster has its own, forecaster.reporting.figures)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()

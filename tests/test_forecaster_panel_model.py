@@ -13,6 +13,7 @@ from scipy import stats
 
 from forecaster.data import synthetic_panel
 from forecaster.data.panel import Panel
+from forecaster.evaluation.scoring import score_run
 from forecaster.evaluation.walkforward import WalkForwardConfig, walk_forward
 from forecaster.features.factors import FACTORS
 from forecaster.models.interface import Forecaster
@@ -20,7 +21,6 @@ from forecaster.models.panel.baselines import FactorScore, FeatureRegressor
 from forecaster.models.panel.losses import ic_loss, listnet_loss, mse_loss, pairwise_loss
 from forecaster.models.panel.model import PanelTransformer
 from forecaster.models.presets import panel_models
-from forecaster.reporting.report import build_report
 
 TINY = dict(window=10, d_model=16, n_heads=2, n_layers=1, d_ff=32, max_epochs=3, patience=2,
             days_per_batch=8, random_state=0)
@@ -135,7 +135,7 @@ def _run(frames, signal: bool):
     config = WalkForwardConfig(train_days=250, retrain_every=125, min_stock_days=60, margin_days=80,
                                progress=False, n_jobs=1)
     result = walk_forward(frames, models, config)
-    return build_report(result, frames, models, "transformer")
+    return score_run(result, frames, models, "transformer")
 
 
 @pytest.mark.slow

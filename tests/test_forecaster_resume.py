@@ -18,9 +18,10 @@ from sklearn.base import BaseEstimator
 from forecaster.app.cli import main
 from forecaster.data import synthetic_panel, write_synthetic_panel
 from forecaster.evaluation.fold_store import ResumeError
+from forecaster.evaluation.scoring import score_run
+from forecaster.evaluation.verdict import data_caveats
 from forecaster.evaluation.walkforward import WalkForwardConfig, walk_forward
 from forecaster.models.panel.baselines import FactorScore
-from forecaster.reporting.report import build_report, data_caveats
 
 FAST = ["--window", "8", "--d-model", "8", "--heads", "2", "--layers", "1", "--epochs", "1",
         "--train-days", "150", "--retrain-every", "30", "--jobs", "1", "--no-seed-recipe"]
@@ -147,7 +148,7 @@ def test_a_failing_model_is_recorded_and_the_run_goes_on():
     assert all("RuntimeError: boom (at test_forecaster_resume.py" in why for why in result.failed.values())
     low_vol = result.predictions[result.predictions["model"] == "low_vol"]
     assert set(low_vol["fold"]) == set(range(n_folds))
-    report = build_report(result, frames, models, "flaky")
+    report = score_run(result, frames, models, "flaky")
     assert any("FAILED model runs" in line and "flaky on" in line for line in report.verdict)
 
 

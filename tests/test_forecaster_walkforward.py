@@ -194,14 +194,14 @@ def test_real_panel_runs(ashare_dir):
 
 
 def test_report_finds_the_references_by_role_not_name(synthetic_frame):
+    from forecaster.evaluation.scoring import score_run
     from forecaster.models.stock.baselines import ARForecast
-    from forecaster.reporting.report import build_report
 
     frame = synthetic_frame.iloc[:500]
     models = {"ar": ARForecast(p=2), "random_walk": ZeroForecast(), "average": HistoricalMean()}
     result = walk_forward(frame, models, WalkForwardConfig(train_days=300, retrain_every=100, n_jobs=1,
                                                            progress=False, label="close"))
-    report = build_report(result, {str(frame["code"].iloc[0]): frame}, models, "ar")
+    report = score_run(result, {str(frame["code"].iloc[0]): frame}, models, "ar")
     assert "the zero forecast" in report.verdict[0]
     assert "not computed" not in report.verdict[0]  # the DM test against the renamed zero ran
     assert set(report.dm["baseline"]) == {"random_walk", "average"}

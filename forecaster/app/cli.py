@@ -51,7 +51,8 @@ def _load_panel(folder: str, on_bad: str = "raise", end: str | None = None):
         frames = {c: f for c, f in cut.items() if not f.empty}
         click.echo(f"up to {end}: {len(frames)} stocks, {sum(len(f) for f in frames.values())} rows",
                    err=True)
-    return frames, Panel.from_frames(frames)
+        return frames, Panel.from_frames(frames)
+    return frames, loaded.panel
 
 
 def _run_info(run: Path) -> dict:
@@ -251,7 +252,7 @@ def plot(data, run, out, device):
                  if shown is test else f"{path.name}: all forecasts (in-sample included)")
         files = [
             plot_forecast_vs_actual(shown, log_returns(frame), out / "forecast_vs_actual.png", title),
-            plot_price_path(frame, shown, out / "price_path.png"),
+            plot_price_path(frame, log_returns(frame), shown, out / "price_path.png"),
             plot_attention(*model.attention(frame), out / "attention.png"),
         ]
     for f in files:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import pandas as pd
@@ -21,8 +22,10 @@ from forecaster.app.experiment import (
     to_toml,
 )
 from forecaster.data import default_series_path, load_csv, load_dir, synthetic_panel
+from forecaster.data.panel import Panel
+from forecaster.evaluation.scoring import Report, score_run
 from forecaster.evaluation.walkforward import WalkForwardResult, walk_forward
-from forecaster.reporting.report import Report, build_report, write_report
+from forecaster.reporting.report import write_report
 from seq2seq.core import atomic_write
 
 log = logging.getLogger(__name__)
@@ -33,11 +36,17 @@ EXPERIMENT_FILE = "experiment.toml"
 @dataclass
 class Loaded:
     """Prices of an experiment: ``frames`` ``{code: frame}``, where they came from, and a
-    one-line summary of what was loaded (rows, suspended days, dropped rows)."""
+    one-line summary of what was loaded (rows, suspended days, dropped rows); ``panel``, the
+    frames aligned once into a :class:`~forecaster.data.panel.Panel`, is what the
+    walk-forward, the scoring and the backtests all read."""
 
     frames: dict[str, pd.DataFrame]
     source: str
     summary: str
+
+    @cached_property
+    def panel(self) -> Panel:
+        return Panel.from_frames(self.frames)  # the one place a run builds its Panel
 
 
 def load_data(data: DataConfig) -> Loaded:
@@ -83,8 +92,9 @@ def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path
     with atomic_write(out / EXPERIMENT_FILE, "w") as f:  # first: the run is reproducible even if cut
         f.write(to_toml(exp))
     models = build_models(exp)
-    result = walk_forward(loaded.frames, models, exp.walk_forward, checkpoint_dir=out / "folds")
-    report = build_report(result, loaded.frames, models, "transformer", exp.backtest,
+    result = walk_forward(loaded.frames, models, exp.walk_forward, checkpoint_dir=out / "folds",
+                          panel=loaded.panel)
+    report = score_run(result, loaded.panel, models, "transformer", exp.backtest,
                           exp.walk_forward.horizon, index_constituents=exp.data.index_constituents)
     files = write_report(report, result, out, extra={"data": loaded.source,
                                                      "experiment": experiment_dict(exp)})

@@ -135,6 +135,10 @@ class Panel:
         hi = self.n_days if end is None else int(self.dates.searchsorted(pd.Timestamp(end), side="right"))
         return self._sliced(slice(lo, hi), slice(None))
 
+    def rows(self, keep: np.ndarray) -> Panel:
+        """The days where the boolean ``keep [D]`` is true, every stock."""
+        return self._sliced(np.asarray(keep, dtype=bool), slice(None))
+
     def take(self, codes) -> Panel:
         """The given stocks (in the given order)."""
         where = {c: i for i, c in enumerate(self.codes)}
@@ -159,6 +163,13 @@ class Panel:
         return self.listed.sum(axis=0)
 
     # ------------------------------------------------------------------ derived arrays
+    def derived(self, key: tuple, compute):
+        """``compute()`` once per panel, kept under ``key``: arrays derived from the prices
+        (adjusted log prices, labels) are built once and read by every part of a run."""
+        if key not in self._cache:
+            self._cache[key] = compute()
+        return self._cache[key]
+
     def log_adjusted(self, name: str = "close") -> np.ndarray:
         """``[D, N]`` log prices adjusted for corporate actions (NaN without a bar).
 

@@ -9,19 +9,19 @@ label exists (the stock was tradeable on the entry and exit days).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
+import numpy as np
 import pandas as pd
 
+from forecaster.data.panel import Panel
 from forecaster.evaluation.walkforward import WalkForwardResult
 
 COLUMNS = ("code", "first_date", "last_date", "days", "folds", "first_forecast", "forecast_days",
            "scored_days", "status", "reason")
 
 
-def universe_table(frames: Mapping[str, pd.DataFrame], result: WalkForwardResult, model: str
-                   ) -> pd.DataFrame:
-    """One row per stock loaded (``COLUMNS``): its data span and rows, the folds it was in,
+def universe_table(panel: Panel, result: WalkForwardResult, model: str) -> pd.DataFrame:
+    """One row per stock of ``panel``, every stock loaded (``COLUMNS``): its data span and days
+    with a bar, the folds it was in,
     the forecasts of ``model`` (the model under test) and how many were scored, ``status``
     (``used`` or ``left out``) and ``reason`` (why it was left out, or why it was used only on
     part of the run; empty otherwise)."""
@@ -44,17 +44,24 @@ def universe_table(frames: Mapping[str, pd.DataFrame], result: WalkForwardResult
             excluded.setdefault(code, []).append(f"{name} (fold {fold})")
     last_cut = folds["train_end"].max() if len(folds) else pd.NaT
 
+    # Each stock's days with a bar, from the panel (as the folds count them).
+    days = panel.listed.sum(axis=0)
+    first = np.where(days > 0, panel.listed.argmax(axis=0), -1)
+    last = np.where(days > 0, panel.n_days - 1 - panel.listed[::-1].argmax(axis=0), -1)
+    upto_cut = (panel.listed[panel.dates <= last_cut].sum(axis=0) if pd.notna(last_cut)
+                else np.zeros(panel.n_stocks, dtype=int))
     rows = []
-    for code in sorted(frames):
-        frame = frames[code]
+    for j in np.argsort(panel.codes.astype(str)):
+        code = str(panel.codes[j])
         mine_folds = sorted(in_folds.get(code, []))
         n_fc, n_sc = int(forecast_days.get(code, 0)), int(scored_days.get(code, 0))
-        row = {"code": code, "first_date": frame.index.min(), "last_date": frame.index.max(),
-               "days": len(frame), "folds": len(mine_folds),
+        row = {"code": code, "first_date": panel.dates[first[j]] if first[j] >= 0 else pd.NaT,
+               "last_date": panel.dates[last[j]] if last[j] >= 0 else pd.NaT,
+               "days": int(days[j]), "folds": len(mine_folds),
                "first_forecast": first_forecast.get(code, pd.NaT), "forecast_days": n_fc,
                "scored_days": n_sc}
         if not mine_folds:
-            upto = int((frame.index <= last_cut).sum()) if pd.notna(last_cut) else 0
+            upto = int(upto_cut[j])
             reason = (f"too few days before every cut-off: {upto} day(s) up to the last cut-off "
                       f"{last_cut.date()}, min_stock_days is {config.min_stock_days}")
         elif n_fc == 0:

@@ -323,7 +323,7 @@ def _fold_task(shared, fold: Fold, codes, config, kinds, models, threads: int, k
 
 def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models: dict,
                  config: WalkForwardConfig | None = None, keep_models: bool = False,
-                 checkpoint_dir: str | Path | None = None) -> WalkForwardResult:
+                 checkpoint_dir: str | Path | None = None, panel: Panel | None = None) -> WalkForwardResult:
     """Run every model on every fold.
 
     Args:
@@ -341,6 +341,9 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
         keep_models: also return each fold's fitted models (for inspection and tests).
         checkpoint_dir: folder for finished folds (written as they finish), so a crash or
             Ctrl-C loses only the folds in progress.
+        panel: the :class:`~forecaster.data.panel.Panel` of ``data`` when the caller has built
+            it already (the pipeline builds it once and hands it to the scoring and the
+            backtests too); otherwise it is built here.
 
     Raises:
         forecaster.evaluation.fold_store.ResumeError: resuming a run whose data or configuration differ.
@@ -356,17 +359,18 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
                              + (f"model(s) {needs_frames} read {{code: frame}}" if needs_frames
                                 else "label='close' reads the frames")
                              + "; pass the frames instead")
-        panel, grid = {}, data
+        frames_in, grid = {}, data
     else:
-        panel = dict(data) if isinstance(data, Mapping) else {str(data["code"].iloc[0]): data}
-        grid = Panel.from_frames(panel)  # the one aligned panel: panel models' input and the labels
+        frames_in = dict(data) if isinstance(data, Mapping) else {str(data["code"].iloc[0]): data}
+        # the one aligned panel: panel models' input and the labels
+        grid = panel if panel is not None else Panel.from_frames(frames_in)
     folds = make_folds(grid.dates, config)
     if config.resume and checkpoint_dir is None:
         raise ValueError("resume needs a checkpoint folder (the report folder of the interrupted run)")
     done: dict[int, FoldOutput] = {}
     store = None
     if checkpoint_dir is not None:
-        store = FoldStore(checkpoint_dir, {"data": data_fingerprint(panel or grid),
+        store = FoldStore(checkpoint_dir, {"data": data_fingerprint(frames_in or grid),
                                            "run": run_description(config, models)})
         done = store.start(config.resume)
     members = fold_members(grid, folds, config.min_stock_days)
@@ -380,7 +384,7 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
     # Frames travel only when a frame model needs them; the panel goes once to Ray's object
     # store, or into files that every joblib worker maps while it cuts its fold (rather than
     # a pickled copy of each fold's slice per task).
-    frames = panel if "frames" in kinds else {}
+    frames = frames_in if "frames" in kinds else {}
     with tempfile.TemporaryDirectory(prefix="forecaster-panel-") as folder:
         if config.backend == "ray":
             results = run_ray(_fold_task, (frames, grid), tasks, config.threads_per_task,
@@ -405,7 +409,7 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
                          + (f" ({len(failed)} model-fold(s) failed, e.g. {next(iter(failed.values()))})"
                             if failed else ""))
     del outputs, output  # the per-fold parts: as large as the predictions at whole-market size
-    predictions = _assemble(rows, grid, panel, config)
+    predictions = _assemble(rows, grid, frames_in, config)
     release_freed_heap()  # the parts' heap, for whatever the caller does next
     folds_table = pd.DataFrame([{**f.as_row(), "n_stocks": len(members[f.fold])} for f in folds])
     return WalkForwardResult(predictions, folds_table, config, kept, skipped, failed, excluded, members,

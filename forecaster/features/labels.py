@@ -38,11 +38,19 @@ def tradeable_label(panel: Panel, horizon: int = 1, execution: str = "next_open"
     closed: the stock has no bar or is suspended on the entry or exit day, or the entry
     price is at limit-up (the buy would not fill); and for the last rows, whose exit lies
     beyond the panel.
+
+    Computed once per panel and kept by it (read-only): the walk-forward, the scoring and
+    the report of a run read the same array.
     """
     if horizon < 1 or int(horizon) != horizon:
         raise ValueError(f"horizon must be a positive integer, got {horizon!r}")
     if execution not in EXECUTIONS:
         raise ValueError(f"execution must be one of {EXECUTIONS}, got {execution!r}")
+    return panel.derived(("tradeable_label", int(horizon), execution),
+                         lambda: _tradeable_label(panel, int(horizon), execution))
+
+
+def _tradeable_label(panel: Panel, horizon: int, execution: str) -> tuple[np.ndarray, LabelReport]:
     D = panel.n_days
     price = "open" if execution == "next_open" else "close"
     entry_offset = 1 if execution == "next_open" else 0
@@ -53,6 +61,7 @@ def tradeable_label(panel: Panel, horizon: int = 1, execution: str = "next_open"
     report = LabelReport()
     n = D - entry_offset - horizon  # signal rows whose exit day exists
     if n <= 0:
+        label.flags.writeable = False
         return label, report
     entry = slice(entry_offset, entry_offset + n)
     exit_ = slice(entry_offset + horizon, entry_offset + horizon + n)
@@ -68,6 +77,7 @@ def tradeable_label(panel: Panel, horizon: int = 1, execution: str = "next_open"
     report.masked = {why: int((m & exists).sum()) for why, m in reasons.items()}
     report.valid = int((ok & exists).sum())
     label[:n] = np.where(ok, raw, np.nan)
+    label.flags.writeable = False
     return label, report
 
 

@@ -58,6 +58,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -385,10 +386,14 @@ class _Panel:
     payout: np.ndarray  # cash per share: previous close - preclose (0 = none)
 
 
-def _build_panel(frames: dict[str, pd.DataFrame], codes: list[str]) -> _Panel:
+def _build_panel(data: Panel, codes: list[str]) -> _Panel:
     """The trading view of :class:`~forecaster.data.panel.Panel` (alignment, suspensions and limit
-    prices are computed there, once) for the stocks ``codes``, in that order."""
-    grid = Panel.from_frames({code: frames[code] for code in codes}).take(codes)
+    prices are computed there, once) for the stocks ``codes``, in that order, on the days any of
+    them has a bar."""
+    grid = data.take(codes)
+    any_bar = grid.listed.any(axis=1)
+    if not any_bar.all():
+        grid = grid.rows(any_bar)
     open_, close, preclose = grid["open"], grid["close"], grid["preclose"]
     has_bar = grid.listed
     close_ff = pd.DataFrame(close).ffill().to_numpy()
@@ -509,12 +514,13 @@ def _equal_weight_benchmark(panel: _Panel, start: int, end: int, config: Backtes
     return out
 
 
-def run_backtest(frames: dict[str, pd.DataFrame], forecast: pd.DataFrame | pd.Series,
+def run_backtest(data: Panel | Mapping[str, pd.DataFrame], forecast: pd.DataFrame | pd.Series,
                  config: BacktestConfig | None = None) -> BacktestResult:
-    """Trade forecasts ``[date x code]`` against canonical price frames under A-share rules.
+    """Trade forecasts ``[date x code]`` against prices under A-share rules.
 
     Args:
-        frames: code -> canonical frame (:func:`forecaster.data.load_csv`); at least the
+        data: the run's :class:`~forecaster.data.panel.Panel`, or code -> canonical frame
+            (:func:`forecaster.data.load_csv`, aligned into a Panel here); at least the
             forecast's columns. Optional columns default sensibly (no ``preclose``: the previous
             close; no ``is_st``: not ST; no ``suspended``: ``trade_status == 0 or volume == 0``).
         forecast: ``[date x code]`` forecasts of each day's return (row ``t`` known after day
@@ -528,14 +534,17 @@ def run_backtest(frames: dict[str, pd.DataFrame], forecast: pd.DataFrame | pd.Se
         date. See the module docstring for timing, rules and benchmarks.
     """
     config = config or BacktestConfig()
+    if not isinstance(data, Panel):
+        data = Panel.from_frames(data)
     if isinstance(forecast, pd.Series):
-        if len(frames) != 1:
+        if data.n_stocks != 1:
             raise ValueError("a forecast Series needs exactly one frame; pass a DataFrame [date x code]")
-        forecast = forecast.to_frame(next(iter(frames)))
+        forecast = forecast.to_frame(str(data.codes[0]))
     if not isinstance(forecast, pd.DataFrame) or forecast.shape[1] == 0:
         raise ValueError("forecast must be a DataFrame [date x code] with at least one column")
     codes = [str(c) for c in forecast.columns]
-    unknown = [c for c in codes if c not in frames]
+    known = set(data.codes)
+    unknown = [c for c in codes if c not in known]
     if unknown:
         raise ValueError(f"forecast columns without a price frame: {unknown[:5]}")
     forecast = forecast.copy()
@@ -543,7 +552,7 @@ def run_backtest(frames: dict[str, pd.DataFrame], forecast: pd.DataFrame | pd.Se
     forecast.index = pd.DatetimeIndex(forecast.index)
     if not (forecast.index.is_monotonic_increasing and forecast.index.is_unique):
         raise ValueError("forecast dates must be sorted and unique")
-    panel = _build_panel(frames, codes)
+    panel = _build_panel(data, codes)
     on_calendar = forecast.index.isin(panel.dates)
     if not on_calendar.all():
         log.warning("%d forecast rows fall on dates without any price bar and are ignored (first: %s)",

@@ -62,10 +62,7 @@ def compare_reports(folders: list[str | Path]) -> pd.DataFrame:
 
 def plot_comparison(table: pd.DataFrame, path: str | Path) -> Path:
     """Bars of rank IC, ICIR, excess return and turnover per report."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from forecaster.reporting.figures import plt, save_figure
 
     names = [Path(str(i)).name or str(i) for i in table.index]
     panels = [("rank_ic", "daily rank IC"), ("icir", "ICIR"), ("excess_ann", "excess return / yr"),
@@ -79,8 +76,4 @@ def plot_comparison(table: pd.DataFrame, path: str | Path) -> Path:
         ax.invert_yaxis()
     for ax in axes[1:]:
         ax.set_yticklabels([])
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

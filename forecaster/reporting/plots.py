@@ -7,11 +7,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from forecaster.features.series import log_returns
-
-# seq2seq.plots selects the headless Agg backend before pyplot is imported.
-from seq2seq.plots import plt
-from seq2seq.plots import save_figure as _save
+from forecaster.reporting.figures import plt
+from forecaster.reporting.figures import save_figure as _save
 
 
 def plot_forecast_vs_actual(forecast: pd.Series, actual: pd.Series, path: str | Path,
@@ -37,8 +34,8 @@ def plot_forecast_vs_actual(forecast: pd.Series, actual: pd.Series, path: str | 
     return _save(fig, path)
 
 
-def plot_price_path(frame: pd.DataFrame, forecast: pd.Series, path: str | Path) -> Path:
-    """Two price views of return forecasts.
+def plot_price_path(frame: pd.DataFrame, returns: pd.Series, forecast: pd.Series, path: str | Path) -> Path:
+    """Two price views of return forecasts (``returns``: the stock's realised daily log returns).
 
     Top: the one-step implied price ``previous close * exp(forecast)`` next to the close. It
     always hugs the price, whatever the forecast's skill, because it starts from yesterday's
@@ -49,7 +46,7 @@ def plot_price_path(frame: pd.DataFrame, forecast: pd.Series, path: str | Path) 
     prev = frame["preclose"] if "preclose" in frame.columns else frame["close"].shift(1)
     implied = prev.reindex(forecast.index) * np.exp(forecast)
     # Days without a return (the first one without preclose) add nothing to the cumulative sum.
-    actual = log_returns(frame).reindex(forecast.index).fillna(0.0)
+    actual = returns.reindex(forecast.index).fillna(0.0)
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(12, 7), sharex=True)
     ax1.plot(close.index, close, lw=0.9, color="0.3", label="close")
     ax1.plot(implied.index, implied, lw=0.7, color="C1", label="previous close x exp(forecast)")

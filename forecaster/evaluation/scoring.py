@@ -1,0 +1,236 @@
+"""Scoring a walk-forward run: every model's out-of-sample statistics (point metrics and
+Diebold-Mariano for return forecasts; daily rank IC, ICIR, quantile spreads, IC by horizon and
+the paired IC-difference test for panels), each model's backtest, and the verdict. The result,
+a :class:`Report`, is what :mod:`forecaster.reporting` renders; nothing is computed there.
+
+The data come in once, as the run's :class:`~forecaster.data.panel.Panel`: labels for other
+horizons are computed on it (and cached by it) and the backtests trade on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from forecaster.data.panel import Panel
+from forecaster.evaluation.universe import universe_counts, universe_line, universe_table
+from forecaster.evaluation.verdict import data_caveats, failure_line, ic_meaning, verdict_lines
+from forecaster.evaluation.walkforward import WalkForwardResult
+from forecaster.features.labels import by_forecast_date, tradeable_label
+from forecaster.metrics import (
+    daily_ic,
+    dm_table,
+    ic_by_horizon,
+    ic_difference_test,
+    ic_summary,
+    quantile_returns,
+    quantile_summary,
+    summarise,
+)
+from forecaster.portfolio.backtest import BacktestConfig, run_backtest
+
+log = logging.getLogger(__name__)
+
+POINT_COLUMNS = ("mse", "mae", "r2_oos_zero", "r2_oos_mean")
+
+
+@dataclass
+class Report:
+    """Everything a walk-forward report holds (also written to ``metrics.json``)."""
+
+    model: str
+    overall: pd.DataFrame
+    per_fold: pd.DataFrame
+    per_stock: pd.DataFrame
+    dm: pd.DataFrame
+    ic: dict[str, dict]
+    daily_ic: pd.DataFrame
+    backtests: dict
+    verdict: list[str]
+    notes: list[str] = field(default_factory=list)
+    ic_close: dict[str, dict] = field(default_factory=dict)
+    ic_tests: pd.DataFrame = field(default_factory=pd.DataFrame)
+    quantiles: dict[str, dict] = field(default_factory=dict)
+    ic_horizons: pd.DataFrame = field(default_factory=pd.DataFrame)
+    universe: pd.DataFrame = field(default_factory=pd.DataFrame)
+    failed: dict = field(default_factory=dict)
+    not_computed: dict = field(default_factory=dict)
+
+    @property
+    def universe_counts(self) -> dict:
+        return universe_counts(self.universe) if len(self.universe) else {}
+
+    def summary_table(self) -> pd.DataFrame:
+        """One row per model: forecast scores, DM p-value vs the main model, backtest."""
+        cols = ["r2_oos_zero", "hit_rate", "pearson_ic", "rank_ic"]
+        table = self.overall.set_index("model")[cols].copy()
+        if self.ic:
+            table["daily_rank_ic"] = pd.Series({m: v["mean_ic"] for m, v in self.ic.items()})
+            table["icir"] = pd.Series({m: v["icir"] for m, v in self.ic.items()})
+        if len(self.ic_tests):
+            tests = self.ic_tests.set_index("baseline")
+            table[f"ic_diff_p({self.model} vs)"] = tests["p_value"]
+        if self.quantiles:
+            table["q_spread"] = pd.Series({m: q["spread"] for m, q in self.quantiles.items()})
+        if self.ic_close:
+            table["rank_ic_close"] = pd.Series({m: v["mean_ic"] for m, v in self.ic_close.items()})
+        dm = self.dm.set_index("baseline")["p_value"] if len(self.dm) else pd.Series(dtype=float)
+        table[f"dm_p({self.model} vs)"] = dm
+        bt = pd.DataFrame({m: r.metrics for m, r in self.backtests.items()}).T
+        if len(bt):
+            table["ann_return"] = bt["annual_return"]
+            # Each model against its own benchmark: same stocks and days as its backtest.
+            table["excess_vs_bench"] = pd.Series({
+                m: r.metrics["annual_return"] - r.benchmark_metrics["annual_return"]
+                for m, r in self.backtests.items()})
+            table["sharpe"] = bt["sharpe"]
+            table["max_dd"] = bt["max_drawdown"]
+        return table
+
+    @property
+    def benchmark_metrics(self) -> dict:
+        return next(iter(self.backtests.values())).benchmark_metrics if self.backtests else {}
+
+
+def reference_model(models: dict, role: str) -> str | None:
+    """The name of the model whose ``reference`` role is ``role`` (``"zero"``, ``"mean"``):
+    the report's analyses are keyed by role, so a run may name its models as it likes."""
+    return next((name for name, m in models.items() if getattr(m, "reference", None) == role), None)
+
+
+def _with_mean_forecast(pred: pd.DataFrame, mean_model: str | None) -> pd.DataFrame:
+    """Attach the historical-mean forecast of each row (for R^2 against the mean)."""
+    if mean_model is None or mean_model not in set(pred["model"]):
+        return pred
+    mean = pred.loc[pred["model"] == mean_model, ["date", "code", "forecast"]]
+    return pred.merge(mean.rename(columns={"forecast": "mean_forecast"}), on=["date", "code"], how="left")
+
+
+def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame], models: dict,
+                 model: str = "transformer", backtest: BacktestConfig | None = None,
+                 horizon: int = 1, index_constituents: bool = False) -> Report:
+    """Score every model of ``result`` and backtest its forecasts.
+
+    Args:
+        result: from :func:`forecaster.evaluation.walkforward.walk_forward`.
+        data: the run's :class:`~forecaster.data.panel.Panel` (``{code: frame}`` is aligned
+            into one here, for callers that hold only frames).
+        models: the run's ``{name: estimator}``; factor scores (``is_return_forecast`` False)
+            get rank statistics and backtests but no error metrics or DM test.
+        model: the main model's name; DM compares it with every other return forecast.
+        backtest: trading configuration (panels: top-k by forecast).
+        horizon: forecast horizon (DM's HAC lags).
+        index_constituents: the user says the stocks are an index's current constituents, so
+            the survivorship caveat is stated as a fact (otherwise as a condition).
+    """
+    grid = data if isinstance(data, Panel) else Panel.from_frames(data)
+    pred = _with_mean_forecast(result.predictions.reset_index(), reference_model(models, "mean"))
+    pred = pred[pred["actual"].notna()]  # suspended days are not scored (counted below)
+    n_suspended = int(result.predictions["actual"].isna().sum())
+    factors = [n for n, m in models.items() if not getattr(m, "is_return_forecast", True)]
+    returns_models = [n for n in models if n not in factors and n in set(pred["model"])]
+    panel = pred["code"].nunique() > 1
+    overall = summarise(pred, by=("model",), horizon=horizon)
+    per_fold = summarise(pred, by=("model", "fold"), horizon=horizon)
+    # Per stock: each stock's own time series (a panel model is evaluated stock by stock too).
+    per_stock = (summarise(pred, by=("model", "code"), horizon=horizon) if panel
+                 else pd.DataFrame(columns=["model", "code"]))
+    for table in (overall, per_fold, per_stock):
+        table.loc[table["model"].isin(factors), list(POINT_COLUMNS)] = np.nan
+    baselines = [n for n in returns_models if n != model]
+    dm = (dm_table(pred[pred["model"].isin(returns_models)], model, baselines, horizon=horizon)
+          if model in returns_models and baselines else pd.DataFrame())
+
+    ic, daily, ic_close, quantiles, horizons, tests, gaps = {}, {}, {}, {}, {}, [], {}
+    if panel:
+        actual = pred.pivot_table(index="date", columns="code", values="actual", aggfunc="first")
+        close = ("actual_close" in pred.columns and
+                 pred.pivot_table(index="date", columns="code", values="actual_close", aggfunc="first"))
+        labels = _horizon_labels(grid, result) if result.config.label == "tradeable" else {}
+        for name, g in pred.groupby("model"):
+            f = g.pivot_table(index="date", columns="code", values="forecast", aggfunc="first")
+            daily[name] = daily_ic(f, actual, method="spearman")
+            ic[name] = ic_summary(daily[name])
+            gaps[name] = _ic_gaps(ic[name], f, actual)
+            if close is not False:
+                ic_close[name] = ic_summary(daily_ic(f, close, method="spearman"))
+            quantiles[name] = quantile_summary(quantile_returns(f, actual), horizon=horizon)
+            if labels:
+                horizons[name] = ic_by_horizon(f, labels)
+        if model in daily:
+            for name in daily:
+                if name != model:
+                    tests.append({"baseline": name, **ic_difference_test(daily[model], daily[name],
+                                                                         horizon=horizon)})
+    daily_ic_frame = pd.DataFrame(daily)
+    ic_tests = pd.DataFrame(tests)
+
+    backtest = backtest or BacktestConfig.for_universe(grid.n_stocks)
+    results = {}
+    for name, g in result.predictions.reset_index().groupby("model"):
+        forecast = g.pivot_table(index="date", columns="code", values="forecast", aggfunc="first")
+        if not panel and name in factors:
+            continue
+        if panel and (forecast.nunique(axis=1) <= 1).all():
+            # The same forecast for every stock (zero) ranks nothing: top-k would just pick
+            # the first columns.
+            continue
+        results[name] = run_backtest(grid, forecast, backtest)
+
+    verdict = verdict_lines(model, overall if model in returns_models else overall.iloc[:0], dm, ic,
+                       results, ic_tests, horizon, gaps, reference_model(models, "zero"))
+    universe = universe_table(grid, result, model)
+    if result.failed:
+        verdict.append(failure_line(model, result))
+    why = ("without a scoreable tradeable outcome (suspended or no bar on the entry or exit day, "
+           "limit-up at the entry, or an exit beyond the data)" if result.config.label == "tradeable"
+           else "on suspended days")
+    notes = [f"{n_suspended} forecast rows {why} were not scored"]
+    notes.append(universe_line(universe_counts(universe)))
+    if any(gaps.values()):
+        notes.append("NaN cells in the tables are statistics that could not be computed; "
+                     "'not_computed' in metrics.json gives each reason")
+    if panel:
+        notes.append(ic_meaning(result.config, horizon))
+    notes += data_caveats([str(c) for c in grid.codes], panel, index_constituents)
+    return Report(model, overall, per_fold, per_stock, dm, ic, daily_ic_frame, results, verdict, notes,
+                  ic_close, ic_tests, quantiles, pd.DataFrame(horizons).T, universe, dict(result.failed),
+                  {m: g for m, g in gaps.items() if g})
+
+
+def _ic_gaps(summary: dict, forecast: pd.DataFrame, actual: pd.DataFrame, min_stocks: int = 5) -> dict:
+    """Why a model's daily rank IC or ICIR could not be computed (``{stat: reason}``; empty
+    when both were)."""
+    gaps = {}
+    if summary["n_days"] == 0:
+        f, a = forecast.align(actual, join="inner")
+        valid = f.notna() & a.notna()
+        most = int(valid.sum(axis=1).max()) if len(valid) else 0
+        if most < min_stocks:
+            gaps["mean_ic"] = (f"fewer than {min_stocks} stocks with a forecast and a scored outcome on "
+                               f"every day (at most {most})")
+        elif (f.where(valid).nunique(axis=1) <= 1).all():
+            gaps["mean_ic"] = "the forecast is the same for every stock on every day"
+        else:
+            gaps["mean_ic"] = "no day had a cross-section that varies in both forecast and outcome"
+        gaps["icir"] = gaps["mean_ic"]
+    elif not math.isfinite(summary["icir"]):
+        gaps["icir"] = ("needs at least 2 days of IC" if summary["n_days"] < 2
+                        else "the daily IC does not vary")
+    return gaps
+
+
+def _horizon_labels(grid: Panel, result: WalkForwardResult, horizons=(1, 5, 20)) -> dict[int, pd.DataFrame]:
+    """Tradeable labels ``[date x code]`` by forecast date for several horizons."""
+    out = {}
+    for h in horizons:
+        label, _ = tradeable_label(grid, h, result.config.execution)
+        out[h] = pd.DataFrame(by_forecast_date(label), index=grid.dates, columns=list(grid.codes))
+    return out
+
+

@@ -1,0 +1,132 @@
+"""The verdict and notes of a scored run, as sentences: what the main model beat and how
+significantly, what its strategy earned, what could not be computed and why, and what the data
+cannot tell (synthetic prices, survivorship)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from forecaster.data.exchange import is_synthetic
+from forecaster.evaluation.walkforward import WalkForwardResult
+
+
+def data_caveats(codes: list[str], panel: bool, index_constituents: bool = False) -> list[str]:
+    """What the data cannot tell, stated only where it is true: synthetic prices always named
+    as such; survivorship as a fact when the user says the folder is an index's current
+    constituents, else as a condition the reader can check."""
+    notes = []
+    n_syn = sum(is_synthetic(c) for c in codes)
+    if n_syn == len(codes):
+        notes.append("SYNTHETIC data: every price here is generated (codes 'syn.*'), not market data; "
+                     "returns and equity curves say nothing about any listed stock")
+    elif n_syn:
+        notes.append(f"{n_syn} of {len(codes)} stocks are SYNTHETIC (codes 'syn.*'), not market data")
+    if panel and index_constituents:
+        notes.append("the stocks are an index's current constituents: stocks that left the index or "
+                     "were delisted are missing, so averages over them carry survivorship bias")
+    elif panel and n_syn < len(codes):
+        notes.append("if these stocks were chosen by today's index membership (or any other "
+                     "after-the-fact list), stocks that dropped out are missing and the averages carry "
+                     "survivorship bias")
+    return notes
+
+
+def failure_line(model: str, result: WalkForwardResult) -> str:
+    n_folds = len(result.folds)
+    by_model: dict[str, int] = {}
+    for _, name in result.failed:
+        by_model[name] = by_model.get(name, 0) + 1
+    parts = ", ".join(f"{name} on {n} of {n_folds} folds" for name, n in sorted(by_model.items()))
+    first = next(iter(sorted(result.failed.items())))
+    return (f"FAILED model runs (recorded, the run went on): {parts}; first: fold {first[0][0]} "
+            f"{first[0][1]}: {first[1]}" + (f" -- {model} failed on EVERY fold" if by_model.get(model)
+                                             and model not in set(result.predictions["model"]) else ""))
+
+
+def stat_text(value: float, spec: str, reason: str | None = None) -> str:
+    """``format(value, spec)``, or "not computed (reason)" where the value is not a number."""
+    if value is not None and math.isfinite(float(value)):
+        return format(float(value), spec)
+    return f"not computed ({reason or 'not enough data'})"
+
+
+def ic_meaning(config, horizon: int) -> str:
+    if config.label != "tradeable":
+        return "IC is measured on each day's close-to-close log return"
+    leg = ("the next open to the open" if config.execution == "next_open" else "the close to the close")
+    return (f"daily rank IC = the Spearman correlation, across the stocks of a day, between a model's "
+            f"score and the return from {leg} {horizon} trading day(s) later (what a strategy trading "
+            "on the score earns before costs); 0.03-0.05 is typical of useful equity factors, and a "
+            "score is only as good as how consistently it is positive (ICIR = mean / std)")
+
+
+def verdict_lines(model: str, overall: pd.DataFrame, dm: pd.DataFrame, ic: dict, backtests: dict,
+             ic_tests: pd.DataFrame | None = None, horizon: int = 1, gaps: dict | None = None,
+             zero: str | None = "zero") -> list[str]:
+    """Plain sentences on whether the model beat the simple alternatives; a statistic that
+    could not be computed is said to be so, with the reason (``gaps``: model -> stat -> why)."""
+    lines, gaps = [], gaps or {}
+    row = overall.set_index("model").loc[model] if model in set(overall["model"]) else None
+    if row is not None:
+        r2 = row["r2_oos_zero"]
+        vs_zero = dm.set_index("baseline").loc[zero] if len(dm) and zero in set(dm["baseline"]) else None
+        p, stat = (vs_zero["p_value"], vs_zero["dm_stat"]) if vs_zero is not None else (math.nan, math.nan)
+        if r2 > 0 and p < 0.05:
+            word = "beats"
+        elif stat > 0 and p < 0.05:
+            word = "is significantly WORSE than"
+        else:
+            word = "does NOT beat"
+        dm_why = "no zero-forecast baseline in the run" if vs_zero is None else "too few paired days"
+        lines.append(f"{model} {word} the zero forecast: out-of-sample R^2 vs zero "
+                     f"{stat_text(r2, '+.4f', 'no scored forecast')}, Diebold-Mariano stat "
+                     f"{stat_text(stat, '+.2f', dm_why)}, p = {stat_text(p, '.3f', dm_why)}")
+        lines.append(f"{model} sign hit rate {stat_text(row['hit_rate'], '.1%', 'no scored forecast')} "
+                     f"(binomial p = {stat_text(row['binomial_p'], '.3f', 'no scored forecast')})")
+    if ic and model in ic:
+        others = {m: v for m, v in ic.items() if m != model and np.isfinite(v["mean_ic"])}
+        best = max(others, key=lambda m: others[m]["mean_ic"]) if others else None
+        mine = gaps.get(model, {})
+        if not np.isfinite(ic[model]["mean_ic"]):
+            line = f"{model} daily rank IC {stat_text(math.nan, '', mine.get('mean_ic'))}"
+        else:
+            line = (f"{model} daily rank IC {ic[model]['mean_ic']:+.4f} "
+                    f"(ICIR {stat_text(ic[model]['icir'], '+.3f', mine.get('icir'))})")
+        if best is not None:
+            theirs = gaps.get(best, {})
+            line += (f"; best baseline: {best} {ic[best]['mean_ic']:+.4f} "
+                     f"(ICIR {stat_text(ic[best]['icir'], '+.3f', theirs.get('icir'))})")
+        elif len(ic) > 1:
+            line += "; no baseline's rank IC could be computed either"
+        lines.append(line)
+        if best is not None and ic_tests is not None and len(ic_tests):
+            t = ic_tests.set_index("baseline").loc[best]
+            if not np.isfinite(t["p_value"]):
+                lines.append(f"{model} vs the best baseline {best}: rank-IC difference test not computed "
+                             f"({mine.get('mean_ic') or 'too few days with both ICs'})")
+            else:
+                if t["p_value"] < 0.05:
+                    word = "significantly beats" if t["mean_diff"] > 0 else "is significantly WORSE than"
+                else:
+                    word = "does NOT significantly beat" if t["mean_diff"] > 0 else "does NOT beat"
+                lines.append(f"{model} {word} the best baseline {best}: daily rank IC difference "
+                             f"{t['mean_diff']:+.4f}, Newey-West t {t['t_stat']:+.2f}, "
+                             f"p = {t['p_value']:.3f}")
+                wins = ic_tests[(ic_tests["mean_diff"] > 0) & (ic_tests["p_value"] < 0.05)]
+                lines.append(f"{model} beats {len(wins)} of {len(ic_tests)} other models significantly "
+                             "(rank IC, p < 0.05)")
+    if model in backtests:
+        m, b = backtests[model].metrics, backtests[model].benchmark_metrics
+        flat = "no trades" if not m.get("n_trades") else "the equity never moved"
+        lines.append(f"{model} strategy after costs: annual return "
+                     f"{stat_text(m['annual_return'], '+.2%', flat)}, "
+                     f"Sharpe {stat_text(m['sharpe'], '.2f', flat)}, max drawdown "
+                     f"{stat_text(m['max_drawdown'], '.1%', flat)}; benchmark ({backtests[model].benchmark}) "
+                     f"{stat_text(b['annual_return'], '+.2%', 'no days')}, Sharpe "
+                     f"{stat_text(b['sharpe'], '.2f', 'flat benchmark')}")
+    return lines
+
+
