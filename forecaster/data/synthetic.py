@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from forecaster.checks import check_int
 from forecaster.data.exchange import MAIN_BOARD_ST_CHANGE, round_price
 
 
@@ -202,13 +203,9 @@ def synthetic_panel(n_stocks: int = 50, n_days: int = 1000, signal_ic: float = 0
         with ``return_signal`` also the signal ``[date x code]`` on the union calendar, ``NaN``
         where the stock has no bar or is suspended (no volume reveals it, nothing is priced).
     """
-    for name, value in (("n_stocks", n_stocks), ("n_days", n_days), ("seed", seed)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise ValueError(f"{name} must be an integer, got {value!r}")
-    if n_stocks < 1:
-        raise ValueError(f"n_stocks must be >= 1, got {n_stocks}")
-    if n_days < 2:
-        raise ValueError(f"n_days must be >= 2, got {n_days}")
+    check_int("n_stocks", n_stocks)
+    check_int("n_days", n_days, minimum=2)
+    check_int("seed", seed, minimum=0)
     if not isinstance(signal_ic, (int, float, np.floating)) or not abs(float(signal_ic)) < 0.5:
         raise ValueError(f"signal_ic must be a number with |signal_ic| < 0.5, got {signal_ic!r}")
     if seed < 0:

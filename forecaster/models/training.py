@@ -1,10 +1,12 @@
-"""The training loop of the panel models: batches of whole days, a per-day ranking loss,
-early stopping on the validation tail's mean daily rank IC, best weights restored.
+"""The training loop of both Transformers (:func:`fit_loop`): AdamW steps with gradient
+clipping, an optional schedule, a validation score each epoch, early stopping with the best
+weights restored.
 
-The loop knows nothing about features or labels: it asks ``batch(days)`` (a block of
-consecutive days) for ``x`` (whatever the network takes), ``labels [days, stocks]``,
-``mask [days, stocks]`` (stocks with a label) and ``present [days, stocks]`` (stocks the
-network scores), and ``validate()`` for a score where higher is better.
+The loop knows nothing about features or labels. The panel models use it through
+:func:`train_days`, which asks ``batch(days)`` (a block of consecutive days) for ``x``
+(whatever the network takes), ``labels [days, stocks]``, ``mask [days, stocks]`` (stocks with
+a label) and ``present [days, stocks]`` (stocks the network scores); the single-stock
+forecaster steps on batches of windows and validates on a held-out loss.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import copy
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +23,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from forecaster.checks import check_int
 from forecaster.models.panel.losses import RANK_LOSSES, rank_loss
 
 log = logging.getLogger(__name__)
@@ -55,9 +58,7 @@ class LoopConfig:
         if self.loss not in RANK_LOSSES:
             raise ValueError(f"loss must be one of {RANK_LOSSES}, got {self.loss!r}")
         for name in ("max_epochs", "days_per_batch", "patience"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            check_int(name, getattr(self, name))
         if self.lr <= 0 or self.weight_decay < 0 or self.grad_clip <= 0:
             raise ValueError("lr and grad_clip must be positive and weight_decay >= 0")
 
@@ -69,48 +70,55 @@ def param_groups(net: nn.Module, weight_decay: float) -> list[dict]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
 
 
-def train_days(net: nn.Module, batch: Callable, blocks: list[np.ndarray],
-               validate: Callable[[], float] | None, config: LoopConfig, seed: int, device: torch.device,
-               progress: bool = False, desc: str = "fit") -> tuple[list[dict], int]:
-    """Train ``net`` on ``blocks`` of consecutive signal days (one optimiser step each, in a
-    new random order every epoch); returns ``(history, best_epoch)``.
+def fit_loop(net: nn.Module, optimizer: torch.optim.Optimizer, epoch_batches: Callable[[], Iterable],
+             step: Callable[[object], tuple[torch.Tensor, int]], *, max_epochs: int, grad_clip: float,
+             patience: int, validate: Callable[[], float] | None = None, val_key: str = "val",
+             higher_is_better: bool = True, scheduler=None, count_name: str | None = None,
+             progress: bool = False, total: int | None = None, unit: str = "step", desc: str = "fit"
+             ) -> tuple[list[dict], int]:
+    """The one training loop of the forecaster's Transformers; returns ``(history, best_epoch)``.
 
-    With ``validate``, the weights of the epoch with the best validation score are restored;
-    without, the last epoch's are kept.
+    Each epoch: ``epoch_batches()`` gives the batches (in the epoch's random order), ``step(b)``
+    the loss of one and its weight in the epoch's mean (windows, or 1 per step); then
+    ``scheduler.step()`` and ``validate()`` (stored under ``val_key``). With ``validate``, the
+    weights of the best epoch are restored and training stops after ``patience`` epochs without
+    a better score (a NaN score is never better); without, the last epoch's are kept.
     """
-    opt = torch.optim.AdamW(param_groups(net, config.weight_decay), lr=config.lr,
-                            fused=device.type in ("cpu", "cuda"))
-    gen = torch.Generator().manual_seed(seed)
     history: list[dict] = []
     best, best_state, best_epoch, stale = -math.inf, None, 0, 0
-    steps = min(len(blocks), config.steps_per_epoch or len(blocks))
-    bar = tqdm(total=config.max_epochs * steps, unit="step", desc=desc, disable=not progress,
-               dynamic_ncols=True, leave=False)
-    for epoch in range(1, config.max_epochs + 1):
+    bar = tqdm(total=total, unit=unit, unit_scale=count_name is not None, desc=desc,
+               disable=not progress, dynamic_ncols=True, leave=False)
+    for epoch in range(1, max_epochs + 1):
         net.train()
-        t0, total = time.perf_counter(), 0.0
-        for b in torch.randperm(len(blocks), generator=gen)[:steps].tolist():
-            x, labels, mask, present = (t.to(device) for t in batch(blocks[b])[:4])
-            loss = rank_loss(config.loss, net(x, present), labels, mask, generator=gen)
-            opt.zero_grad(set_to_none=True)
+        t0, summed, count = time.perf_counter(), 0.0, 0
+        for batch in epoch_batches():
+            loss, weight = step(batch)
+            optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(net.parameters(), config.grad_clip)
-            opt.step()
-            total += float(loss.detach())
-            bar.update(1)
-        row = {"epoch": epoch, "train_loss": total / steps, "seconds": time.perf_counter() - t0}
+            torch.nn.utils.clip_grad_norm_(net.parameters(), grad_clip)
+            optimizer.step()
+            summed += float(loss.detach()) * weight
+            count += weight
+            bar.update(weight)
+        if scheduler is not None:
+            scheduler.step()
+        seconds = time.perf_counter() - t0
+        row = {"epoch": epoch, "train_loss": summed / count, "seconds": seconds}
+        if count_name:
+            row.update({count_name: count, f"{count_name}_per_s": count / seconds})
         if validate is not None:
-            row["val_rank_ic"] = float(validate())
-            score = row["val_rank_ic"] if math.isfinite(row["val_rank_ic"]) else -math.inf
-            if score > best:
+            row[val_key] = float(validate())
+            score = row[val_key] if higher_is_better else -row[val_key]
+            if math.isfinite(score) and score > best:
                 best, best_epoch, stale = score, epoch, 0
                 best_state = copy.deepcopy(net.state_dict())
             else:
                 stale += 1
         history.append(row)
-        bar.set_postfix(loss=f"{row['train_loss']:.4f}", val_ic=f"{row.get('val_rank_ic', math.nan):.4f}")
-        if validate is not None and stale >= config.patience:
-            log.info("early stop at epoch %d (best %d, validation rank IC %.4f)", epoch, best_epoch, best)
+        bar.set_postfix(loss=f"{row['train_loss']:.4f}", val=f"{row.get(val_key, math.nan):.4f}")
+        if validate is not None and stale >= patience:
+            log.info("early stop at epoch %d (best %d, %s %.4f)", epoch, best_epoch, val_key,
+                     best if higher_is_better else -best)
             break
     bar.close()
     if best_state is not None:
@@ -119,3 +127,27 @@ def train_days(net: nn.Module, batch: Callable, blocks: list[np.ndarray],
         best_epoch = len(history)
     net.eval()
     return history, best_epoch
+
+
+def train_days(net: nn.Module, batch: Callable, blocks: list[np.ndarray],
+               validate: Callable[[], float] | None, config: LoopConfig, seed: int, device: torch.device,
+               progress: bool = False, desc: str = "fit") -> tuple[list[dict], int]:
+    """The panel models' use of :func:`fit_loop`: one optimiser step per block of consecutive
+    signal days (a new random order every epoch, at most ``steps_per_epoch``), a per-day
+    ranking loss, early stopping on the validation days' mean daily rank IC."""
+    opt = torch.optim.AdamW(param_groups(net, config.weight_decay), lr=config.lr,
+                            fused=device.type in ("cpu", "cuda"))
+    gen = torch.Generator().manual_seed(seed)
+    steps = min(len(blocks), config.steps_per_epoch or len(blocks))
+
+    def epoch_batches():
+        return torch.randperm(len(blocks), generator=gen)[:steps].tolist()
+
+    def step(b):
+        x, labels, mask, present = (t.to(device) for t in batch(blocks[b])[:4])
+        return rank_loss(config.loss, net(x, present), labels, mask, generator=gen), 1
+
+    return fit_loop(net, opt, epoch_batches, step, max_epochs=config.max_epochs,
+                    grad_clip=config.grad_clip, patience=config.patience, validate=validate,
+                    val_key="val_rank_ic", progress=progress, total=config.max_epochs * steps,
+                    desc=desc)

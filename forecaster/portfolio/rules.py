@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
+from forecaster.checks import check_int
 from forecaster.data.exchange import round_price
 
 SIDES = ("buy", "sell")
@@ -105,9 +105,7 @@ class MarketRules:
     corporate_actions: str = "shares"
 
     def __post_init__(self):
-        if isinstance(self.lot_size, bool) or not isinstance(self.lot_size, (int, np.integer)) \
-                or self.lot_size < 1:
-            raise ValueError(f"lot_size must be an integer >= 1, got {self.lot_size!r}")
+        check_int("lot_size", self.lot_size)
         if self.corporate_actions not in CORPORATE_ACTIONS:
             raise ValueError(f"corporate_actions must be one of {CORPORATE_ACTIONS}, "
                              f"got {self.corporate_actions!r}")

@@ -28,16 +28,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from forecaster.checks import check_int
+
 RULES = ("top_k", "dropout", "threshold")
 WEIGHTINGS = ("equal", "rank")
 MODES = ("long_flat", "long_short")
-
-
-def _positive_int(name: str, value, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be {'None or ' if allow_none else ''}an integer >= 1, got {value!r}")
 
 
 @dataclass
@@ -77,9 +72,9 @@ class StrategyConfig:
             raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {self.weighting!r}")
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
-        _positive_int("top_k", self.top_k, allow_none=True)
-        _positive_int("n_drop", self.n_drop)
-        _positive_int("rebalance_every", self.rebalance_every)
+        check_int("top_k", self.top_k, allow_none=True)
+        check_int("n_drop", self.n_drop)
+        check_int("rebalance_every", self.rebalance_every)
         if not (isinstance(self.threshold, (int, float)) and not isinstance(self.threshold, bool)
                 and math.isfinite(self.threshold) and self.threshold >= 0):
             raise ValueError(f"threshold must be a finite number >= 0, got {self.threshold!r}")

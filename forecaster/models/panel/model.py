@@ -19,6 +19,7 @@ import torch
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
+from forecaster.checks import check_int
 from forecaster.data.panel import Panel
 from forecaster.features.factors import (
     DEFAULT_FEATURES,
@@ -32,8 +33,9 @@ from forecaster.features.processors import NORMS, make_processor, processor_from
 from forecaster.metrics import daily_ic
 from forecaster.models.panel.dataset import SequenceData, build_sequences, day_blocks
 from forecaster.models.panel.network import PanelNetConfig, PanelTransformerNet
+from forecaster.models.persistence import content_errors, load_model, save_model
 from forecaster.models.training import LoopConfig, train_days
-from seq2seq.core import load_checkpoint, resolve_device, save_checkpoint
+from seq2seq.core import resolve_device
 
 log = logging.getLogger(__name__)
 
@@ -161,9 +163,7 @@ class PanelTransformer(BaseEstimator):
 
     def _validate_params(self) -> None:
         for name in ("window", "horizon", "n_seeds"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            check_int(name, getattr(self, name))
         if self.execution not in EXECUTIONS:
             raise ValueError(f"execution must be one of {EXECUTIONS}, got {self.execution!r}")
         if self.norm not in NORMS:
@@ -174,12 +174,8 @@ class PanelTransformer(BaseEstimator):
             raise ValueError(f"drop_tails must be in [0, 0.5), got {self.drop_tails}")
         if not 0 <= self.val_fraction < 1:
             raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
-        for name in ("epoch_stock_days", "stocks_per_batch"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))
-                                      or value < (2 if name == "stocks_per_batch" else 1)):
-                raise ValueError(f"{name} must be None or a positive integer"
-                                 f"{' >= 2' if name == 'stocks_per_batch' else ''}, got {value!r}")
+        check_int("epoch_stock_days", self.epoch_stock_days, allow_none=True)
+        check_int("stocks_per_batch", self.stocks_per_batch, minimum=2, allow_none=True)
         if self.features is not None:
             bad = [f for f in self.features if f not in FEATURES]
             if bad or not self.features:
@@ -309,28 +305,20 @@ class PanelTransformer(BaseEstimator):
     def save(self, path: str | Path) -> Path:
         """Write parameters, processor state and every network (atomically)."""
         self._check_fitted()
-        params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.get_params().items()}
         payload = {
-            "params": params,
-            "net_config": self.net_config_.to_dict(),
             "state_dicts": [{k: v.detach().cpu() for k, v in net.state_dict().items()} for net in self.nets_],
             "processor": self.processor_.state(),
             "fitted": {"features": list(self.features_), "train_end": str(self.train_end_.date()),
                        "histories": self.histories_, "best_epochs": self.best_epochs_},
         }
-        return save_checkpoint(payload, path, CHECKPOINT_KIND, CHECKPOINT_VERSION)
+        return save_model(self, path, CHECKPOINT_KIND, CHECKPOINT_VERSION, payload)
 
     @classmethod
     def load(cls, path: str | Path, device: str = "auto") -> PanelTransformer:
         """Rebuild a fitted model from :meth:`save`'s file."""
-        data = load_checkpoint(path, CHECKPOINT_KIND, (CHECKPOINT_VERSION,))
-        try:
-            params = dict(data["params"])
-            if params.get("features") is not None:
-                params["features"] = tuple(params["features"])
-            model = cls(**{**params, "device": device})
-            model.net_config_ = PanelNetConfig(**data["net_config"])
-            model.device_ = resolve_device(device)
+        model, data = load_model(cls, path, CHECKPOINT_KIND, CHECKPOINT_VERSION, device, PanelNetConfig,
+                                 ("features",))
+        with content_errors(path, "model"):
             model.nets_ = []
             for state in data["state_dicts"]:
                 net = PanelTransformerNet(model.net_config_)
@@ -342,6 +330,4 @@ class PanelTransformer(BaseEstimator):
             model.train_end_ = pd.Timestamp(fitted["train_end"])
             model.histories_ = fitted["histories"]
             model.best_epochs_ = fitted["best_epochs"]
-        except (KeyError, TypeError, RuntimeError, ValueError) as exc:
-            raise ValueError(f"{path}: checkpoint content does not fit this model: {exc}") from exc
         return model

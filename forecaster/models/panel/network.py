@@ -11,30 +11,25 @@ cannot leak). A linear head scores.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
+from forecaster.models.encoder import EncoderSizes
 from seq2seq.core import Encoder, StackConfig
 
 PANEL_POSITIONALS = ("rotary", "none")
 
 
-@dataclass
-class PanelNetConfig:
-    """Everything needed to rebuild the network (stored in checkpoints)."""
+@dataclass(kw_only=True)
+class PanelNetConfig(EncoderSizes):
+    """The encoder's sizes plus what is this network's own (stored in checkpoints)."""
 
     n_features: int
     window: int = 20
-    d_model: int = 32
-    n_heads: int = 4
-    n_layers: int = 2
-    d_ff: int = 64
-    dropout: float = 0.1
     positional: str = "rotary"
     cross_stock: bool = False
-    norm_first: bool = True
     max_len: int = 1024
 
     def __post_init__(self) -> None:
@@ -51,15 +46,8 @@ class PanelNetConfig:
         return self.n_layers * (self.window - 1)
 
     def stack(self, causal: bool, n_layers: int | None = None) -> StackConfig:
-        return StackConfig(
-            d_model=self.d_model, n_heads=self.n_heads, d_ff=self.d_ff,
-            n_layers=n_layers or self.n_layers, dropout=self.dropout, attention_dropout=0.0,
-            norm_first=self.norm_first, causal=causal,
-            rotary=causal and self.positional == "rotary", max_len=self.max_len,
-        )
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+        return self.stack_config(causal=causal, rotary=causal and self.positional == "rotary",
+                                 max_len=self.max_len, n_layers=n_layers)
 
 
 class PanelTransformerNet(nn.Module):

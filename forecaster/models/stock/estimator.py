@@ -7,10 +7,7 @@ fitted attributes ending in ``_``.
 
 from __future__ import annotations
 
-import copy
 import logging
-import math
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,13 +18,15 @@ import torch
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.preprocessing import StandardScaler
-from tqdm.auto import tqdm
 
+from forecaster.checks import check_int
 from forecaster.features.series import FEATURES, make_features, mask_suspended
 from forecaster.features.windows import shift_targets, sliding_windows
+from forecaster.models.persistence import content_errors, load_model, save_model
 from forecaster.models.stock.losses import LOSSES, gaussian_scale, masked_loss, n_outputs
 from forecaster.models.stock.network import CausalTransformerNet, NetConfig
-from seq2seq.core import load_checkpoint, resolve_device, save_checkpoint
+from forecaster.models.training import fit_loop
+from seq2seq.core import resolve_device
 
 log = logging.getLogger(__name__)
 
@@ -111,14 +110,9 @@ class CausalTransformerForecaster(BaseEstimator):
 
     # ----------------------------------------------------------------- validation and data
     def _validate_params(self) -> None:
-        def positive_int(name):
-            v = getattr(self, name)
-            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"{name} must be a positive integer, got {v!r}")
-
         for name in ("window", "horizon", "max_epochs", "batch_size", "train_stride", "lr_step_size",
                      "patience"):
-            positive_int(name)
+            check_int(name, getattr(self, name))
         feats = tuple(self.features) if not isinstance(self.features, str) else (self.features,)
         bad = [f for f in feats if f not in FEATURES]
         if bad or not feats or len(set(feats)) != len(feats):
@@ -289,51 +283,27 @@ class CausalTransformerForecaster(BaseEstimator):
         # The fused kernel does the whole update in one pass (CPU and CUDA).
         opt = torch.optim.AdamW(net.parameters(), lr=self.lr, weight_decay=self.weight_decay,
                                 fused=device.type in ("cpu", "cuda"))
-        sched = torch.optim.lr_scheduler.StepLR(opt, self.lr_step_size, self.lr_gamma)
         gen = torch.Generator().manual_seed(seed)
         starts = torch.as_tensor(train_starts)
         n = len(starts)
-        history, best, best_state, stale = [], math.inf, None, 0
-        bar = tqdm(total=self.max_epochs * n, unit="win", unit_scale=True, desc="fit",
-                   disable=not self.progress, dynamic_ncols=True)
-        for epoch in range(1, self.max_epochs + 1):
-            net.train()
-            t0, total, count = time.perf_counter(), 0.0, 0
-            for idx in starts[torch.randperm(n, generator=gen)].split(self.batch_size):
-                xb, yb, mb = xw[idx].to(device), yw[idx].to(device), mw[idx].to(device)
-                loss = masked_loss(self.loss, net(xb), yb, mb, qs)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(net.parameters(), self.grad_clip)
-                opt.step()
-                total += loss.item() * len(idx)
-                count += len(idx)
-                bar.update(len(idx))
-            sched.step()
-            row = {"epoch": epoch, "train_loss": total / count, "windows": count,
-                   "windows_per_s": count / (time.perf_counter() - t0)}
-            if len(val_starts):
-                out = self._forward_last(xw, torch.as_tensor(val_starts))
-                row["val_loss"] = float(masked_loss(self.loss, out, y_val,
-                                                    torch.ones_like(y_val, dtype=torch.bool), qs))
-            history.append(row)
-            bar.set_postfix(loss=f"{row['train_loss']:.4f}", val=f"{row.get('val_loss', 0):.4f}")
-            if len(val_starts):
-                if row["val_loss"] < best:
-                    best, stale = row["val_loss"], 0
-                    best_state = copy.deepcopy(net.state_dict())
-                    self.best_epoch_ = epoch
-                else:
-                    stale += 1
-                    if stale >= self.patience:
-                        log.info("early stop at epoch %d (best %d)", epoch, self.best_epoch_)
-                        break
-        bar.close()
-        if best_state is not None:
-            net.load_state_dict(best_state)
-        else:
-            self.best_epoch_ = len(history)
-        net.eval()
+
+        def epoch_batches():
+            return starts[torch.randperm(n, generator=gen)].split(self.batch_size)
+
+        def step(idx):
+            xb, yb, mb = xw[idx].to(device), yw[idx].to(device), mw[idx].to(device)
+            return masked_loss(self.loss, net(xb), yb, mb, qs), len(idx)
+
+        def validate():
+            out = self._forward_last(xw, torch.as_tensor(val_starts))
+            return float(masked_loss(self.loss, out, y_val, torch.ones_like(y_val, dtype=torch.bool), qs))
+
+        history, self.best_epoch_ = fit_loop(
+            net, opt, epoch_batches, step, max_epochs=self.max_epochs, grad_clip=self.grad_clip,
+            patience=self.patience, validate=validate if len(val_starts) else None, val_key="val_loss",
+            higher_is_better=False, scheduler=torch.optim.lr_scheduler.StepLR(opt, self.lr_step_size,
+                                                                              self.lr_gamma),
+            count_name="windows", progress=self.progress, total=self.max_epochs * n, unit="win")
         return history
 
     @torch.no_grad()
@@ -429,10 +399,7 @@ class CausalTransformerForecaster(BaseEstimator):
     def save(self, path: str | Path) -> Path:
         """Write state dict, parameters, scaler and fitted values (atomically)."""
         self._check_fitted()
-        params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.get_params().items()}
         payload = {
-            "params": params,
-            "net_config": self.net_config_.to_dict(),
             "state_dict": {k: v.detach().cpu() for k, v in self.net_.state_dict().items()},
             "scalers": {name: {"mean": sc.mean_.tolist(), "scale": sc.scale_.tolist(),
                                "var": sc.var_.tolist(), "n_samples_seen": int(sc.n_samples_seen_)}
@@ -443,19 +410,14 @@ class CausalTransformerForecaster(BaseEstimator):
                        "best_epoch": self.best_epoch_, "history": self.history_,
                        "feature_names": self.feature_names_in_},
         }
-        return save_checkpoint(payload, path, CHECKPOINT_KIND, CHECKPOINT_VERSION)
+        return save_model(self, path, CHECKPOINT_KIND, CHECKPOINT_VERSION, payload)
 
     @classmethod
     def load(cls, path: str | Path, device: str = "auto") -> CausalTransformerForecaster:
         """Rebuild a fitted forecaster from :meth:`save`'s file."""
-        data = load_checkpoint(path, CHECKPOINT_KIND, (CHECKPOINT_VERSION,))
-        try:
-            params = dict(data["params"])
-            for key in ("features", "quantiles"):
-                params[key] = tuple(params[key])
-            model = cls(**{**params, "device": device})
-            model.net_config_ = NetConfig(**data["net_config"])
-            model.device_ = resolve_device(device)
+        model, data = load_model(cls, path, CHECKPOINT_KIND, CHECKPOINT_VERSION, device, NetConfig,
+                                 ("features", "quantiles"))
+        with content_errors(path, "forecaster"):
             model.net_ = CausalTransformerNet(model.net_config_)
             model.net_.load_state_dict(data["state_dict"])
             model.net_.to(model.device_).eval()
@@ -475,6 +437,4 @@ class CausalTransformerForecaster(BaseEstimator):
             model.history_ = fitted["history"]
             model.feature_names_in_ = list(fitted["feature_names"])
             model.n_features_in_ = len(model.feature_names_in_)
-        except (KeyError, TypeError, RuntimeError, ValueError) as exc:
-            raise ValueError(f"{path}: checkpoint content does not fit this forecaster: {exc}") from exc
         return model

@@ -4,11 +4,12 @@ position."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
+from forecaster.models.encoder import EncoderSizes
 from seq2seq.core import (
     Encoder,
     LearnedPositionalEncoding,
@@ -18,21 +19,15 @@ from seq2seq.core import (
 from seq2seq.core.config import POSITIONALS
 
 
-@dataclass
-class NetConfig:
-    """Everything needed to rebuild the network (stored in checkpoints)."""
+@dataclass(kw_only=True)
+class NetConfig(EncoderSizes):
+    """The encoder's sizes plus what is this network's own (stored in checkpoints)."""
 
     n_features: int
     n_outputs: int
     window: int = 60
-    d_model: int = 64
-    n_heads: int = 4
-    n_layers: int = 2
-    d_ff: int = 256
-    dropout: float = 0.1
     attention_dropout: float = 0.0
     positional: str = "sinusoidal"
-    norm_first: bool = True
 
     def __post_init__(self) -> None:
         if self.n_features < 1 or self.n_outputs < 1 or self.window < 1:
@@ -42,15 +37,8 @@ class NetConfig:
         self.stack()  # validates the layer sizes
 
     def stack(self) -> StackConfig:
-        return StackConfig(
-            d_model=self.d_model, n_heads=self.n_heads, d_ff=self.d_ff, n_layers=self.n_layers,
-            dropout=self.dropout, attention_dropout=self.attention_dropout,
-            norm_first=self.norm_first, causal=True,
-            rotary=self.positional == "rotary", max_len=self.window,
-        )
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+        return self.stack_config(causal=True, rotary=self.positional == "rotary", max_len=self.window,
+                                 attention_dropout=self.attention_dropout)
 
 
 class CausalTransformerNet(nn.Module):
