@@ -21,8 +21,8 @@ COLUMNS = ("code", "first_date", "last_date", "days", "folds", "first_forecast",
 
 def universe_table(panel: Panel, result: WalkForwardResult, model: str) -> pd.DataFrame:
     """One row per stock of ``panel``, every stock loaded (``COLUMNS``): its data span and days
-    with a bar, the folds it was in,
-    the forecasts of ``model`` (the model under test) and how many were scored, ``status``
+    with a bar, the folds it was in, the forecasts of ``model`` (the model under test) and how
+    many were scored, ``status``
     (``used`` or ``left out``) and ``reason`` (why it was left out, or why it was used only on
     part of the run; empty otherwise)."""
     config = result.config
