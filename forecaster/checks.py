@@ -15,3 +15,28 @@ def check_int(name: str, value, minimum: int = 1, allow_none: bool = False) -> N
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
         raise ValueError(f"{name} must be {'None or ' if allow_none else ''}{what}, got {value!r}")
+
+
+def check_date(name: str, value, allow_none: bool = False):
+    """``value`` (``"YYYY-MM-DD"``, a ``date``/``datetime`` or a ``Timestamp``) as a
+    ``pd.Timestamp`` at midnight; ``ValueError`` naming the option otherwise (``"2025-13-45"``
+    is refused, not read as some other day)."""
+    import datetime
+
+    import pandas as pd
+
+    if value is None and allow_none:
+        return None
+    if isinstance(value, (datetime.date, pd.Timestamp)):
+        out = pd.Timestamp(value)
+    elif isinstance(value, str):
+        try:
+            out = pd.Timestamp(datetime.datetime.strptime(value.strip(), "%Y-%m-%d"))
+        except ValueError:
+            out = None
+    else:
+        out = None
+    if out is None or pd.isna(out):
+        raise ValueError(f"{name} must be {'None or ' if allow_none else ''}a date YYYY-MM-DD, "
+                         f"got {value!r}")
+    return out.normalize()

@@ -43,3 +43,12 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+@pytest.fixture
+def sealed():
+    """``sealed(data)``: a checkpoint dict with its digest recomputed, as a file written by
+    another version of the program would be (to test the checks after the digest's)."""
+    from seq2seq.core import content_digest
+
+    return lambda data: {**data, "sha256": content_digest(data)}

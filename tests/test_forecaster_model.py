@@ -105,7 +105,7 @@ def test_save_load_round_trip(frame, fitted, tmp_path):
     assert loaded.train_end_ == fitted.train_end_
 
 
-def test_bad_checkpoints_give_clear_errors(tmp_path, fitted):
+def test_bad_checkpoints_give_clear_errors(sealed, tmp_path, fitted):
     corrupt = tmp_path / "corrupt.pt"
     corrupt.write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointError, match="corrupt"):
@@ -113,11 +113,11 @@ def test_bad_checkpoints_give_clear_errors(tmp_path, fitted):
     path = fitted.save(tmp_path / "ok.pt")
     data = torch.load(path, weights_only=True)
     data["version"] = 99
-    torch.save(data, tmp_path / "future.pt")
+    torch.save(sealed(data), tmp_path / "future.pt")
     with pytest.raises(CheckpointError, match="version 99"):
         CausalTransformerForecaster.load(tmp_path / "future.pt")
     data["version"], data["kind"] = 1, "seq2seq"
-    torch.save(data, tmp_path / "other.pt")
+    torch.save(sealed(data), tmp_path / "other.pt")
     with pytest.raises(CheckpointError, match="expected 'forecaster"):
         CausalTransformerForecaster.load(tmp_path / "other.pt")
     with pytest.raises(CheckpointError, match="no such"):
@@ -170,3 +170,13 @@ def test_errors(frame):
         CausalTransformerForecaster(**{**TINY, "window": 399}).fit(frame)
     # sklearn convention: __init__ stores keywords untouched, even invalid ones.
     assert CausalTransformerForecaster(window=-5).window == -5
+
+
+def test_flipped_bytes_in_a_forecaster_checkpoint_stop_with_corrupt(tmp_path, fitted):
+    path = fitted.save(tmp_path / "model.pt")
+    raw = bytearray(path.read_bytes())
+    mid = len(raw) // 2
+    raw[mid:mid + 14] = bytes(b ^ 0xFF for b in raw[mid:mid + 14])
+    path.write_bytes(bytes(raw))
+    with pytest.raises(CheckpointError, match=r"model\.pt: checkpoint is corrupt"):
+        CausalTransformerForecaster.load(path)

@@ -62,6 +62,10 @@ def test_panel_train_predict_plot(tmp_path):
     assert (run / "training.png").is_file()
     res = CliRunner().invoke(main, ["predict", "--run", str(run)])
     assert res.exit_code == 0, res.output
+    signal = pd.read_csv(next(folder.glob("*.csv")))["date"].max()
+    assert f"model trained up to {info['train_end']}; signal day {signal}" in res.output
+    assert "Warning" in res.output and "--stale-after" in res.output  # months between: stale
+    assert not (run / "orders.csv").exists()  # no book, no capital: no orders asked for
     table = pd.read_csv(run / "next_day.csv")
     assert len(table) == 10 and set(table.columns) >= {"code", "score", "rank", "quantile", "buyable"}
     assert table["rank"].tolist() == sorted(table["rank"].tolist())
@@ -70,6 +74,19 @@ def test_panel_train_predict_plot(tmp_path):
     res = CliRunner().invoke(main, ["plot", "--run", str(run)])
     assert res.exit_code == 0, res.output
     assert "after the training cut-off" in res.output and (run / "rolling_ic.png").is_file()
+    # Orders for the next open from a book: sells of names that left, buys in whole lots.
+    held = table["code"].iloc[-1]  # the worst score: the dropout rule sells it
+    (tmp_path / "h.csv").write_text(f"code,shares\n{held},1000\ncash,500000\n")
+    res = CliRunner().invoke(main, ["predict", "--run", str(run), "--holdings", str(tmp_path / "h.csv"),
+                                    "--top-k", "3", "--n-drop", "1", "--stale-after", "10000"])
+    assert res.exit_code == 0, res.output
+    assert "Warning" not in res.output
+    orders = pd.read_csv(run / "orders.csv")
+    sell = orders[orders["side"] == "sell"]
+    assert sell["code"].tolist() == [held] and sell["shares"].tolist() == [1000]
+    buys = orders[orders["side"] == "buy"]
+    assert len(buys) == 3 and (buys["shares"] % 100 == 0).all()
+    assert set(buys["code"]) <= set(table["code"].head(4))
     # A panel run given one CSV is refused with a clear message.
     one = next(folder.glob("*.csv"))
     res = CliRunner().invoke(main, ["predict", "--run", str(run), str(one)])

@@ -49,14 +49,14 @@ def test_save_load_round_trip_is_weights_only(tmp_path):
     torch.testing.assert_close(loaded.model(src, tgt_in), model(src, tgt_in))
 
 
-def test_unknown_version_corrupt_and_mismatched_checkpoints(tmp_path):
+def test_unknown_version_corrupt_and_mismatched_checkpoints(sealed, tmp_path):
     tok = WordTokenizer.train(SRC + TGT)
     model = _model(tok, tok)
     path = save_checkpoint(tmp_path / "m.pt", model, tok, tok)
     data = torch.load(path, weights_only=True)
 
     data["version"] = 99
-    torch.save(data, tmp_path / "v99.pt")
+    torch.save(sealed(data), tmp_path / "v99.pt")
     with pytest.raises(CheckpointError, match=r"v99\.pt: checkpoint format version 99 is not supported"):
         load_model(tmp_path / "v99.pt")
 
@@ -70,12 +70,12 @@ def test_unknown_version_corrupt_and_mismatched_checkpoints(tmp_path):
 
     data["version"] = CHECKPOINT_VERSION
     data["model_config"] = {**data["model_config"], "d_ff": 64}
-    torch.save(data, tmp_path / "mismatch.pt")
+    torch.save(sealed(data), tmp_path / "mismatch.pt")
     with pytest.raises(CheckpointError, match="weights do not match the saved config"):
         load_model(tmp_path / "mismatch.pt")
 
     data["model_config"] = {**data["model_config"], "d_ff": 32, "src_vocab_size": 7}
-    torch.save(data, tmp_path / "vocab.pt")
+    torch.save(sealed(data), tmp_path / "vocab.pt")
     with pytest.raises(CheckpointError, match="tokenizer vocabularies"):
         load_model(tmp_path / "vocab.pt")
 
@@ -252,3 +252,47 @@ def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
         raise RuntimeError("disk full")
     assert path.read_text(encoding="utf-8") == "date,close\n2024-01-02,10.5\n"  # untouched
     assert [p.name for p in tmp_path.iterdir()] == ["bars.csv"]  # no temporary file left
+
+
+def _flip_middle(path, n: int = 14):
+    raw = bytearray(path.read_bytes())
+    mid = len(raw) // 2
+    raw[mid:mid + n] = bytes(b ^ 0xFF for b in raw[mid:mid + n])
+    path.write_bytes(bytes(raw))
+
+
+def test_flipped_bytes_in_a_checkpoint_stop_with_corrupt(tmp_path, caplog):
+    tok = WordTokenizer.train(SRC + TGT)
+    path = save_checkpoint(tmp_path / "m.pt", _model(tok, tok), tok, tok)
+    assert len(torch.load(path, weights_only=True)["sha256"]) == 64
+    load_model(path)  # intact: loads
+    _flip_middle(path)
+    with pytest.raises(CheckpointError, match=r"m\.pt: checkpoint is corrupt"):
+        load_model(path)
+    # one weight changed and saved by hand (a valid torch file): the digest catches it
+    good = save_checkpoint(tmp_path / "g.pt", _model(tok, tok), tok, tok)
+    data = torch.load(good, weights_only=True)
+    data["model_state"]["encoder.layers.0.ff.linear1.weight"][0, 0] += 1e-3
+    torch.save(data, tmp_path / "edited.pt")
+    with pytest.raises(CheckpointError, match=r"edited\.pt: checkpoint is corrupt"):
+        load_model(tmp_path / "edited.pt")
+    # a file from before digests loads with a warning that it cannot be checked
+    del data["sha256"]
+    data["model_state"]["encoder.layers.0.ff.linear1.weight"][0, 0] -= 1e-3
+    torch.save(data, tmp_path / "old.pt")
+    with caplog.at_level("WARNING"):
+        load_model(tmp_path / "old.pt")
+    assert "cannot be checked" in caplog.text
+
+
+def test_averaged_checkpoint_carries_a_digest(tmp_path):
+    tok = WordTokenizer.train(SRC + TGT)
+    pa = save_checkpoint(tmp_path / "a.pt", _model(tok, tok), tok, tok)
+    pb = save_checkpoint(tmp_path / "b.pt", _model(tok, tok), tok, tok)
+    model = _model(tok, tok)
+    model.load_state_dict(average_state_dicts([pa, pb]))
+    avg = save_checkpoint(tmp_path / "avg.pt", model, tok, tok)
+    load_model(avg)
+    _flip_middle(avg)
+    with pytest.raises(CheckpointError, match="corrupt"):
+        load_model(avg)

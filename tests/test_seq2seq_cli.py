@@ -186,12 +186,12 @@ def test_translate_file_keeps_one_line_per_input_line_in_order(toy_run, tmp_path
     assert written.split("\n")[2] == "" and written.split("\n")[0] == pairs.tgt[7]
 
 
-def test_translate_output_line_breaks_become_spaces(toy_run, tmp_path):
+def test_translate_output_line_breaks_become_spaces(sealed, toy_run, tmp_path):
     out, _ = toy_run
     data = torch.load(out / "best.pt", weights_only=True)
     itos = data["tokenizers"]["tgt"]["itos"]
     itos[itos.index("beer")] = "be\ner"  # a target vocabulary with a line break in a token
-    torch.save(data, tmp_path / "nl.pt")
+    torch.save(sealed(data), tmp_path / "nl.pt")
     src = tmp_path / "in.de"
     src.write_text("Ich möchte ein Bier.\nDer Hund schläft.\n", encoding="utf-8")
     result = CliRunner().invoke(main, ["translate", "-c", str(tmp_path / "nl.pt"), "-i", str(src)])

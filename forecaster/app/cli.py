@@ -11,9 +11,12 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from forecaster.app.options import experiment_options, raw_sections
+from forecaster.app.options import DATE, experiment_options, raw_sections
+from forecaster.app.outputs import check_output
 from forecaster.data import DataError, default_series_path, load_csv
 from forecaster.features.series import log_returns
+from forecaster.metrics import stat_text
+from seq2seq.core import atomic_write
 
 MODEL_FILE = "model.pt"
 RUN_FILE = "run.json"
@@ -29,7 +32,7 @@ def _load(csv: str | None, on_bad: str = "raise"):
     return path, frame
 
 
-def _load_panel(folder: str, on_bad: str = "raise", end: str | None = None):
+def _load_panel(folder: str, on_bad: str = "raise", end: pd.Timestamp | None = None):
     """``(frames, Panel)`` of a folder, rows after ``end`` left out (stocks with no row up to
     ``end`` are counted and named)."""
     from forecaster.app.experiment import DataConfig
@@ -42,7 +45,11 @@ def _load_panel(folder: str, on_bad: str = "raise", end: str | None = None):
         raise click.ClickException(str(exc)) from exc
     click.echo(loaded.summary, err=True)
     frames = loaded.frames
-    if end:
+    if end is not None:
+        first = min(f.index[0] for f in frames.values())
+        if end < first:
+            raise click.ClickException(f"--end {end.date()} is before the data's first day ({first.date()})")
+        end = str(end.date())
         cut = {c: f.loc[:end] for c, f in frames.items()}
         later = sorted(c for c, f in cut.items() if f.empty)
         if later:
@@ -90,7 +97,25 @@ def _predictions_table(model, frame: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """Bad input never ends in a traceback: errors of input, files and checkpoints become one
+    ``Error: ...`` line and exit status 1 (``-vv`` logs the traceback as well)."""
+
+    def invoke(self, ctx):
+        from forecaster.app.experiment import ConfigError
+        from forecaster.app.outputs import OutputError
+        from seq2seq.core import CheckpointError
+
+        try:
+            return super().invoke(ctx)
+        except (DataError, ConfigError, OutputError, CheckpointError, OSError, ValueError) as exc:
+            logging.getLogger(__name__).debug("traceback", exc_info=True)
+            where = f"{exc.filename}: " if isinstance(exc, OSError) and exc.filename else ""
+            text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise click.ClickException(f"{where}{text}") from exc
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="ashare-seq2seq-toolkit")
 @click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
 def main(verbose: int) -> None:
@@ -105,10 +130,11 @@ def main(verbose: int) -> None:
 @main.command()
 @click.argument("data", required=False, type=click.Path(exists=True))
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Run folder to write.")
-@click.option("--end", default=None, help="Train on rows up to this date (default: every row).")
+@click.option("--overwrite", is_flag=True, help="--out holds an earlier run: remove its files first.")
+@click.option("--end", default=None, type=DATE, help="Train on rows up to this date (default: every row).")
 @experiment_options(("features", "model", "walk_forward", "backtest", "data"),
                     only={"walk_forward": ("horizon",), "backtest": ("execution",), "data": ("on_bad",)})
-def train(data, out, end, **options):
+def train(data, out, overwrite, end, **options):
     """Fit the Transformer on DATA and save it to --out.
 
     DATA is a folder of CSVs (the panel Transformer, ranking the stocks of each day; then
@@ -124,7 +150,7 @@ def train(data, out, end, **options):
     on_bad = raw.get("data", {}).get("on_bad", "raise")
     features = raw.get("features", {}).get("names")
     panel = bool(data) and Path(data).is_dir()
-    run = Path(out)
+    target = check_output(out, overwrite=overwrite)  # before the training, not after it
     try:
         params = check_model_params(raw.get("model", {}), panel, "<options>")
         if panel:
@@ -137,14 +163,16 @@ def train(data, out, end, **options):
             source = str(Path(data).resolve())
         else:
             path, frame = _load(data, on_bad)
-            frame = frame.loc[:end] if end else frame
+            if end is not None and end < frame.index[0]:
+                raise ValueError(f"--end {end.date()} is before the first row ({frame.index[0].date()})")
+            frame = frame.loc[:end] if end is not None else frame
             model = single_stock_transformer(horizon=horizon, progress=True,
                                              **({"features": features} if features else {}), **params)
             model.fit(frame)
             source = str(path.resolve())
     except (ConfigError, ValueError) as exc:
         raise click.ClickException(f"{data or 'embedded series'}: {exc}") from exc
-    run.mkdir(parents=True, exist_ok=True)
+    run = target.claim()
     model.save(run / MODEL_FILE)
     info = {"kind": "panel" if panel else "one_stock", "data": source, "csv": None if panel else source,
             "on_bad": on_bad, "train_end": str(model.train_end_.date()),
@@ -156,9 +184,11 @@ def train(data, out, end, **options):
         info["best_epochs"] = model.best_epochs_
         best = [h[b - 1].get("val_rank_ic", float("nan"))
                 for h, b in zip(model.histories_, model.best_epochs_, strict=True)]
-        summary = (f"trained the panel Transformer on {grid.n_stocks} stocks up to "
-                   f"{model.train_end_.date()}: best epoch(s) {model.best_epochs_}, validation rank IC "
-                   f"{', '.join(f'{v:+.4f}' for v in best)}")
+        why = "fewer than 5 scored stocks on every validation day"
+        stocks = f"{grid.n_stocks} stock{'s' if grid.n_stocks != 1 else ''}"
+        summary = (f"trained the panel Transformer on {stocks} "
+                   f"up to {model.train_end_.date()}: best epoch(s) {model.best_epochs_}, validation rank IC "
+                   f"{', '.join(stat_text(v, '+.4f', why) for v in best)}")
     else:
         from forecaster.reporting.plots import plot_history
 
@@ -167,8 +197,8 @@ def train(data, out, end, **options):
         info.update(best_epoch=model.best_epoch_, epochs_run=len(model.history_))
         best = model.history_[model.best_epoch_ - 1]
         summary = (f"trained on {Path(source).name}: {len(model.history_)} epochs (best {model.best_epoch_}, "
-                   f"val loss {best.get('val_loss', float('nan')):.4f}), training data up to "
-                   f"{model.train_end_.date()}")
+                   f"val loss {stat_text(best.get('val_loss'), '.4f', 'no validation windows')}), "
+                   f"training data up to {model.train_end_.date()}")
     (run / RUN_FILE).write_text(json.dumps(info, indent=2))
     click.echo(f"{summary}; saved {run / MODEL_FILE}")
 
@@ -179,26 +209,42 @@ def train(data, out, end, **options):
 @click.option("--out", "out", type=click.Path(dir_okay=False),
               help="CSV to write (default RUN/next_day.csv for a panel, RUN/predictions.csv for one stock).")
 @click.option("--device", default="auto", show_default=True)
-def predict(data, run, out, device):
+@click.option("--holdings", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Panel run: CSV of what is held (code, shares; a row 'cash,AMOUNT' for the cash): "
+                   "write tomorrow's orders to RUN/orders.csv. Without it, --capital alone gives the "
+                   "orders for an empty book.")
+@click.option("--stale-after", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Warn when the signal day is more than this many trading days after the model's "
+                   "training end.")
+@experiment_options(("strategy", "costs", "market", "backtest"),
+                    only={"backtest": ("capital", "rebalance_tolerance")})
+def predict(data, run, out, device, holdings, stale_after, **options):
     """Panel run: tomorrow's ranked list of DATA's stocks (default: the training folder) --
     code, score, rank, quintile and whether it can be bought at the next open -- as CSV and
-    PNG. One-stock run: every day's forecast of DATA (default: the training CSV) and the next
-    trading day's."""
+    PNG; with --holdings or --capital, also the orders for the next open (orders.csv: side,
+    shares in whole lots, reference price, estimated costs, reason) by the backtest's rules
+    and strategy. One-stock run: every day's forecast of DATA (default: the training CSV) and
+    the next trading day's."""
     from forecaster.metrics import point_metrics
 
     run, info, model = _open_run(run, data, device)
+    raw = raw_sections(options)
     if info.get("kind") == "panel":
         from forecaster.portfolio.next_day import ranked_list
         from forecaster.reporting.plots import plot_ranked_list
 
         _, grid = _load_panel(data or info["data"], info.get("on_bad", "raise"))
+        _warn_if_stale(model.train_end_, grid.dates, stale_after)
         try:
             table = ranked_list(model, grid)
         except ValueError as exc:
             raise click.ClickException(str(exc)) from exc
         out = Path(out) if out else run / "next_day.csv"
         table.to_csv(out, index=False)
-        png = plot_ranked_list(table, out.with_suffix(".png"))
+        png = plot_ranked_list(table, out.with_suffix(".png"), signal_date=grid.dates[-1],
+                               train_end=model.train_end_)
+        if holdings or "capital" in raw.get("backtest", {}):
+            _write_orders(table, grid, holdings, raw, out.with_name("orders.csv"))
         last = grid.dates[-1].date()
         buy = table[table["buyable"]].head(10)
         click.echo(f"signal day {last}; for the next trading day's open, best buyable scores:")
@@ -208,7 +254,11 @@ def predict(data, run, out, device):
         click.echo(f"{len(table)} stocks ranked; {len(blocked)} cannot be bought at the open (see 'reason'); "
                    f"model trained up to {info['train_end']}; wrote {out} and {png}")
         return
+    if holdings or raw:
+        raise click.ClickException("--holdings and the strategy options are for panel runs (a folder of "
+                                   "stocks); this run holds a one-stock model")
     path, frame = _load(data or info["csv"], info.get("on_bad", "raise"))
+    _warn_if_stale(model.train_end_, frame.index, stale_after)
     table = _predictions_table(model, frame)
     out = Path(out) if out else run / "predictions.csv"
     table.to_csv(out, index_label="date")
@@ -224,6 +274,48 @@ def predict(data, run, out, device):
     click.echo(f"wrote {len(table)} forecasts to {out}")
     click.echo(f"next trading day after {frame.index[-1].date()} ({nxt.index[0].date()} if no holiday): "
                f"{value}")
+
+
+def _warn_if_stale(train_end: pd.Timestamp, dates: pd.DatetimeIndex, limit: int) -> None:
+    """State the model's training end, the signal day and the trading days between; warn when
+    more than ``limit`` (the model has not seen the market since)."""
+    signal = dates[-1]
+    gap = int((dates > train_end).sum())
+    line = (f"model trained up to {train_end.date()}; signal day {signal.date()}; {gap} trading "
+            f"day{'s' if gap != 1 else ''} between")
+    if gap > limit:
+        click.echo(f"Warning: {line}, more than {limit} (--stale-after): the model has not seen the "
+                   "recent market; retrain with `forecaster train` on data up to the signal day", err=True)
+    else:
+        click.echo(line, err=True)
+
+
+def _write_orders(table: pd.DataFrame, grid, holdings: str | None, raw: dict, out: Path) -> None:
+    """Tomorrow's orders from the ranked list's scores and the book (:mod:`forecaster.portfolio.orders`)."""
+    import dataclasses
+
+    from forecaster.app.experiment import build_section
+    from forecaster.portfolio.orders import Book, book_orders_for_panel, read_holdings
+    from forecaster.portfolio.strategy import StrategyConfig
+
+    strategy = build_section("strategy", {**dataclasses.asdict(StrategyConfig.for_universe(grid.n_stocks)),
+                                          **raw.get("strategy", {})})
+    bt = raw.get("backtest", {})
+    config = dataclasses.replace(build_section("backtest", bt), strategy=strategy,
+                                 costs=build_section("costs", raw.get("costs", {})),
+                                 market=build_section("market", raw.get("market", {})))
+    capital = bt.get("capital")
+    book = read_holdings(holdings, grid.codes, capital) if holdings else Book({}, float(config.capital))
+    scores = table.set_index("code")["score"]
+    orders = book_orders_for_panel(scores, grid, book, config)
+    with atomic_write(out, "w") as f:
+        orders.to_csv(f, index=False)
+    live = orders[orders["status"].isin(["order", "partial"])]
+    click.echo(f"orders for the next open ({strategy.rule}, top {strategy.top_k}; cash {book.cash:,.0f}, "
+               f"{sum(1 for v in book.shares.values() if v)} position(s)): "
+               f"{int((live['side'] == 'sell').sum())} sell, {int((live['side'] == 'buy').sum())} buy, "
+               f"{int((orders['status'] == 'blocked').sum())} blocked; estimated costs "
+               f"{live['est_costs'].sum():,.0f}; wrote {out}")
 
 
 @main.command()
@@ -282,13 +374,14 @@ def _plot_panel_run(model, info: dict, data: str | None, out: Path) -> list[Path
     return files
 
 
-def _run(raw: dict, source: str, out: str) -> None:
+def _run(raw: dict, source: str, out: str, overwrite: bool = False) -> None:
     """Resolve, run and report an experiment (``backtest`` and ``run``)."""
     from forecaster.app.experiment import ConfigError
     from forecaster.app.pipeline import prepare, run_experiment
     from forecaster.data import DataError
     from forecaster.evaluation.fold_store import ResumeError
 
+    check_output(out, overwrite=overwrite, resume=bool(raw.get("walk_forward", {}).get("resume")))
     try:
         exp, loaded = prepare(raw, source)
     except (ConfigError, DataError, FileNotFoundError) as exc:
@@ -298,7 +391,7 @@ def _run(raw: dict, source: str, out: str) -> None:
     click.echo(f"walk-forward: {wf.scheme} window, refit every {wf.retrain_every} days, horizon "
                f"{wf.horizon}; strategy {exp.backtest.strategy.rule}", err=True)
     try:
-        result, report, files = run_experiment(exp, loaded, out)
+        result, report, files = run_experiment(exp, loaded, out, overwrite=overwrite)
     except KeyboardInterrupt:
         folds = Path(out) / "folds"
         done = len(list(folds.glob("fold_*.pkl")))
@@ -324,8 +417,10 @@ def _run(raw: dict, source: str, out: str) -> None:
 @main.command()
 @click.argument("data", required=False, type=click.Path(exists=True))
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Report folder to write.")
+@click.option("--overwrite", is_flag=True, help="--out holds an earlier report: remove its files first "
+              "(without this, a folder that holds files is refused; --resume continues it).")
 @experiment_options()
-def backtest(data, out, **options):
+def backtest(data, out, overwrite, **options):
     """Walk-forward evaluation against baselines, then an A-share backtest and a report.
 
     DATA is one CSV (one stock: the single-stock Transformer and time-series baselines on
@@ -343,7 +438,7 @@ def backtest(data, out, **options):
     raw = raw_sections(options)
     if data:
         raw.setdefault("data", {})["path"] = str(data)
-    _run(raw, "<options>", out)
+    _run(raw, "<options>", out, overwrite)
 
 
 @main.command("run")
@@ -351,7 +446,8 @@ def backtest(data, out, **options):
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Report folder to write.")
 @click.option("--resume", is_flag=True, help="Continue the interrupted run in --out (same as "
               "[walk_forward] resume = true).")
-def run_command(experiment, out, resume):
+@click.option("--overwrite", is_flag=True, help="--out holds an earlier report: remove its files first.")
+def run_command(experiment, out, resume, overwrite):
     """Run the experiment file EXPERIMENT (TOML: [data], [features], [model], [models],
     [walk_forward], [strategy], [costs], [market], [backtest]; keys as the backtest options)."""
     from forecaster.app.experiment import ConfigError, read_toml
@@ -362,7 +458,7 @@ def run_command(experiment, out, resume):
         raise click.ClickException(str(exc)) from exc
     if resume:
         raw.setdefault("walk_forward", {})["resume"] = True
-    _run(raw, str(experiment), out)
+    _run(raw, str(experiment), out, overwrite)
 
 
 @main.command()

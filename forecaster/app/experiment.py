@@ -28,6 +28,7 @@ for one stock vs a panel, the rebalance period = the horizon). :func:`resolve` f
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import inspect
 import sys
 from collections.abc import Mapping
@@ -56,14 +57,17 @@ class DataConfig:
     """Where the prices come from.
 
     Attributes:
-        path: a CSV (one stock) or a folder of CSVs (a panel); empty: the embedded synthetic
-            series. Relative paths are read from the experiment file's folder.
+        path: a CSV (one stock) or a folder of CSVs (a panel), plain or ``.csv.gz``; empty: the
+            embedded synthetic series. Relative paths are read from the experiment file's folder.
         on_bad: bad rows: ``"raise"`` (stop with an error) or ``"drop"`` (drop and count them).
         index_constituents: the folder holds an index's current constituents, so the report
             states the survivorship bias as a fact (otherwise as a condition).
         cache: keep a columnar copy of a folder's CSVs in ``FOLDER/.forecaster_cache`` and
             read it while the files are unchanged (a second run of thousands of files starts in
             seconds).
+        trust_code_column: a file named for one stock (``sz.300001.csv``) whose code column
+            says another is loaded as the column's stock with a warning, instead of stopping
+            with an error naming both codes.
         synthetic_stocks: > 0 and no ``path``: a generated panel of that many stocks
             (:func:`forecaster.data.synthetic_panel`, codes ``syn.*``) instead of files.
         synthetic_days, synthetic_ic, synthetic_seed: its trading days, planted rank IC and seed.
@@ -73,6 +77,7 @@ class DataConfig:
     on_bad: str = "raise"
     index_constituents: bool = False
     cache: bool = False
+    trust_code_column: bool = False
     synthetic_stocks: int = 0
     synthetic_days: int = 750
     synthetic_ic: float = 0.05
@@ -220,7 +225,9 @@ def _type_ok(value, hint: str) -> bool:
             return True
         if p == "float" and isinstance(value, (int, float)) and not isinstance(value, bool):
             return True
-        if p in ("str", "pd.Timestamp") and isinstance(value, str):
+        if p == "str" and isinstance(value, str):
+            return True
+        if p == "pd.Timestamp" and isinstance(value, (str, datetime.date)):  # TOML dates, options
             return True
         if p.startswith(("tuple", "list")) and isinstance(value, (list, tuple)):
             return True
@@ -263,6 +270,16 @@ def model_params(panel: bool) -> dict[str, object]:
     return {k: v for k, v in params.items() if k not in MODEL_DERIVED}
 
 
+def model_annotation(name: str) -> str | None:
+    """The type hint (a string such as ``"int | None"``) of a Transformer parameter whose
+    default is ``None``, from either estimator's signature; ``None`` when not annotated."""
+    for panel in (True, False):
+        param = inspect.signature(model_class(panel).__init__).parameters.get(name)
+        if param is not None and param.annotation is not inspect.Parameter.empty:
+            return str(param.annotation)
+    return None
+
+
 def check_model_params(values: Mapping, panel: bool, source: str = "<options>") -> dict:
     """``values`` checked against the Transformer's parameters for a panel or one stock
     (unknown keys and wrong types name the key); lists become tuples."""
@@ -274,9 +291,10 @@ def check_model_params(values: Mapping, panel: bool, source: str = "<options>") 
             raise ConfigError(f"{source}: [model] unknown key {key!r} for {kind}; expected one of: "
                               f"{', '.join(sorted(params))}")
         default = params[key]
-        if default is not None and not _type_ok(value, type(default).__name__):
-            raise ConfigError(f"{source}: [model] {key} = {value!r}: expected {type(default).__name__} "
-                              f"like the default {default!r}")
+        hint = type(default).__name__ if default is not None else model_annotation(key)
+        if hint is not None and not _type_ok(value, hint):
+            raise ConfigError(f"{source}: [model] {key} = {value!r}: expected {hint}"
+                              + (f" like the default {default!r}" if default is not None else ""))
         out[key] = tuple(value) if isinstance(value, list) else value
     return out
 
@@ -374,7 +392,7 @@ def _toml_value(value) -> str:
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, pd.Timestamp):
-        return f'"{value.date()}"'
+        return str(value.date())  # a TOML date (unquoted), read back as a date
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     text = str(value).replace("\\", "\\\\").replace('"', '\\"')

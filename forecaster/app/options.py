@@ -18,7 +18,10 @@ _SKIP = {"data": ("path",)}
 def _model_option_fields():
     """``(name, default, hint, help)`` of the Transformer's parameters: the panel model's and
     the single-stock model's, with both defaults in the help where they differ."""
-    from forecaster.app.experiment import field_help, model_class, model_params
+    from forecaster.app.experiment import field_help, model_annotation, model_class, model_params
+
+    def annotation(name):
+        return model_annotation(name) or "str"
 
     panel, single = model_params(True), model_params(False)
     helps = {**field_help(model_class(False)), **field_help(model_class(True))}
@@ -28,17 +31,37 @@ def _model_option_fields():
         value = next((v for v in (p, s1) if v not in (None, "-")), None)
         if isinstance(value, (tuple, list)):  # e.g. quantiles: set them in a config file
             continue
+        hint = type(value).__name__ if value is not None else annotation(name)
         if p == "-" or s1 == "-":
             default = f"panel only; {p}" if s1 == "-" else f"one stock only; {s1}"
         else:
             default = f"panel {p}, one stock {s1}" if p != s1 else f"{p}"
-        out.append((name, None, type(value).__name__ if value is not None else "str",
-                    f"{helps.get(name, '')} [{default}]"))
+        out.append((name, None, hint, f"{helps.get(name, '')} [{default}]"))
     return out
+
+
+class DateType(click.ParamType):
+    """A ``YYYY-MM-DD`` date, parsed (and refused with the option's name) when options are
+    read; the config receives a ``pd.Timestamp``."""
+
+    name = "YYYY-MM-DD"
+
+    def convert(self, value, param, ctx):
+        from forecaster.checks import check_date
+
+        try:
+            return check_date(param.opts[0] if param else "date", value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+DATE = DateType()
 
 
 def _click_type(hint: str):
     parts = {p.strip() for p in hint.split("|")} - {"None"}
+    if any("Timestamp" in p or p == "date" for p in parts):
+        return DATE
     if parts == {"bool"}:
         return bool
     if parts == {"int"}:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from forecaster.app.experiment import (
+    ConfigError,
     DataConfig,
     Experiment,
     build_models,
@@ -21,6 +22,7 @@ from forecaster.app.experiment import (
     resolve,
     to_toml,
 )
+from forecaster.app.outputs import check_output
 from forecaster.data import default_series_path, load_csv, load_dir, synthetic_panel
 from forecaster.data.panel import Panel
 from forecaster.evaluation.scoring import Report, score_run
@@ -61,14 +63,11 @@ def load_data(data: DataConfig) -> Loaded:
                       f"signal_ic={data.synthetic_ic}, seed={data.synthetic_seed})",
                       f"synthetic panel: {len(frames)} stocks, {rows} rows (generated, not market data)")
     if path and Path(path).is_dir():
-        frames, reports = load_dir(path, on_bad=on_bad, cache=data.cache)
-        dropped = sum(sum(r.dropped.values()) for r in reports.values())
-        summary = (f"{path}: {len(frames)} stocks, {sum(r.rows_kept for r in reports.values())} rows, "
-                   f"{sum(r.suspended_days for r in reports.values())} suspended days"
-                   + (f", {dropped} bad rows dropped (on_bad='drop')" if dropped else ""))
-        return Loaded(frames, str(Path(path).resolve()), summary)
+        loaded = load_dir(path, on_bad=on_bad, cache=data.cache, trust_code_column=data.trust_code_column)
+        # stocks, rows, suspended days, dropped rows, trusted code columns, entries not read
+        return Loaded(loaded.frames, str(Path(path).resolve()), loaded.summary())
     file = Path(path) if path else default_series_path()
-    frame, report = load_csv(file, on_bad=on_bad)
+    frame, report = load_csv(file, on_bad=on_bad, trust_code_column=data.trust_code_column)
     return Loaded({str(frame["code"].iloc[0]): frame}, str(file.resolve()), report.summary())
 
 
@@ -80,15 +79,33 @@ def prepare(raw: Mapping[str, Mapping], source: str = "<options>") -> tuple[Expe
     if data.get("path"):
         data["path"] = str(Path(data["path"]).resolve())
     loaded = load_data(build_section("data", data, source))
-    return resolve(raw, len(loaded.frames), source), loaded
+    exp = resolve(raw, len(loaded.frames), source)
+    _check_dates(exp, loaded)
+    return exp, loaded
 
 
-def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path
+def _check_dates(exp: Experiment, loaded: Loaded) -> None:
+    """``[walk_forward] start/end`` must fall within the data (format and order are checked
+    by the config itself)."""
+    first = min(f.index[0] for f in loaded.frames.values())
+    last = max(f.index[-1] for f in loaded.frames.values())
+    wf = exp.walk_forward
+    if wf.start is not None and wf.start > last:
+        raise ConfigError(f"{exp.source}: [walk_forward] start {wf.start.date()} is after the data's "
+                          f"last day {last.date()}")
+    if wf.end is not None and wf.end < first:
+        raise ConfigError(f"{exp.source}: [walk_forward] end {wf.end.date()} is before the data's "
+                          f"first day {first.date()}")
+
+
+def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: bool = False
                    ) -> tuple[WalkForwardResult, Report, list[Path]]:
     """Walk forward, score and backtest; write the report folder ``out`` (finished folds in
-    ``out/folds`` as they come, so ``walk_forward.resume`` can continue an interrupted run)."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    ``out/folds`` as they come, so ``walk_forward.resume`` can continue an interrupted run).
+
+    A folder that already holds files is refused (:func:`forecaster.app.outputs.check_output`)
+    unless the run resumes there or ``overwrite`` removes the earlier run's files first."""
+    out = check_output(out, overwrite=overwrite, resume=exp.walk_forward.resume).claim()
     with atomic_write(out / EXPERIMENT_FILE, "w") as f:  # first: the run is reproducible even if cut
         f.write(to_toml(exp))
     models = build_models(exp)

@@ -1,9 +1,10 @@
-"""Data: loading A-share daily bars (formats, cleaning, a Parquet cache, fetching), the
+"""Data: loading A-share daily bars (formats, plain or gzip CSVs, cleaning, folders read in
+parallel, a Parquet cache, fetching), the
 embedded synthetic series and a synthetic panel with a planted signal, the aligned
 :class:`Panel` of ``[days, stocks]`` arrays every panel model reads, and the exchange's facts
 (boards, price limits)."""
 
-from forecaster.data.loading import DataError, LoadReport, load_csv, load_dir
+from forecaster.data.loading import DataError, FolderLoad, LoadReport, Skipped, load_csv, load_dir, scan_dir
 from forecaster.data.panel import Panel, PanelFiles
 from forecaster.data.synthetic import (
     SyntheticConfig,
@@ -15,13 +16,16 @@ from forecaster.data.synthetic import (
 
 __all__ = [
     "DataError",
+    "FolderLoad",
     "LoadReport",
     "Panel",
     "PanelFiles",
+    "Skipped",
     "SyntheticConfig",
     "default_series_path",
     "load_csv",
     "load_dir",
+    "scan_dir",
     "synthetic_panel",
     "synthetic_prices",
     "write_synthetic_panel",

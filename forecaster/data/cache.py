@@ -1,10 +1,11 @@
 """A columnar cache of a folder's loaded CSVs, so that a second run starts in seconds.
 
 ``load_dir(folder, cache=True)`` keeps ``FOLDER/.forecaster_cache/``: one Parquet file with
-every stock's canonical rows (pyarrow) and a manifest of the CSVs it was built from (name,
-size, modification time), the loader's options and each file's :class:`LoadReport`. It is
-used only when the folder's CSVs are exactly those of the manifest; a changed, added or
-removed file rebuilds it. A folder that cannot be written to is read without a cache (and
+every stock's canonical rows (pyarrow) and a manifest of the files it was built from (each
+``.csv`` or ``.csv.gz`` file's path in the folder, size and modification time), the loader's
+options and each file's :class:`LoadReport`. It is used only when the folder's data files are
+exactly those of the manifest; a changed (a compressed file included), added or removed file
+rebuilds it. A folder that cannot be written to is read without a cache (and
 says so in the log). The cache holds what ``load_csv`` returned, so cached and uncached loads
 give equal frames (a test checks it).
 """
@@ -23,13 +24,19 @@ from seq2seq.core import atomic_write
 log = logging.getLogger(__name__)
 
 CACHE_DIR = ".forecaster_cache"
-CACHE_VERSION = 1
+# 2: .csv.gz files, paths relative to the folder, trust_code_column, LoadReport.compression
+CACHE_VERSION = 2
 
 
-def manifest_of(files: list[Path], options: dict) -> dict:
-    """What a cache is valid for: each file's name, size and mtime, and the loader options."""
-    return {"version": CACHE_VERSION, "options": options,
-            "files": {f.name: [f.stat().st_size, f.stat().st_mtime_ns] for f in files}}
+def manifest_of(files: list[Path], options: dict, folder: Path | None = None) -> dict:
+    """What a cache is valid for: each data file's path (relative to ``folder``, else its
+    name), size and mtime, and the loader options (JSON values: lists, not tuples)."""
+    entries = {}
+    for f in files:
+        stat = f.stat()
+        name = f.relative_to(folder).as_posix() if folder is not None else f.name
+        entries[name] = [stat.st_size, stat.st_mtime_ns]
+    return {"version": CACHE_VERSION, "options": options, "files": entries}
 
 
 def read_cache(folder: Path, manifest: dict, report_type) -> tuple[dict, dict] | None:

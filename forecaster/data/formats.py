@@ -8,6 +8,7 @@ Canonical frame: a ``DatetimeIndex`` named ``date`` and lower snake-case columns
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 
@@ -132,3 +133,32 @@ def canonical_code(raw: str) -> str:
         exchange = "sh" if s[0] in "569" else "bj" if s[0] in "48" else "sz"
         return f"{exchange}.{s}"
     return str(raw).strip()
+
+
+# Suffixes of data files, longest first: ``sz.000001.csv.gz`` is the stock ``sz.000001``.
+DATA_SUFFIXES = (".csv.gz", ".csv")
+# File names that are a stock code: sz.300001, sz300001, 300001.SZ or a bare 300001.
+_CODE_NAME = re.compile(r"(?:(?:sh|sz|bj)\.?\d{6}|\d{6}\.(?:sh|sz|bj)|\d{6})", re.IGNORECASE)
+
+
+def data_stem(name: str) -> str:
+    """A data file's name without ``.csv`` / ``.csv.gz`` (any other name unchanged but for
+    ``Path.stem``'s last suffix): ``sz.000001.csv.gz`` -> ``sz.000001``."""
+    lower = name.lower()
+    for suffix in DATA_SUFFIXES:
+        if lower.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return name.rsplit(".", 1)[0] if "." in name else name
+
+
+def code_in_name(name: str) -> str | None:
+    """The stock code a data file's name says, or ``None`` when the name is not a code.
+
+    ``sz.300001.csv(.gz)``, ``sz300001.csv`` and ``300001.SZ.csv`` give ``sz.300001``
+    (:func:`canonical_code`); a bare ``300001.csv`` gives ``300001`` (no exchange: the name
+    does not say which); ``yahoo.csv`` or ``syn.000001.csv`` give ``None``.
+    """
+    stem = data_stem(name)
+    if not _CODE_NAME.fullmatch(stem):
+        return None
+    return stem if stem.isdigit() else canonical_code(stem)

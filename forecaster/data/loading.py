@@ -2,24 +2,46 @@
 
 Nothing is dropped or filled silently: problems raise :class:`DataError` naming the file, the
 line (1-based, the header is line 1) and the column, or with ``on_bad="drop"`` the offending
-rows are dropped and counted in the :class:`LoadReport`.
+rows are dropped and counted in the :class:`LoadReport`. Files may be gzip-compressed
+(``.csv.gz``, as exporters ship them). A file named for a stock (``sz.300001.csv``) must hold
+that stock's rows: a code column that says otherwise is an error unless the caller trusts the
+column (``trust_code_column``). :func:`load_dir` reads a folder, in parallel processes when it
+holds many files, and names what in the folder it did not read (:attr:`FolderLoad.skipped`).
 """
 
 from __future__ import annotations
 
+import gzip
 import io
 import logging
+import os
+import sys
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from joblib import Parallel, delayed
 
-from forecaster.data.formats import PRICE_COLUMNS, REQUIRED, CsvFormat, canonical_code, detect_format
+from forecaster.data.formats import (
+    PRICE_COLUMNS,
+    REQUIRED,
+    CsvFormat,
+    canonical_code,
+    code_in_name,
+    data_stem,
+    detect_format,
+)
 
 log = logging.getLogger(__name__)
 
 ON_BAD = ("raise", "drop")
+# What load_dir reads by default: plain and gzip-compressed CSVs.
+DEFAULT_PATTERN = ("*.csv", "*.csv.gz")
+# Folders with fewer files load in this process (starting workers costs more than it saves).
+PARALLEL_MIN_FILES = 64
+_GZIP_MAGIC = b"\x1f\x8b"
 
 
 class DataError(ValueError):
@@ -28,7 +50,13 @@ class DataError(ValueError):
 
 @dataclass
 class LoadReport:
-    """What :func:`load_csv` read, dropped and flagged."""
+    """What :func:`load_csv` read, dropped and flagged.
+
+    Attributes:
+        compression: ``"gzip"`` for a compressed file, else ``""``.
+        name_code: where the file's name says another stock than its code column and the
+            column was trusted (``trust_code_column``): the code the name says; else ``""``.
+    """
 
     path: str
     format: str
@@ -41,9 +69,12 @@ class LoadReport:
     st_days: int = 0
     missing_values: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    compression: str = ""
+    name_code: str = ""
 
     def summary(self) -> str:
-        parts = [f"{self.path}: {self.format} ({self.encoding}), {self.rows_kept}/{self.rows_read} rows kept"]
+        how = f"{self.encoding}, {self.compression}" if self.compression else self.encoding
+        parts = [f"{self.path}: {self.format} ({how}), {self.rows_kept}/{self.rows_read} rows kept"]
         if self.dropped:
             parts.append("dropped " + ", ".join(f"{n} {why}" for why, n in self.dropped.items()))
         if self.reordered_rows:
@@ -51,14 +82,27 @@ class LoadReport:
         parts.append(f"{self.suspended_days} suspended days, {self.st_days} ST days")
         if self.missing_values:
             parts.append("empty cells " + ", ".join(f"{c}={n}" for c, n in self.missing_values.items()))
+        parts.extend(self.warnings)
         return "; ".join(parts)
 
 
-def _read_text(path: Path) -> tuple[str, str]:
+def _read_text(path: Path) -> tuple[str, str, str]:
+    """``(text, encoding, compression)``: gzip data (told by its magic bytes) is decompressed."""
     raw = path.read_bytes()
+    compression = ""
+    if raw[:2] == _GZIP_MAGIC:
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise DataError(f"{path}: damaged or truncated gzip data ({exc}); expected a complete "
+                            "gzip-compressed CSV") from None
+        compression = "gzip"
+    elif raw and path.name.lower().endswith(".gz"):
+        raise DataError(f"{path}: named .gz but not gzip data (it starts with {raw[:12]!r}); expected "
+                        "a gzip-compressed CSV")
     for encoding in ("utf-8-sig", "gbk"):
         try:
-            return raw.decode(encoding), encoding
+            return raw.decode(encoding), encoding, compression
         except UnicodeDecodeError:
             continue
     raise DataError(f"{path}: cannot decode as UTF-8 (with or without BOM) or GBK")
@@ -87,16 +131,23 @@ class _Cleaner:
         return frame.loc[~bad]
 
 
-def load_csv(path: str | Path, on_bad: str = "raise", code: str | None = None
-             ) -> tuple[pd.DataFrame, LoadReport]:
+def load_csv(path: str | Path, on_bad: str = "raise", code: str | None = None,
+             trust_code_column: bool = False) -> tuple[pd.DataFrame, LoadReport]:
     """Load one stock's daily bars from a baostock, tushare, akshare or Yahoo-style CSV.
 
     Args:
-        path: the CSV file (UTF-8 with or without BOM, or GBK).
+        path: the CSV file (UTF-8 with or without BOM, or GBK), plain or gzip-compressed
+            (``.csv.gz``).
         on_bad: ``"raise"`` (default): unparseable rows, missing or non-positive prices and
             duplicate dates raise :class:`DataError`; ``"drop"``: such rows are dropped and
             counted in the report.
-        code: stock code to record when the file has none (default: the file's stem).
+        code: stock code to record when the file has no code column (default: the code the
+            file's name says, e.g. ``sz.300001`` for ``sz300001.csv``, else its name without
+            ``.csv`` / ``.csv.gz``).
+        trust_code_column: a file named for one stock (``sz.300001.csv``, ``sz300001.csv``,
+            ``300001.SZ.csv``, ``300001.csv``) whose code column says another is an error
+            naming both codes (default); with ``True`` the column's code is used and a warning
+            names both. Rows with different codes are an error either way.
 
     Returns:
         ``(frame, report)``: the canonical frame (``DatetimeIndex`` named ``date``, sorted,
@@ -104,10 +155,26 @@ def load_csv(path: str | Path, on_bad: str = "raise", code: str | None = None
     """
     if on_bad not in ON_BAD:
         raise ValueError(f"on_bad must be one of {ON_BAD}, got {on_bad!r}")
-    path = Path(path)
+    frame, report = _load(Path(path), on_bad, code, trust_code_column)
+    _log_report(report)
+    return frame, report
+
+
+def _log_report(report: LoadReport) -> None:
+    """Say what a load dropped or was warned about (the loaders' one place that logs it)."""
+    if report.dropped:
+        log.warning("%s", report.summary())
+    else:
+        for warning in report.warnings:
+            log.warning("%s", warning)
+
+
+def _load(path: Path, on_bad: str, code: str | None, trust_code_column: bool
+          ) -> tuple[pd.DataFrame, LoadReport]:
+    """:func:`load_csv` without logging (it runs in worker processes too)."""
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
-    text, encoding = _read_text(path)
+    text, encoding, compression = _read_text(path)
     if not text.strip():
         raise DataError(f"{path}: the file is empty; expected a header line and daily rows")
     try:
@@ -121,7 +188,8 @@ def load_csv(path: str | Path, on_bad: str = "raise", code: str | None = None
         fmt = detect_format(list(raw.columns), str(path))
     except ValueError as exc:
         raise DataError(str(exc)) from None
-    report = LoadReport(path=str(path), format=fmt.name, encoding=encoding, rows_read=len(raw))
+    report = LoadReport(path=str(path), format=fmt.name, encoding=encoding, rows_read=len(raw),
+                        compression=compression)
     missing = [src for src, dst in fmt.columns.items() if dst in REQUIRED and src not in raw.columns]
     if missing:
         raise DataError(
@@ -130,15 +198,61 @@ def load_csv(path: str | Path, on_bad: str = "raise", code: str | None = None
         )
     if raw.empty:
         raise DataError(f"{path}: has a header but no data rows")
+    file_code = _file_code(raw, fmt, path, trust_code_column, report)
     frame = _canonicalise(raw, fmt, path, on_bad, report)
     if len(frame) < 2:
         raise DataError(f"{path}: {len(frame)} usable row(s); at least 2 trading days are needed")
-    if "code" not in frame.columns:
-        frame["code"] = code or path.stem
+    if file_code is not None:
+        frame["code"] = file_code
+    else:
+        named = code_in_name(path.name)
+        frame["code"] = code or (canonical_code(named) if named else data_stem(path.name))
     report.rows_kept = len(frame)
-    if report.dropped:
-        log.warning("%s", report.summary())
     return frame, report
+
+
+def _codes_agree(named: str, column: str) -> bool:
+    """Whether a file name's code and a code column's (both canonical) are one stock; a bare
+    number in the name (no exchange) agrees with the column's code of that number."""
+    return named == column or (named.isdigit() and column.rpartition(".")[2] == named)
+
+
+def _file_code(raw: pd.DataFrame, fmt: CsvFormat, path: Path, trust: bool, report: LoadReport
+               ) -> str | None:
+    """The one stock code of the file's code column (canonical), checked against the other
+    rows and against the file's name; ``None`` when the file has no code column."""
+    column = next((s for s, d in fmt.columns.items() if d == "code" and s in raw.columns), None)
+    if column is None:
+        return None
+    text = raw[column].str.strip()
+    codes = text.map({t: canonical_code(t) for t in text.unique()})
+    first = codes.iloc[0]
+    other = (codes != first).to_numpy()
+    if other.any():
+        i = int(other.argmax())
+        found = sorted(set(codes))
+        listed = ", ".join(c or "(empty)" for c in found[:10]) + (", ..." if len(found) > 10 else "")
+        raise DataError(
+            f"{path}: line {i + 2}, column {column!r}: code {codes.iloc[i] or '(empty)'} but line 2 "
+            f"says {first or '(empty)'}; expected one stock per file ({int(other.sum())} of "
+            f"{len(codes)} rows differ from line 2; {len(found)} codes in the file: {listed})"
+        )
+    named = code_in_name(path.name)
+    if named is not None and not _codes_agree(named, first):
+        if not trust:
+            raise DataError(
+                f"{path}: line 2, column {column!r}: the rows say {first or '(empty)'} (all "
+                f"{len(codes)} rows) but the file name says {named}; expected the stock the file "
+                "is named for (rename the file if the column is right, or pass "
+                "trust_code_column=True / --trust-code-column / [data] trust_code_column = true "
+                "to use the column)"
+            )
+        report.name_code = named
+        report.warnings.append(
+            f"{path}: the file name says {named} but column {column!r} says {first} (line 2 "
+            f"on, all {len(codes)} rows); loaded as {first} (trust_code_column)"
+        )
+    return first
 
 
 def _canonicalise(raw: pd.DataFrame, fmt: CsvFormat, path: Path, on_bad: str,
@@ -187,8 +301,7 @@ def _canonicalise(raw: pd.DataFrame, fmt: CsvFormat, path: Path, on_bad: str,
     order = np.argsort(frame["date"].to_numpy(), kind="stable")
     report.reordered_rows = int((order != np.arange(len(order))).sum())
     frame = frame.iloc[order].set_index("date").drop(columns="_line")
-    if "code" in frame.columns:
-        frame["code"] = frame["code"].map(canonical_code)
+    # (the code column is set to the file's one checked code by _load)
 
     suspended = np.zeros(len(frame), dtype=bool)
     if "trade_status" in frame.columns:
@@ -202,38 +315,210 @@ def _canonicalise(raw: pd.DataFrame, fmt: CsvFormat, path: Path, on_bad: str,
     return frame
 
 
-def load_dir(path: str | Path, pattern: str = "*.csv", on_bad: str = "raise", cache: bool = False
-             ) -> tuple[dict[str, pd.DataFrame], dict[str, LoadReport]]:
-    """Load every CSV in a folder as a panel.
+
+# ------------------------------------------------------------------ folders
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An entry of a data folder that :func:`load_dir` did not read.
+
+    Attributes:
+        name: its name in the folder (``README.md``, ``raw``).
+        reason: why: ``"sub-folder"`` or ``"not a data file (matches none of ...)"``.
+    """
+
+    name: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.name}/" if self.reason == "sub-folder" else self.name
+
+
+class FolderLoad(tuple):
+    """What :func:`load_dir` returns: the pair ``(frames, reports)`` (so ``frames, reports =
+    load_dir(...)`` works), with what else the load found as attributes.
+
+    Attributes:
+        frames: ``{code: canonical frame}`` sorted by code.
+        reports: ``{code: LoadReport}`` sorted by code.
+        folder: the folder, as given.
+        skipped: the folder's entries that were not read (sub-folders, files matching none of
+            the patterns), sorted by name; hidden entries (``.forecaster_cache``) are left out.
+        from_cache: the frames came from ``FOLDER/.forecaster_cache``.
+        workers: processes that read the files (1: this process; 0: read from the cache).
+    """
+
+    def __new__(cls, frames: dict, reports: dict, *, folder: str | Path = "",
+                skipped: list[Skipped] | tuple[Skipped, ...] = (), from_cache: bool = False,
+                workers: int = 1):
+        self = super().__new__(cls, (frames, reports))
+        self.frames, self.reports, self.folder = frames, reports, str(folder)
+        self.skipped, self.from_cache, self.workers = list(skipped), from_cache, workers
+        return self
+
+    def __getnewargs_ex__(self):
+        return (self.frames, self.reports), {"folder": self.folder, "skipped": self.skipped,
+                                             "from_cache": self.from_cache, "workers": self.workers}
+
+    def summary(self, max_named: int = 20) -> str:
+        """One line: stocks, rows, suspended days, dropped rows, files whose code column was
+        trusted over their name, and the entries not read (named, the first ``max_named``)."""
+        reports = list(self.reports.values())
+        dropped = sum(sum(r.dropped.values()) for r in reports)
+        text = (f"{self.folder}: {len(self.frames)} stocks, {sum(r.rows_kept for r in reports)} rows, "
+                f"{sum(r.suspended_days for r in reports)} suspended days"
+                + (f", {dropped} bad rows dropped (on_bad='drop')" if dropped else "")
+                + (" (from the cache)" if self.from_cache else ""))
+        renamed = [r for r in reports if r.name_code]
+        if renamed:
+            text += (f"; {len(renamed)} file(s) named for another stock, code column trusted: "
+                     + _named([f"{Path(r.path).name} is {c}" for c, r in self.reports.items()
+                               if r.name_code], max_named))
+        if self.skipped:
+            text += (f"; skipped {len(self.skipped)} entr{'y' if len(self.skipped) == 1 else 'ies'} "
+                     f"that are not data files: {_named([str(s) for s in self.skipped], max_named)}")
+        return text
+
+
+def _named(items: list[str], limit: int) -> str:
+    more = len(items) - limit
+    return ", ".join(items[:limit]) + (f" and {more} more" if more > 0 else "")
+
+
+def _patterns(pattern: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    patterns = (pattern,) if isinstance(pattern, str) else tuple(pattern)
+    if not patterns or not all(isinstance(p, str) and p for p in patterns):
+        raise ValueError(f"pattern must be a glob pattern or a sequence of them, got {pattern!r}")
+    return patterns
+
+
+def scan_dir(folder: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTERN
+             ) -> tuple[list[Path], list[Skipped]]:
+    """``(files, skipped)``: the files of ``folder`` that match any of the glob ``pattern``\\ s
+    (sorted), and its other entries (sub-folders, other files; hidden ones left out), which
+    :func:`load_dir` names in its summary."""
+    folder = Path(folder)
+    patterns = _patterns(pattern)
+    matched = {p for pat in patterns for p in folder.glob(pat)}
+    files = sorted(p for p in matched if p.is_file())
+    used = {p.relative_to(folder).parts[0] for p in files}
+    expected = ", ".join(repr(p) for p in patterns)
+    skipped = []
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.name in used or entry.name.startswith("."):
+            continue
+        reason = "sub-folder" if entry.is_dir() else f"not a data file (matches none of {expected})"
+        skipped.append(Skipped(entry.name, reason))
+    return files, skipped
+
+
+def load_dir(path: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTERN, on_bad: str = "raise",
+             cache: bool = False, trust_code_column: bool = False, workers: int | None = None,
+             progress: bool | None = None, parallel_min_files: int = PARALLEL_MIN_FILES) -> FolderLoad:
+    """Load every CSV (plain or ``.csv.gz``) in a folder as a panel.
 
     Args:
+        path: the folder.
+        pattern: a glob pattern or several (default ``("*.csv", "*.csv.gz")``); the folder's
+            other entries are not read but counted and named (:attr:`FolderLoad.skipped`, the
+            summary and the log).
+        on_bad: as for :func:`load_csv`.
         cache: keep a columnar copy in ``FOLDER/.forecaster_cache`` and use it while the
             folder's files are unchanged (:mod:`forecaster.data.cache`).
+        trust_code_column: as for :func:`load_csv`: use the code column of a file whose name
+            says another stock (with a warning) instead of stopping with an error.
+        workers: processes reading the files; ``None``: one per available core; 1: this
+            process only.
+        progress: a progress bar on stderr; ``None``: when stderr is a terminal.
+        parallel_min_files: folders with fewer files are read in this process.
 
     Returns:
-        ``(frames, reports)``, both keyed by stock code (e.g. ``"sh.600000"``) in sorted order.
+        a :class:`FolderLoad`: ``(frames, reports)``, both keyed by stock code (e.g.
+        ``"sh.600000"``) in sorted order, with ``.skipped``, ``.summary()`` and how it was
+        read. Parallel and serial loads give equal frames and reports, and an error in any
+        file is the same :class:`DataError` naming it.
     """
     from forecaster.data.cache import manifest_of, read_cache, write_cache
 
+    if on_bad not in ON_BAD:
+        raise ValueError(f"on_bad must be one of {ON_BAD}, got {on_bad!r}")
     folder = Path(path)
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: no such folder")
-    files = sorted(folder.glob(pattern))
+    patterns = _patterns(pattern)
+    files, skipped = scan_dir(folder, patterns)
+    if skipped:
+        log.warning("%s: skipped %d entr%s that are not data files: %s", folder, len(skipped),
+                    "y" if len(skipped) == 1 else "ies", _named([str(s) for s in skipped], 20))
     if not files:
-        raise DataError(f"{folder}: no files match {pattern!r}")
-    manifest = manifest_of(files, {"pattern": pattern, "on_bad": on_bad}) if cache else None
+        raise DataError(f"{folder}: no files match {', '.join(repr(p) for p in patterns)}"
+                        + (f" (it holds {_named([str(s) for s in skipped], 20)})" if skipped else ""))
+    options = {"pattern": list(patterns), "on_bad": on_bad, "trust_code_column": trust_code_column}
+    manifest = manifest_of(files, options, folder) if cache else None
     if cache:
         hit = read_cache(folder, manifest, LoadReport)
         if hit is not None:
-            return hit
+            for report in hit[1].values():
+                _log_report(report)
+            return FolderLoad(*hit, folder=path, skipped=skipped, from_cache=True, workers=0)
+    results, used = _load_files(folder, files, on_bad, trust_code_column, workers, progress,
+                                parallel_min_files)
     frames, reports = {}, {}
-    for file in files:
-        frame, report = load_csv(file, on_bad=on_bad)
+    for file, (frame, report) in zip(files, results, strict=True):
+        _log_report(report)
         key = str(frame["code"].iloc[0])
         if key in frames:
-            raise DataError(f"{file}: stock {key} also appears in {reports[key].path}")
+            raise DataError(f"{file}: stock {key} also appears in {reports[key].path}; expected one "
+                            "file per stock")
         frames[key], reports[key] = frame, report
     frames, reports = dict(sorted(frames.items())), dict(sorted(reports.items()))
     if cache:
         write_cache(folder, manifest, frames, reports)
-    return frames, reports
+    return FolderLoad(frames, reports, folder=path, skipped=skipped, workers=used)
+
+
+def available_cores() -> int:
+    """Cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def _load_task(args: tuple[str, str, bool]) -> tuple[pd.DataFrame, LoadReport]:
+    path, on_bad, trust = args
+    return _load(Path(path), on_bad, None, trust)
+
+
+def _load_files(folder: Path, files: list[Path], on_bad: str, trust: bool, workers: int | None,
+                progress: bool | None, min_files: int) -> tuple[list, int]:
+    """``([(frame, report)] in the order of files, processes used)``."""
+    from tqdm import tqdm
+
+    n = len(files)
+    workers = available_cores() if workers is None else int(workers)
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1 or None, got {workers}")
+    workers = min(workers, n)
+    parallel = workers > 1 and n >= min_files
+    show = sys.stderr.isatty() if progress is None else bool(progress)
+    tasks = [(str(f), on_bad, trust) for f in files]
+    out = []
+    with tqdm(total=n, desc=f"loading {folder.name or folder}", unit="file", file=sys.stderr,
+              disable=not show, dynamic_ncols=True, leave=False) as bar:
+        if not parallel:
+            for task in tasks:
+                out.append(_load_task(task))
+                bar.update()
+            return out, 1
+        # Batches of files per task: few round trips, small enough to balance the load. joblib's
+        # loky processes start clean (no fork of this process's threads) and, unlike
+        # multiprocessing's spawn, need no ``if __name__ == "__main__"`` guard in the caller.
+        batch = max(1, min(32, n // (workers * 4)))
+        log.info("%s: reading %d files in %d processes", folder, n, workers)
+        jobs = (delayed(_load_task)(task) for task in tasks)
+        for result in Parallel(n_jobs=workers, batch_size=batch, return_as="generator")(jobs):
+            out.append(result)  # in file order; the first error stops the rest, as serially
+            bar.update()
+    return out, workers

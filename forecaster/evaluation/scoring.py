@@ -1,6 +1,7 @@
 """Scoring a walk-forward run: every model's out-of-sample statistics (point metrics and
-Diebold-Mariano for return forecasts; daily rank IC, ICIR, quantile spreads, IC by horizon and
-the paired IC-difference test for panels), each model's backtest, and the verdict. The result,
+Diebold-Mariano for return forecasts; daily rank IC, ICIR, quantile spreads, IC by horizon,
+by calendar year and by board, and the paired IC-difference test for panels), each model's
+backtest, and the verdict. The result,
 a :class:`Report`, is what :mod:`forecaster.reporting` renders; nothing is computed there.
 
 The data come in once, as the run's :class:`~forecaster.data.panel.Panel`: labels for other
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from forecaster.data.exchange import board
 from forecaster.data.panel import Panel
 from forecaster.evaluation.universe import universe_counts, universe_line, universe_table
 from forecaster.evaluation.verdict import data_caveats, failure_line, ic_meaning, verdict_lines
@@ -37,11 +39,23 @@ from forecaster.portfolio.backtest import BacktestConfig, run_backtest
 log = logging.getLogger(__name__)
 
 POINT_COLUMNS = ("mse", "mae", "r2_oos_zero", "r2_oos_mean")
+# Boards of the IC breakdown, in this order: the exchange's boards, with Shenzhen's SME board
+# (sz.002xxx, merged into the main board in 2021) apart from the main board.
+BOARDS = ("main", "sme", "chinext", "star", "bse")
+YEAR_COLUMNS = ("model", "year", "mean_ic", "icir", "n_days")
+BOARD_COLUMNS = ("model", "board", "n_stocks", "mean_ic", "icir", "n_days")
 
 
 @dataclass
 class Report:
-    """Everything a walk-forward report holds (also written to ``metrics.json``)."""
+    """Everything a walk-forward report holds (also written to ``metrics.json``).
+
+    ``ic_years`` and ``ic_boards`` (panels): each model's mean daily rank IC, ICIR and days
+    per calendar year of the forecast date, and per board (:func:`report_board`; the IC of a
+    day within that board's stocks), one row per model and year or board (columns
+    :data:`YEAR_COLUMNS`, :data:`BOARD_COLUMNS`). ``predictions_format``: how the report
+    folder stores the predictions (:attr:`BacktestConfig.predictions_format`).
+    """
 
     model: str
     overall: pd.DataFrame
@@ -60,6 +74,9 @@ class Report:
     universe: pd.DataFrame = field(default_factory=pd.DataFrame)
     failed: dict = field(default_factory=dict)
     not_computed: dict = field(default_factory=dict)
+    ic_years: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(YEAR_COLUMNS)))
+    ic_boards: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(BOARD_COLUMNS)))
+    predictions_format: str = "auto"
 
     @property
     def universe_counts(self) -> dict:
@@ -147,6 +164,7 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
           if model in returns_models and baselines else pd.DataFrame())
 
     ic, daily, ic_close, quantiles, horizons, tests, gaps = {}, {}, {}, {}, {}, [], {}
+    years, boards = [], []
     if panel:
         actual = pred.pivot_table(index="date", columns="code", values="actual", aggfunc="first")
         close = ("actual_close" in pred.columns and
@@ -156,6 +174,8 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
             f = g.pivot_table(index="date", columns="code", values="forecast", aggfunc="first")
             daily[name] = daily_ic(f, actual, method="spearman")
             ic[name] = ic_summary(daily[name])
+            years.append(ic_by_year(daily[name]).assign(model=name))
+            boards.append(ic_by_board(f, actual).assign(model=name))
             gaps[name] = _ic_gaps(ic[name], f, actual)
             if close is not False:
                 ic_close[name] = ic_summary(daily_ic(f, close, method="spearman"))
@@ -169,6 +189,10 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
                                                                          horizon=horizon)})
     daily_ic_frame = pd.DataFrame(daily)
     ic_tests = pd.DataFrame(tests)
+    ic_years = (pd.concat(years, ignore_index=True)[list(YEAR_COLUMNS)] if years
+                else pd.DataFrame(columns=list(YEAR_COLUMNS)))
+    ic_boards = (pd.concat(boards, ignore_index=True)[list(BOARD_COLUMNS)] if boards
+                 else pd.DataFrame(columns=list(BOARD_COLUMNS)))
 
     backtest = backtest or BacktestConfig.for_universe(grid.n_stocks)
     results = {}
@@ -200,7 +224,45 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
     notes += data_caveats([str(c) for c in grid.codes], panel, index_constituents)
     return Report(model, overall, per_fold, per_stock, dm, ic, daily_ic_frame, results, verdict, notes,
                   ic_close, ic_tests, quantiles, pd.DataFrame(horizons).T, universe, dict(result.failed),
-                  {m: g for m, g in gaps.items() if g})
+                  {m: g for m, g in gaps.items() if g}, ic_years, ic_boards, backtest.predictions_format)
+
+
+def report_board(code: str) -> str:
+    """The board of ``code`` in the IC breakdown (one of :data:`BOARDS`): the exchange's
+    board (:func:`forecaster.data.exchange.board`), with ``"sme"`` for Shenzhen's former SME
+    board (sz.002xxx) apart from ``"main"``."""
+    name = board(code)
+    number = str(code).strip().lower()
+    number = number[4:] if number.startswith("syn.") else number
+    return "sme" if name == "main" and number.startswith("sz.002") else name
+
+
+def ic_by_year(daily: pd.Series) -> pd.DataFrame:
+    """Mean daily IC, ICIR and days per calendar year of ``daily`` (a daily IC series indexed
+    by date; NaN days ignored): one row per year, columns ``year, mean_ic, icir, n_days``."""
+    daily = daily.dropna()
+    rows = [{"year": int(year), **{k: ic_summary(values)[k] for k in ("mean_ic", "icir", "n_days")}}
+            for year, values in daily.groupby(pd.DatetimeIndex(daily.index).year)]
+    return pd.DataFrame(rows, columns=["year", "mean_ic", "icir", "n_days"])
+
+
+def ic_by_board(forecast: pd.DataFrame, actual: pd.DataFrame, min_stocks: int = 5) -> pd.DataFrame:
+    """The daily rank IC within each board's stocks (``[date x code]`` frames; a day with
+    fewer than ``min_stocks`` of the board's stocks scored has none), summarised per board:
+    one row per board with a scored stock, in :data:`BOARDS` order, columns ``board,
+    n_stocks`` (stocks with a forecast and an outcome), ``mean_ic, icir, n_days``."""
+    f, a = forecast.align(actual, join="inner")
+    scored = (f.notna() & a.notna()).any(axis=0)
+    of = pd.Series({c: report_board(c) for c in f.columns}, dtype=object)
+    rows = []
+    for name in BOARDS:
+        codes = [c for c in f.columns if of[c] == name and scored[c]]
+        if not codes:
+            continue
+        summary = ic_summary(daily_ic(f[codes], a[codes], method="spearman", min_stocks=min_stocks))
+        rows.append({"board": name, "n_stocks": len(codes),
+                     **{k: summary[k] for k in ("mean_ic", "icir", "n_days")}})
+    return pd.DataFrame(rows, columns=["board", "n_stocks", "mean_ic", "icir", "n_days"])
 
 
 def _ic_gaps(summary: dict, forecast: pd.DataFrame, actual: pd.DataFrame, min_stocks: int = 5) -> dict:

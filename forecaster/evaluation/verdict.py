@@ -11,6 +11,7 @@ import pandas as pd
 
 from forecaster.data.exchange import is_synthetic
 from forecaster.evaluation.walkforward import WalkForwardResult
+from forecaster.metrics import stat_text
 
 
 def data_caveats(codes: list[str], panel: bool, index_constituents: bool = False) -> list[str]:
@@ -44,13 +45,6 @@ def failure_line(model: str, result: WalkForwardResult) -> str:
     return (f"FAILED model runs (recorded, the run went on): {parts}; first: fold {first[0][0]} "
             f"{first[0][1]}: {first[1]}" + (f" -- {model} failed on EVERY fold" if by_model.get(model)
                                              and model not in set(result.predictions["model"]) else ""))
-
-
-def stat_text(value: float, spec: str, reason: str | None = None) -> str:
-    """``format(value, spec)``, or "not computed (reason)" where the value is not a number."""
-    if value is not None and math.isfinite(float(value)):
-        return format(float(value), spec)
-    return f"not computed ({reason or 'not enough data'})"
 
 
 def ic_meaning(config, horizon: int) -> str:

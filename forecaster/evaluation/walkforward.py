@@ -35,6 +35,7 @@ from sklearn.base import clone
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
+from forecaster.checks import check_date
 from forecaster.data.panel import Panel, PanelFiles
 from forecaster.evaluation.backends import BACKENDS, release_freed_heap, run_local, run_ray
 from forecaster.evaluation.fold_store import FoldOutput, FoldStore, data_fingerprint, run_description
@@ -90,8 +91,8 @@ class WalkForwardConfig:
     margin_days: int = 130
     n_jobs: int = -1
     threads_per_task: int = 1
-    start: str | None = None
-    end: str | None = None
+    start: pd.Timestamp | None = None
+    end: pd.Timestamp | None = None
     progress: bool = True
     label: str = "tradeable"
     execution: str = "next_open"
@@ -119,6 +120,10 @@ class WalkForwardConfig:
             raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
         if self.n_jobs == 0:
             raise ValueError("n_jobs must not be 0 (use 1 for serial, -1 for all cores)")
+        self.start = check_date("start", self.start, allow_none=True)
+        self.end = check_date("end", self.end, allow_none=True)
+        if self.start is not None and self.end is not None and self.start > self.end:
+            raise ValueError(f"start ({self.start.date()}) is after end ({self.end.date()})")
 
 
 @dataclass

@@ -11,7 +11,7 @@ from forecaster.metrics.cross_section import (
     quantile_returns,
     quantile_summary,
 )
-from forecaster.metrics.forecast import dm_table, loss_differential, point_metrics, summarise
+from forecaster.metrics.forecast import dm_table, loss_differential, point_metrics, stat_text, summarise
 from forecaster.metrics.hac import diebold_mariano, hln_factor, newey_west_lags
 
 __all__ = [
@@ -28,5 +28,6 @@ __all__ = [
     "point_metrics",
     "quantile_returns",
     "quantile_summary",
+    "stat_text",
     "summarise",
 ]

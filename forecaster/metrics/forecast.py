@@ -229,3 +229,11 @@ def summarise(predictions: pd.DataFrame, by: Sequence[str] = ("model",), baselin
     return pd.DataFrame(rows)
 
 
+
+
+def stat_text(value: float | None, spec: str, reason: str | None = None) -> str:
+    """``format(value, spec)``, or "not computed (reason)" where the value is not a number:
+    every printed statistic says why it is missing instead of showing ``nan``."""
+    if value is not None and math.isfinite(float(value)):
+        return format(float(value), spec)
+    return f"not computed ({reason or 'not enough data'})"

@@ -11,7 +11,8 @@ from forecaster.models.stock.baselines import ARForecast, HistoricalMean, RidgeF
 def panel_models(horizon: int = 1, execution: str = "next_open", random_state: int = 0,
                  time_series: bool = True, **transformer) -> dict:
     """The panel Transformer (named ``transformer``; ``transformer`` keywords override its
-    defaults) and the cross-sectional baselines on the same folds; with ``time_series`` and
+    defaults) and the cross-sectional baselines on the same folds (factor scores, ``gbm``,
+    ``lightgbm`` where the package is installed, ``ridge_features``); with ``time_series`` and
     ``horizon == 1`` also the per-stock time-series baselines (their forecasts are of one
     day's return, so longer labels would not match them)."""
     models = {"transformer": PanelTransformer(horizon=horizon, execution=execution,

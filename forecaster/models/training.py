@@ -24,6 +24,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from forecaster.checks import check_int
+from forecaster.metrics import stat_text
 from forecaster.models.panel.losses import RANK_LOSSES, rank_loss
 
 log = logging.getLogger(__name__)
@@ -115,10 +116,11 @@ def fit_loop(net: nn.Module, optimizer: torch.optim.Optimizer, epoch_batches: Ca
             else:
                 stale += 1
         history.append(row)
-        bar.set_postfix(loss=f"{row['train_loss']:.4f}", val=f"{row.get(val_key, math.nan):.4f}")
+        bar.set_postfix(loss=f"{row['train_loss']:.4f}",
+                        val=stat_text(row.get(val_key, math.nan), ".4f", "too few stocks or days"))
         if validate is not None and stale >= patience:
-            log.info("early stop at epoch %d (best %d, %s %.4f)", epoch, best_epoch, val_key,
-                     best if higher_is_better else -best)
+            log.info("early stop at epoch %d (best %d, %s %s)", epoch, best_epoch, val_key,
+                     stat_text(best if higher_is_better else -best, ".4f", "no finite validation score"))
             break
     bar.close()
     if best_state is not None:

@@ -84,6 +84,7 @@ __all__ = [
 ]
 
 EXECUTIONS = ("next_open", "close")
+PREDICTIONS_FORMATS = ("auto", "csv", "parquet")
 
 
 @dataclass
@@ -101,6 +102,9 @@ class BacktestConfig:
         costs: the :class:`~forecaster.portfolio.rules.CostModel`.
         rebalance_tolerance: on rebalance days a held position is resized only when its value
             is off target by more than this fraction of the target (0 resizes to the lot).
+        predictions_format: how the report folder stores every forecast: ``"csv"``
+            (predictions.csv), ``"parquet"`` (predictions.parquet) or ``"auto"`` (Parquet
+            above 1,000,000 rows, e.g. a whole-market run, CSV below).
     """
 
     strategy: StrategyConfig = field(default_factory=StrategyConfig)
@@ -109,6 +113,7 @@ class BacktestConfig:
     execution: str = "next_open"
     costs: CostModel = field(default_factory=CostModel)
     rebalance_tolerance: float = 0.1
+    predictions_format: str = "auto"
 
     def __post_init__(self):
         if not (isinstance(self.capital, (int, float)) and math.isfinite(self.capital) and self.capital > 0):
@@ -117,6 +122,9 @@ class BacktestConfig:
             raise ValueError(f"execution must be one of {EXECUTIONS}, got {self.execution!r}")
         if not (isinstance(self.rebalance_tolerance, (int, float)) and self.rebalance_tolerance >= 0):
             raise ValueError(f"rebalance_tolerance must be >= 0, got {self.rebalance_tolerance!r}")
+        if self.predictions_format not in PREDICTIONS_FORMATS:
+            raise ValueError(f"predictions_format must be one of {PREDICTIONS_FORMATS}, "
+                             f"got {self.predictions_format!r}")
         for name, kind in (("strategy", StrategyConfig), ("market", MarketRules), ("costs", CostModel)):
             value = getattr(self, name)
             if not isinstance(value, kind):
@@ -224,10 +232,21 @@ def _trade_day(broker: Broker, panel: _Panel, config: BacktestConfig, j: int, w:
                price: np.ndarray, value_price: np.ndarray, resize: bool, tolerance: float,
                signal_date) -> None:
     """Move the book towards weights ``w [stocks]`` at ``price [stocks]`` on day ``j``."""
+    trade_towards(broker, panel.dates[j], w, price, value_price, panel.up[j], panel.down[j],
+                  panel.suspended[j], config, resize, tolerance, signal_date)
+
+
+def trade_towards(broker: Broker, date, w: np.ndarray, price: np.ndarray, value_price: np.ndarray,
+                  up: np.ndarray, down: np.ndarray, suspended: np.ndarray, config: BacktestConfig,
+                  resize: bool, tolerance: float, signal_date) -> None:
+    """The backtest's orders of one day: move ``broker``'s book towards weights ``w``
+    ``[stocks]`` at ``price`` ``[stocks]`` (``value_price`` values the book; ``up``/``down``
+    the day's limit prices, ``suspended`` its suspensions). Tomorrow's orders
+    (:mod:`forecaster.portfolio.orders`) run this same function, so they follow the backtest's
+    rules exactly."""
     shares = broker.shares
     if not w.any() and not shares.any():
         return
-    date = panel.dates[j]
     nav = broker.cash + float(shares @ value_price)
     c = config.costs
     lot = config.market.lot_size
@@ -247,9 +266,8 @@ def _trade_day(broker: Broker, panel: _Panel, config: BacktestConfig, j: int, w:
         broker.reject(date, i, "buy" if w[i] > 0 else "sell", int(round(raw[i])), float(price[i]), "lot_size",
                       signal_date)  # the target is worth less than one lot
     for i in np.concatenate([np.flatnonzero(delta < 0), np.flatnonzero(delta > 0)]):  # sells first
-        broker.order(date, i, int(delta[i]), float(price[i]), limit_up=float(panel.up[j, i]),
-                     limit_down=float(panel.down[j, i]), suspended=bool(panel.suspended[j, i]),
-                     signal_date=signal_date)
+        broker.order(date, i, int(delta[i]), float(price[i]), limit_up=float(up[i]),
+                     limit_down=float(down[i]), suspended=bool(suspended[i]), signal_date=signal_date)
 
 
 def _simulate(panel: _Panel, weights: np.ndarray, rebalance: np.ndarray, start: int, end: int,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from forecaster.checks import check_int
+from forecaster.checks import check_date, check_int
 from forecaster.data.exchange import round_price
 
 SIDES = ("buy", "sell")
@@ -38,7 +38,7 @@ class CostModel:
     min_commission: float = 5.0
     stamp_duty_before: float = 0.001
     stamp_duty_after: float = 0.0005
-    stamp_duty_change: str | pd.Timestamp = "2023-08-28"
+    stamp_duty_change: pd.Timestamp = "2023-08-28"
     transfer_fee_rate: float = 0.00001
     slippage_bps: float = 5.0
 
@@ -51,16 +51,9 @@ class CostModel:
             raise ValueError(f"CostModel.min_commission must be CNY >= 0, got {self.min_commission!r}")
         if not (isinstance(self.slippage_bps, (int, float)) and 0.0 <= self.slippage_bps < 1000):
             raise ValueError(f"CostModel.slippage_bps must be in [0, 1000) bps, got {self.slippage_bps!r}")
-        try:
-            change = pd.Timestamp(self.stamp_duty_change)
-        except (ValueError, TypeError) as exc:
-            raise ValueError(
-                "CostModel.stamp_duty_change must be a date like '2023-08-28', "
-                f"got {self.stamp_duty_change!r}"
-            ) from exc
-        if change is pd.NaT:
-            raise ValueError("CostModel.stamp_duty_change must be a date, got NaT")
-        object.__setattr__(self, "_change", change)  # parsed once; the dataclass is frozen
+        change = check_date("CostModel.stamp_duty_change", self.stamp_duty_change)
+        object.__setattr__(self, "stamp_duty_change", change)  # parsed once; the dataclass is frozen
+        object.__setattr__(self, "_change", change)
 
     def stamp_duty_rate(self, date) -> float:
         """The sell-side stamp duty rate in force on ``date``."""

@@ -128,23 +128,30 @@ def _dropout_holdings(f: np.ndarray, k: int, n_drop: int, rows: np.ndarray) -> n
     decide[rows] = True
     for t in range(len(f)):
         if decide[t]:
-            finite = np.isfinite(f[t])
-            score = np.where(finite, f[t], -np.inf)  # a held name without a forecast ranks last
-            order = np.argsort(-score, kind="stable")
-            fresh = order[~held[order] & finite[order]]
-            room = max(k - int(held.sum()), 0)
-            candidates = fresh[: n_drop + room]
-            combined = np.concatenate([np.flatnonzero(held), candidates])
-            combined = combined[np.lexsort((combined, -score[combined]))]  # best first, ties by column
-            # Holdings in the bottom n_drop of holdings + candidates are sold (only when a
-            # candidate can take their place) and the best candidates fill the book to k.
-            bottom = combined[-n_drop:] if len(combined) > k else combined[:0]
-            sell = bottom[held[bottom]]
-            held = held.copy()
-            held[sell] = False
-            held[candidates[: len(sell) + room]] = True
+            held = dropout_step(f[t], held, k, n_drop)
         out[t] = held
     return out
+
+
+def dropout_step(scores: np.ndarray, held: np.ndarray, k: int, n_drop: int) -> np.ndarray:
+    """One rebalance of the top-k-dropout rule: the names held after it (bool ``[stocks]``),
+    from the scores ``[stocks]`` and the names held before (bool ``[stocks]``)."""
+    finite = np.isfinite(scores)
+    score = np.where(finite, scores, -np.inf)  # a held name without a forecast ranks last
+    order = np.argsort(-score, kind="stable")
+    fresh = order[~held[order] & finite[order]]
+    room = max(k - int(held.sum()), 0)
+    candidates = fresh[: n_drop + room]
+    combined = np.concatenate([np.flatnonzero(held), candidates])
+    combined = combined[np.lexsort((combined, -score[combined]))]  # best first, ties by column
+    # Holdings in the bottom n_drop of holdings + candidates are sold (only when a candidate
+    # can take their place) and the best candidates fill the book to k.
+    bottom = combined[-n_drop:] if len(combined) > k else combined[:0]
+    sell = bottom[held[bottom]]
+    held = held.copy()
+    held[sell] = False
+    held[candidates[: len(sell) + room]] = True
+    return held
 
 
 def _weights(pick: np.ndarray, f: np.ndarray, weighting: str, descending: bool = True) -> np.ndarray:
@@ -195,6 +202,16 @@ def target_weights(forecast: pd.DataFrame, strategy: StrategyConfig | None = Non
             w = w - _weights(shorts, f, s.weighting, descending=False) * shorts.sum(axis=1, keepdims=True) / k
     w = w[rebalance_rows(len(w), s.rebalance_every)]
     return pd.DataFrame(w + 0.0, index=forecast.index, columns=forecast.columns)
+
+
+def weights_for_book(scores: np.ndarray, held: np.ndarray, strategy: StrategyConfig) -> np.ndarray:
+    """Target weights ``[stocks]`` of one rebalance from scores ``[stocks]`` when the names held
+    now are ``held`` (bool ``[stocks]``; only the dropout rule depends on them): what
+    :func:`target_weights` decides row by row, for a book given from outside."""
+    if strategy.rule == "dropout":
+        pick = dropout_step(scores, held, int(strategy.top_k), int(strategy.n_drop))
+        return _weights(pick[None], scores[None], strategy.weighting)[0]
+    return target_weights(pd.DataFrame([scores]), strategy).to_numpy()[0]
 
 
 def annual_turnover(weights: pd.DataFrame, periods_per_year: float = 252.0) -> float:

@@ -7,15 +7,27 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from forecaster.reporting.figures import plt
+from forecaster.metrics.forecast import point_metrics
+from forecaster.reporting.figures import GAIN, LOSS, NEUTRAL, ROLLING_IC_WINDOW, plt, plural, sign_colors
 from forecaster.reporting.figures import save_figure as _save
+
+
+def _day(x) -> str:
+    """A date as ``YYYY-MM-DD`` (Timestamp, date or text)."""
+    return str(pd.Timestamp(x).date())
 
 
 def plot_forecast_vs_actual(forecast: pd.Series, actual: pd.Series, path: str | Path,
                             title: str = "") -> Path:
-    """Daily forecast and realised log returns over time, and their scatter."""
+    """Daily forecast and realised log returns over time, and their scatter.
+
+    The correlation and sign hit rate in the scatter's title are
+    :func:`forecaster.metrics.point_metrics`'s, the report table's definitions: the hit rate
+    counts only the days with a nonzero forecast and a nonzero outcome (a flat or suspended
+    day has no direction to hit).
+    """
     actual = actual.reindex(forecast.index)
-    ok = actual.notna()
+    ok = actual.notna() & forecast.notna()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.2), gridspec_kw={"width_ratios": [2.2, 1]})
     ax1.plot(actual.index, actual, lw=0.6, color="0.6", label="actual")
     ax1.plot(forecast.index, forecast, lw=0.9, color="C0", label="forecast")
@@ -23,14 +35,15 @@ def plot_forecast_vs_actual(forecast: pd.Series, actual: pd.Series, path: str | 
     ax1.set_ylabel("daily log return")
     ax1.legend(loc="upper left")
     ax1.set_title(title or "forecast vs actual daily log return")
-    corr = float(np.corrcoef(forecast[ok], actual[ok])[0, 1]) if ok.sum() > 2 else float("nan")
-    hit = float((np.sign(forecast[ok]) == np.sign(actual[ok])).mean()) if ok.any() else float("nan")
+    m = point_metrics(forecast.to_numpy(dtype=float), actual.to_numpy(dtype=float))
     ax2.scatter(forecast[ok], actual[ok], s=4, alpha=0.5)
     ax2.axhline(0, color="k", lw=0.5)
     ax2.axvline(0, color="k", lw=0.5)
     ax2.set_xlabel("forecast")
     ax2.set_ylabel("actual")
-    ax2.set_title(f"corr {corr:+.3f}, sign hit rate {hit:.1%}")
+    ax2.set_title(f"corr {m['pearson_ic']:+.3f}, sign hit rate {m['hit_rate']:.1%}\n"
+                  f"(over {plural(m['n_directional'], 'day')} with nonzero forecast and outcome)",
+                  fontsize=9)
     return _save(fig, path)
 
 
@@ -150,26 +163,43 @@ def plot_equity(equity: pd.Series, benchmark: pd.Series, path: str | Path, title
     return _save(fig, path)
 
 
+def rolling_ic_label(window: int, panel: bool) -> str:
+    """What :func:`plot_rolling_ic` draws (its axis label; report.html captions the figure
+    with the same words)."""
+    return (f"{window}-day rolling mean of daily rank IC" if panel
+            else f"{window}-day rolling correlation of forecast and actual")
+
+
 def plot_rolling_ic(predictions: pd.DataFrame, daily_ic: pd.DataFrame, path: str | Path,
-                    window: int = 63) -> Path:
+                    window: int = ROLLING_IC_WINDOW) -> Path:
     """Rolling mean IC per model: the daily cross-sectional rank IC for panels, else the
-    rolling time-series correlation of forecast and actual."""
+    rolling time-series correlation of forecast and actual. A model without any value (a
+    constant forecast such as zero has no correlation) has no line, so it is named in the
+    title instead of the legend."""
     fig, ax = plt.subplots(figsize=(12, 4.5))
-    if len(daily_ic.columns):
+    panel = bool(len(daily_ic.columns))
+    if panel:
         curves = daily_ic.rolling(window, min_periods=window // 2).mean()
-        ylabel = f"{window}-day mean of daily rank IC"
     else:
         curves = {}
         for name, g in predictions.groupby("model"):
             g = g[g["actual"].notna()]
             curves[name] = g["forecast"].rolling(window, min_periods=window // 2).corr(g["actual"])
         curves = pd.DataFrame(curves)
-        ylabel = f"{window}-day correlation of forecast and actual"
+    ylabel = rolling_ic_label(window, panel)
+    empty = [str(name) for name in curves.columns if not curves[name].notna().any()]
     for name in curves.columns:
-        ax.plot(curves.index, curves[name], lw=1.4 if name == "transformer" else 0.8, label=name)
+        if str(name) not in empty:
+            ax.plot(curves.index, curves[name], lw=1.4 if name == "transformer" else 0.8, label=str(name))
     ax.axhline(0, color="k", lw=0.5)
-    ax.set_ylabel(ylabel)
-    ax.legend(loc="upper left", ncol=4, fontsize=8)
+    ax.set_ylabel(ylabel, fontsize=9)
+    title = ylabel
+    if empty:
+        title += f"\nnot drawn (no {'rank IC' if panel else 'correlation'}, e.g. a constant forecast): " + \
+            ", ".join(empty)
+    ax.set_title(title, fontsize=10)
+    if len(empty) < len(curves.columns):
+        ax.legend(loc="upper left", ncol=4, fontsize=8)
     return _save(fig, path)
 
 
@@ -203,17 +233,45 @@ def plot_fold_metrics(per_fold: pd.DataFrame, path: str | Path) -> Path:
     return _save(fig, path)
 
 
-def plot_dm(dm: pd.DataFrame, model: str, path: str | Path) -> Path:
-    """Diebold-Mariano p-values of the model against each baseline (bars), with the sign of
-    the statistic (negative = the model's squared error is lower)."""
-    fig, ax = plt.subplots(figsize=(7, 3.8))
-    colors = ["C2" if s < 0 else "C3" for s in dm["dm_stat"]]
-    ax.bar(dm["baseline"], dm["p_value"], color=colors)
-    ax.axhline(0.05, color="k", ls="--", lw=0.8, label="p = 0.05")
-    ax.set_ylim(0, 1)
+def dm_colors(dm: pd.DataFrame, alpha: float = 0.05) -> list[str]:
+    """The bar colour of each row of a Diebold-Mariano table: :data:`GAIN` (red) where the
+    model's squared error is significantly lower (``p_value < alpha`` and ``dm_stat < 0``),
+    :data:`LOSS` (green) where it is significantly higher, :data:`NEUTRAL` (grey) otherwise,
+    whatever the sign (``p = 0.99`` is no evidence either way)."""
+    out = []
+    for stat, p in zip(dm["dm_stat"].astype(float), dm["p_value"].astype(float), strict=True):
+        significant = bool(np.isfinite(p) and p < alpha)
+        out.append(GAIN if significant and stat < 0 else LOSS if significant and stat > 0 else NEUTRAL)
+    return out
+
+
+def plot_dm(dm: pd.DataFrame, model: str, path: str | Path, alpha: float = 0.05) -> Path:
+    """Diebold-Mariano p-values of the model against each baseline (bars), coloured by
+    significance and direction (:func:`dm_colors`): red, the model's squared error is
+    significantly lower; green, significantly higher; grey, no significant difference."""
+    from matplotlib.patches import Patch
+
+    fig, ax = plt.subplots(figsize=(max(7.0, 0.9 * len(dm) + 2), 4.2))
+    names = [str(b) for b in dm["baseline"]]
+    p_values = dm["p_value"].to_numpy(dtype=float)
+    colors = dm_colors(dm, alpha)
+    ax.bar(names, p_values, color=colors)
+    # the significant bars are the short ones: say each p-value above its bar
+    for x, (p, color) in enumerate(zip(p_values, colors, strict=True)):
+        text = "no test" if not np.isfinite(p) else "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+        ax.text(x, max(p if np.isfinite(p) else 0, alpha) + 0.012, text, ha="center", va="bottom", fontsize=7,
+                color="0.35" if color == NEUTRAL else color)
+    line = ax.axhline(alpha, color="k", ls="--", lw=0.8, label=f"p = {alpha:g}")
+    handles = [Patch(color=GAIN, label=f"{model} significantly better (p < {alpha:g})"),
+               Patch(color=LOSS, label=f"{model} significantly worse (p < {alpha:g})"),
+               Patch(color=NEUTRAL, label="no significant difference"), line]
+    ax.set_ylim(0, 1.08)
     ax.set_ylabel("two-sided p-value")
-    ax.set_title(f"Diebold-Mariano: {model} vs baseline (green: {model} better, red: worse)", fontsize=9)
-    ax.legend()
+    ax.tick_params(axis="x", labelsize=8, labelrotation=30)
+    for label in ax.get_xticklabels():
+        label.set_horizontalalignment("right")
+    ax.set_title(f"Diebold-Mariano test of squared errors: {model} vs each baseline", fontsize=9)
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
     return _save(fig, path)
 
 
@@ -273,15 +331,49 @@ def plot_ic_by_horizon(table: pd.DataFrame, path: str | Path, title: str = "") -
     return _save(fig, path)
 
 
-def plot_ranked_list(table: pd.DataFrame, path: str | Path, n: int = 10, title: str = "") -> Path:
+def ranked_list_title(table: pd.DataFrame, n: int = 10, signal_date=None, train_end=None) -> str:
+    """The title of :func:`plot_ranked_list`: how many stocks it shows out of how many, and
+    the signal date and the model's training end when given."""
+    scored = table.dropna(subset=["score"])
+    n_scored = len(scored)
+    n_shown = len(pd.concat([scored.head(n), scored.tail(n)]).drop_duplicates("code"))
+    if n_shown == n_scored:
+        what = f"all {plural(n_scored, 'scored stock')}" if n_scored != 1 else "the one scored stock"
+    else:
+        what = f"top {n} and bottom {n} of {plural(n_scored, 'scored stock')}"
+    lines = [f"{what}, ranked for the next open"]
+    when = []
+    if signal_date is not None:
+        when.append(f"signal date {_day(signal_date)}")
+    if train_end is not None:
+        when.append(f"model trained on data up to {_day(train_end)}")
+    if when:
+        lines.append("; ".join(when))
+    lines.append("hatched: cannot be bought at the next open; red: score above 0, green: below")
+    unscored = len(table) - n_scored
+    if unscored:
+        lines.append(f"{plural(unscored, 'stock')} without a score (too new or missing inputs) not shown")
+    return "\n".join(lines)
+
+
+def plot_ranked_list(table: pd.DataFrame, path: str | Path, n: int = 10, title: str = "",
+                     signal_date=None, train_end=None) -> Path:
     """The ``n`` best and ``n`` worst scores of a ranked list
-    (:func:`forecaster.portfolio.next_day.ranked_list`); hatched bars cannot be bought at the next open."""
+    (:func:`forecaster.portfolio.next_day.ranked_list`), every score when there are at most
+    ``2 n``; red bars score above zero, green below (A-share colours), hatched bars cannot be
+    bought at the next open.
+
+    Args:
+        title: replaces the first line of the title (default: what is shown, out of how many).
+        signal_date: the last day of the data the scores are made from (e.g. ``grid.dates[-1]``);
+            None leaves it out of the title.
+        train_end: the last day the model was trained on (``model.train_end_``); None leaves it out.
+    """
     scored = table.dropna(subset=["score"])
     shown = pd.concat([scored.head(n), scored.tail(n)]).drop_duplicates("code")
-    fig, ax = plt.subplots(figsize=(7, 0.28 * len(shown) + 1.2))
+    fig, ax = plt.subplots(figsize=(7.5, 0.28 * len(shown) + 1.8))
     y = np.arange(len(shown))
-    colors = np.where(shown["score"] >= 0, "#1a7f37", "#cf222e")
-    bars = ax.barh(y, shown["score"], color=colors)
+    bars = ax.barh(y, shown["score"].to_numpy(dtype=float), color=sign_colors(shown["score"]))
     for bar, ok in zip(bars, shown["buyable"], strict=True):
         if not ok:
             bar.set_hatch("///")
@@ -289,8 +381,13 @@ def plot_ranked_list(table: pd.DataFrame, path: str | Path, n: int = 10, title: 
     ax.set_yticks(y, [f"{r}. {c}" for r, c in zip(shown["rank"], shown["code"], strict=True)], fontsize=8)
     ax.invert_yaxis()
     ax.axvline(0, color="#444", lw=0.8)
+    if len(shown) < len(scored):  # the stocks ranked between the top and the bottom group are left out
+        ax.axhline(n - 0.5, color="#444", lw=0.8, ls=":")
     ax.set_xlabel("score (higher = expected to beat the others)")
-    ax.set_title(title or f"top and bottom {n} for the next open (hatched: cannot be bought)", fontsize=10)
+    text = ranked_list_title(table, n, signal_date, train_end)
+    if title:
+        text = "\n".join([title, *text.split("\n")[1:]])
+    ax.set_title(text, fontsize=9)
     return _save(fig, path)
 
 

@@ -1,10 +1,12 @@
 """The report folder of a scored run (:class:`~forecaster.evaluation.scoring.Report`):
 rendered, never computed here.
 
-Files: ``metrics.json`` (everything below, machine-readable), ``predictions.csv``,
-``fold_metrics.csv``, ``universe.csv`` (every stock loaded: its days used, or why it was left
-out), ``stock_metrics.csv`` (panels), ``trades.csv`` and ``equity.csv`` (of the
-main model), and PNGs: ``equity.png`` (equity vs benchmark with drawdown), ``predicted_vs_actual.png``,
+Files: ``metrics.json`` (everything below, machine-readable), ``predictions.csv`` or
+``predictions.parquet`` (every forecast; :func:`write_predictions`, read back by
+:func:`read_predictions`), ``fold_metrics.csv``, ``universe.csv`` (every stock loaded: its days
+used, or why it was left out), ``stock_metrics.csv``, ``ic_by_year.csv`` and ``ic_by_board.csv``
+(panels), ``trades.csv`` and ``equity.csv`` (of the main model), and PNGs: ``equity.png``
+(equity vs benchmark with drawdown), ``predicted_vs_actual.png``,
 ``rolling_ic.png``, ``fold_metrics.png``, ``dm_pvalues.png``; and ``report.html``, one
 self-contained page of all of it.
 """
@@ -22,6 +24,50 @@ import pandas as pd
 from forecaster.evaluation.scoring import Report
 from forecaster.evaluation.walkforward import WalkForwardResult
 from forecaster.reporting.html import write_html
+
+# "auto" writes the predictions as Parquet above this many rows: a whole-market run (thousands
+# of stocks x years of days x a dozen models) is tens of millions of rows, hundreds of MB as CSV.
+PARQUET_ROWS = 1_000_000
+PREDICTION_FILES = {"csv": "predictions.csv", "parquet": "predictions.parquet"}
+
+
+def write_predictions(pred: pd.DataFrame, out: str | Path, fmt: str = "auto") -> Path:
+    """Write a walk-forward's predictions (index ``date``) into the folder ``out`` as
+    ``predictions.csv`` (``fmt="csv"``) or ``predictions.parquet`` (``"parquet"``; ``"auto"``:
+    Parquet above :data:`PARQUET_ROWS` rows). A predictions file of the other format left by
+    an earlier run in ``out`` is removed, so the folder holds one."""
+    if fmt not in ("auto", *PREDICTION_FILES):
+        raise ValueError(f"predictions format must be one of {('auto', *PREDICTION_FILES)}, got {fmt!r}")
+    if fmt == "auto":
+        fmt = "parquet" if len(pred) > PARQUET_ROWS else "csv"
+    out = Path(out)
+    path = out / PREDICTION_FILES[fmt]
+    if fmt == "parquet":
+        pred.to_parquet(path, index=True)
+    else:
+        pred.to_csv(path)
+    for other in PREDICTION_FILES.values():
+        if other != path.name:
+            (out / other).unlink(missing_ok=True)
+    return path
+
+
+def read_predictions(folder: str | Path) -> pd.DataFrame:
+    """The predictions of a report folder, from ``predictions.parquet`` or ``predictions.csv``
+    (the newer where both are there): index ``date``, one row per model, stock and day.
+
+    Raises:
+        ValueError: the folder has neither file.
+    """
+    folder = Path(folder)
+    found = [folder / name for name in PREDICTION_FILES.values() if (folder / name).is_file()]
+    if not found:
+        raise ValueError(f"{folder}: no predictions.parquet or predictions.csv (not a report folder?)")
+    path = max(found, key=lambda p: p.stat().st_mtime_ns)
+    if path.suffix == ".parquet":
+        return pd.read_parquet(path)
+    pred = pd.read_csv(path, index_col="date", parse_dates=["date"], dtype={"model": str, "code": str})
+    return pred
 
 
 def _shown_models(report: Report, n: int = 5) -> list[str]:
@@ -47,24 +93,36 @@ def _jsonable(x):
     return x
 
 
-def write_report(report: Report, result: WalkForwardResult, out: str | Path, extra: dict | None = None
-                 ) -> list[Path]:
-    """Write the report's CSV/JSON files and PNG plots to ``out``; returns the paths."""
+def _nested(table: pd.DataFrame, key: str) -> dict:
+    """``{model: {key value: {other columns}}}`` of a long table with a ``model`` column."""
+    return {str(m): {str(row[key]): row.drop(["model", key]).to_dict() for _, row in g.iterrows()}
+            for m, g in table.groupby("model", sort=False)}
+
+
+def write_report(report: Report, result: WalkForwardResult, out: str | Path, extra: dict | None = None,
+                 predictions_format: str | None = None) -> list[Path]:
+    """Write the report's CSV/JSON files and PNG plots to ``out``; returns the paths.
+    ``predictions_format`` (``"auto"``, ``"csv"``, ``"parquet"``; ``None``: the report's, from
+    the backtest configuration) decides the predictions file (:func:`write_predictions`)."""
     from forecaster.reporting import plots
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     files = []
     pred = result.predictions
-    pred.to_csv(out / "predictions.csv")
+    predictions = write_predictions(pred, out, predictions_format or report.predictions_format)
     report.per_fold.to_csv(out / "fold_metrics.csv", index=False)
-    files += [out / "predictions.csv", out / "fold_metrics.csv"]
+    files += [predictions, out / "fold_metrics.csv"]
     if len(report.universe):
         report.universe.to_csv(out / "universe.csv", index=False)
         files.append(out / "universe.csv")
     if len(report.per_stock):
         report.per_stock.to_csv(out / "stock_metrics.csv", index=False)
         files.append(out / "stock_metrics.csv")
+    for name, table in (("ic_by_year.csv", report.ic_years), ("ic_by_board.csv", report.ic_boards)):
+        if len(table):
+            table.to_csv(out / name, index=False)
+            files.append(out / name)
     main = report.backtests.get(report.model)
     if main is not None:
         main.trades.to_csv(out / "trades.csv", index=False)
@@ -109,6 +167,9 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
         "quantile_returns": report.quantiles,
         "ic_by_horizon": ({m: {str(h): v for h, v in row.items()} for m, row in report.ic_horizons.iterrows()}
                           if len(report.ic_horizons) else {}),
+        "ic_by_year": _nested(report.ic_years, "year"),
+        "ic_by_board": _nested(report.ic_boards, "board"),
+        "predictions_file": predictions.name,
         "backtest": {name: {"strategy": r.metrics, "benchmark": r.benchmark_metrics,
                             "benchmark_name": r.benchmark} for name, r in report.backtests.items()},
         "folds": result.folds,

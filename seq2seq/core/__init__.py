@@ -4,7 +4,7 @@ Mask convention (everywhere): boolean, **True means "may attend"**.
 """
 
 from .attention import KVCache, MultiHeadAttention, scaled_dot_product_attention
-from .checkpoint import CheckpointError, atomic_write, load_checkpoint, save_checkpoint
+from .checkpoint import CheckpointError, atomic_write, content_digest, load_checkpoint, save_checkpoint
 from .config import LayerConfig, StackConfig
 from .device import resolve_device
 from .dropout import Dropout, dropout
@@ -43,6 +43,7 @@ __all__ = [
     "load_checkpoint",
     "save_checkpoint",
     "CheckpointError",
+    "content_digest",
     "atomic_write",
     "PRECISIONS",
     "autocast",

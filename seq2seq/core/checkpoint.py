@@ -1,8 +1,15 @@
 """Checkpoint files shared by both packages: a dict of tensors and plain values, tagged with a
-kind and a format version, written atomically and read with ``weights_only=True``."""
+kind and a format version, written atomically and read with ``weights_only=True``.
+
+Each file also holds a SHA-256 digest of its contents (every tensor's dtype, shape and bytes,
+every plain value), written at save time and checked at load: a file changed after it was
+written (a flipped byte, a bad copy) stops with an error instead of loading wrong weights.
+The file stays an ordinary ``torch.save`` file that ``torch.load`` reads."""
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
 import tempfile
 from collections.abc import Iterator
@@ -12,17 +19,37 @@ from typing import IO, Any
 
 import torch
 
+log = logging.getLogger(__name__)
+
+DIGEST_KEY = "sha256"
+
 
 class CheckpointError(ValueError):
     """A checkpoint file is missing, corrupt, of another kind or of an unknown version."""
+
+
+def _file_mode() -> int:
+    """The mode an ordinary ``open(path, "w")`` would give a new file (``0o666`` less the
+    process's umask, 0644 under the common 022): ``mkstemp`` makes its files 0600, which a
+    colleague or a web server could not read."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:  # Linux: read without changing it
+            for line in f:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 @contextmanager
 def atomic_write(path: str | Path, mode: str = "wb") -> Iterator[IO]:
     """Open a temporary file beside ``path`` for writing (``mode`` ``"wb"`` or ``"w"``; text is
     UTF-8 with ``newline=""``, as the csv module and pandas want). When the block ends it is
-    flushed, synced and renamed over ``path``; on any error it is removed and ``path`` is left
-    as it was, so a crash never leaves a half-written file."""
+    flushed, synced, given the usual file mode and renamed over ``path``; on any error it is
+    removed and ``path`` is left as it was, so a crash never leaves a half-written file."""
     if mode not in ("wb", "w"):
         raise ValueError(f"atomic_write mode must be 'wb' or 'w', got {mode!r}")
     path = Path(path)
@@ -34,23 +61,55 @@ def atomic_write(path: str | Path, mode: str = "wb") -> Iterator[IO]:
             yield f
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, _file_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
+def _feed(h, value) -> None:
+    """Add ``value`` to the hash ``h`` in a canonical form (dict keys sorted, each value's type
+    tagged), so equal contents give equal digests however the file was laid out."""
+    if isinstance(value, torch.Tensor):
+        t = value.detach().to("cpu").contiguous()
+        h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    elif isinstance(value, dict):
+        h.update(f"D{len(value)}".encode())
+        for key in sorted(value, key=repr):
+            h.update(repr(key).encode())
+            _feed(h, value[key])
+    elif isinstance(value, (list, tuple)):
+        h.update(f"{'L' if isinstance(value, list) else 'U'}{len(value)}".encode())
+        for item in value:
+            _feed(h, item)
+    else:
+        h.update(f"V{type(value).__name__}:{value!r}".encode())
+
+
+def content_digest(data: dict[str, Any]) -> str:
+    """SHA-256 (hex) of a checkpoint's contents, the digest entry itself left out."""
+    h = hashlib.sha256()
+    _feed(h, {k: v for k, v in data.items() if k != DIGEST_KEY})
+    return h.hexdigest()
+
+
 def save_checkpoint(payload: dict[str, Any], path: str | Path, kind: str, version: int) -> Path:
-    """Write ``payload`` plus ``{"kind", "version"}`` to ``path`` atomically
-    (:func:`atomic_write`): an existing file is only ever replaced by a whole one."""
+    """Write ``payload`` plus ``{"kind", "version", "sha256"}`` (the digest of the contents) to
+    ``path`` atomically (:func:`atomic_write`): an existing file is only ever replaced by a
+    whole one."""
+    data = {"kind": kind, "version": version, **payload}
+    data[DIGEST_KEY] = content_digest(data)
     with atomic_write(path) as f:
-        torch.save({"kind": kind, "version": version, **payload}, f)
+        torch.save(data, f)
     return Path(path)
 
 
 def load_checkpoint(path: str | Path, kind: str, versions: tuple[int, ...]) -> dict[str, Any]:
     """Read a checkpoint written by :func:`save_checkpoint` (``weights_only=True``: no pickled
-    code runs) and check its kind and version, with a clear error otherwise."""
+    code runs) and check its digest, kind and version, with a clear error otherwise. The
+    returned dict has no digest entry."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: no such checkpoint file")
@@ -63,6 +122,14 @@ def load_checkpoint(path: str | Path, kind: str, versions: tuple[int, ...]) -> d
         raise CheckpointError(f"{path}: not a {kind} checkpoint (no 'kind' entry)")
     if data["kind"] != kind:
         raise CheckpointError(f"{path}: a {data['kind']!r} checkpoint, expected {kind!r}")
+    stored = data.pop(DIGEST_KEY, None)
+    if stored is None:
+        log.warning("%s: written before checkpoints carried a digest; its contents cannot be "
+                    "checked (save it again to add one)", path)
+    elif stored != content_digest(data):
+        raise CheckpointError(f"{path}: checkpoint is corrupt: its contents do not match the digest "
+                              "written when it was saved (the file changed after it was written; "
+                              "use another copy or retrain)")
     if data.get("version") not in versions:
         raise CheckpointError(
             f"{path}: checkpoint format version {data.get('version')!r} is not supported "

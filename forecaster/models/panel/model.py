@@ -116,7 +116,7 @@ class PanelTransformer(BaseEstimator):
                  label_norm="rank", drop_tails=0.0, d_model=32, n_heads=4, n_layers=2, d_ff=64,
                  dropout=0.1, positional="rotary", cross_stock=False, loss="pairwise", max_epochs=20,
                  days_per_batch=8, lr=1e-3, weight_decay=1e-2, patience=4, val_fraction=0.2,
-                 n_seeds=1, epoch_stock_days=None, stocks_per_batch=None,
+                 n_seeds=1, epoch_stock_days: int | None = None, stocks_per_batch: int | None = None,
                  device="auto", random_state=0, progress=False):
         self.window = window
         self.horizon = horizon

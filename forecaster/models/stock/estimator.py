@@ -76,11 +76,11 @@ class CausalTransformerForecaster(BaseEstimator):
     """
 
     def __init__(self, window=60, horizon=1, features=("log_return",), d_model=64, n_heads=4,
-                 n_layers=2, d_ff=None, dropout=0.1, attention_dropout=0.0, norm_first=True,
+                 n_layers=2, d_ff: int | None = None, dropout=0.1, attention_dropout=0.0, norm_first=True,
                  positional="sinusoidal", loss="mse", quantiles=(0.1, 0.5, 0.9), max_epochs=30,
                  batch_size=256, train_stride=1, lr=1e-3, weight_decay=0.01, lr_step_size=10,
                  lr_gamma=0.5, grad_clip=1.0, val_fraction=0.15, patience=5, device="auto",
-                 random_state=None, progress=True):
+                 random_state: int | None = None, progress=True):
         self.window = window
         self.horizon = horizon
         self.features = features

@@ -1,0 +1,172 @@
+"""Tomorrow's orders: what to buy and sell at the next open, given what is held.
+
+:func:`next_day_orders` turns a model's scores for the next trading day and a book (shares
+held, cash) into orders by the backtest's own code: the strategy rule decides the target
+weights (:func:`~forecaster.portfolio.strategy.target_weights`; for top-k dropout the names
+held now are the book's), and :func:`~forecaster.portfolio.backtest.trade_towards` sizes
+them in whole lots, sells before buys, and blocks what the exchange would refuse (a buy at
+limit-up, a sell at limit-down, anything on a suspended stock) -- so the orders are the trades
+the backtest would make on that day from that book. Everything held before the day is
+sellable (T+1 binds only on shares bought the same day, which an order list never sells).
+
+Prices of the next open are unknown when the orders are made: :func:`book_orders_for_panel`
+uses the signal day's close as the reference price and its limits for the next day
+(``preclose`` = that close), and treats a stock without a bar or suspended on the signal day
+as suspended. Orders are estimates; the open decides the fills.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from forecaster.data.exchange import limit_matrix
+from forecaster.data.formats import canonical_code
+from forecaster.data.panel import Panel
+from forecaster.portfolio.backtest import BacktestConfig, trade_towards
+from forecaster.portfolio.broker import Broker
+from forecaster.portfolio.strategy import weights_for_book
+
+ORDER_COLUMNS = ("code", "side", "shares", "requested", "reference_price", "value", "est_costs",
+                 "status", "reason", "score", "rank", "held_before", "held_after")
+
+
+class HoldingsError(ValueError):
+    """A bad holdings file: names the file, row and column."""
+
+
+@dataclass
+class Book:
+    """What is held: ``shares`` ``{code: shares}`` and ``cash`` (CNY)."""
+
+    shares: dict[str, int]
+    cash: float
+
+
+def read_holdings(path, codes, capital: float | None = None) -> Book:
+    """A holdings CSV (columns ``code``, ``shares``; a row ``cash,AMOUNT`` gives the cash,
+    otherwise ``capital``). Codes are read in any common spelling (``600000.SH``,
+    ``sh600000``); each must be one of ``codes`` (the panel's stocks)."""
+    try:
+        table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise HoldingsError(f"{path}: cannot read holdings ({exc})") from exc
+    table.columns = [c.strip().lower() for c in table.columns]
+    missing = [c for c in ("code", "shares") if c not in table.columns]
+    if missing:
+        raise HoldingsError(f"{path}: holdings need columns code, shares; missing {missing}")
+    known, shares, cash = set(codes), {}, None
+    for line, (raw_code, raw_shares) in enumerate(zip(table["code"], table["shares"], strict=True), 2):
+        code = raw_code.strip()
+        try:
+            value = float(raw_shares)
+        except ValueError:
+            value = float("nan")
+        if code.lower() == "cash":
+            if not np.isfinite(value) or value < 0:
+                raise HoldingsError(f"{path}: line {line}: cash {raw_shares!r}: expected an amount >= 0")
+            cash = value
+            continue
+        if not np.isfinite(value) or value < 0 or value != int(value):
+            raise HoldingsError(f"{path}: line {line}, column shares: {raw_shares!r}: expected a whole "
+                                "number of shares >= 0")
+        try:
+            canon = canonical_code(code)
+        except ValueError:
+            canon = code
+        if canon not in known:
+            raise HoldingsError(f"{path}: line {line}, column code: {code!r} is not a stock of the data")
+        if canon in shares:
+            raise HoldingsError(f"{path}: line {line}: {canon} listed twice")
+        shares[canon] = int(value)
+    if cash is None:
+        if capital is None:
+            raise HoldingsError(f"{path}: no cash given: add a row 'cash,AMOUNT' or pass --capital")
+        cash = float(capital)
+    return Book(shares, cash)
+
+
+def next_day_orders(scores: pd.Series, book: Book, config: BacktestConfig, *, date, price, value_price,
+                    up, down, suspended, signal_date=None) -> pd.DataFrame:
+    """Orders for one trading day from ``book``, by the backtest's rules.
+
+    Args:
+        scores: ``[stocks]`` the model's scores for ``date``, indexed by code (the order of
+            the stocks of every other array).
+        book: the shares held before ``date`` and the cash.
+        config: the strategy, costs and market rules (as the backtest's).
+        date: the trading day (stamp duty regime).
+        price, value_price, up, down, suspended: ``[stocks]`` execution price, price valuing
+            the book, limit prices and suspension on ``date``.
+
+    Returns:
+        One row per stock with an order, a blocked wish or a position (``ORDER_COLUMNS``):
+        side ``buy``/``sell``/``hold``, ``shares`` the order in shares (whole lots for buys),
+        ``status`` ``order``/``partial``/``blocked``/``hold``, ``reason``, and the estimated
+        value and costs at the reference price.
+    """
+    codes = [str(c) for c in scores.index]
+    f = scores.to_numpy(dtype=float)
+    before = np.array([book.shares.get(c, 0) for c in codes], dtype=np.int64)
+    strategy = config.strategy
+    w = weights_for_book(f, before > 0, strategy)
+    broker = Broker(codes, book.cash, config.costs, config.market.lot_size,
+                    allow_short=strategy.mode == "long_short")
+    broker.shares[:] = before
+    date = pd.Timestamp(date)
+    trade_towards(broker, date, w, np.asarray(price, float), np.asarray(value_price, float),
+                  np.asarray(up, float), np.asarray(down, float), np.asarray(suspended, bool), config,
+                  True, config.rebalance_tolerance, pd.Timestamp(signal_date or date))
+    trades = broker.trades_frame()
+    rank = pd.Series(f, index=codes).rank(ascending=False, method="first")
+    rows = []
+    for t in trades.itertuples():
+        i = codes.index(t.code)
+        shares = t.requested if t.status == "blocked" else t.shares
+        costs = t.commission + t.stamp_duty + t.transfer_fee + t.slippage_cost
+        status = {"filled": "order", "partial": "partial"}.get(t.status, "blocked")
+        why = _reason(t.side, t.reason, status, w[i], before[i])
+        rows.append((t.code, t.side, int(shares), int(t.requested), float(price[i]), shares * float(price[i]),
+                     costs, status, why, f[i], rank.iloc[i], int(before[i]), int(broker.shares[i])))
+    traded = set(trades["code"])
+    for i in np.flatnonzero((before != 0) & ~np.isin(codes, list(traded))):
+        rows.append((codes[i], "hold", 0, 0, float(price[i]), 0.0, 0.0, "hold",
+                     "kept: still wanted at about its target", f[i], rank.iloc[i], int(before[i]),
+                     int(before[i])))
+    table = pd.DataFrame(rows, columns=list(ORDER_COLUMNS))
+    side_order = table["side"].map({"sell": 0, "buy": 1, "hold": 2})
+    table = table.assign(_s=side_order).sort_values(["_s", "rank", "code"], kind="stable")
+    table = table.drop(columns="_s").reset_index(drop=True)
+    table["rank"] = table["rank"].astype("Int64")
+    return table.round({"value": 2, "est_costs": 2})
+
+
+_BLOCKED = {"limit_up": "at limit-up: a buy would queue unfilled", "limit_down": "at limit-down: a sell "
+            "would queue unfilled", "suspended": "suspended (or no bar on the signal day)",
+            "no_data": "no price", "lot_size": "target worth less than one lot",
+            "cash": "not enough cash", "t_plus_1": "bought today (T+1)", "no_position": "nothing held"}
+
+
+def _reason(side: str, broker_reason: str, status: str, weight: float, held: int) -> str:
+    if status != "order":
+        return _BLOCKED.get(broker_reason, broker_reason)
+    if side == "buy":
+        return "enters the book" if held == 0 else "resized up to target"
+    return "leaves the book" if weight == 0 else "resized down to target"
+
+
+def book_orders_for_panel(scores: pd.Series, panel: Panel, book: Book, config: BacktestConfig
+                          ) -> pd.DataFrame:
+    """:func:`next_day_orders` for the trading day after ``panel``'s last day, at the last
+    close (see the module docstring); ``scores`` indexed by the panel's codes."""
+    last = panel.n_days - 1
+    close = pd.DataFrame(panel["close"]).ffill().to_numpy()[last]
+    listed, suspended = panel.listed[last], panel.suspended[last]
+    next_day = panel.dates[-1] + pd.offsets.BDay(1)  # holidays unknown: the stamp-duty regime only
+    up, down = limit_matrix(list(panel.codes), pd.DatetimeIndex([next_day]), close[None],
+                            panel.st[last][None])
+    return next_day_orders(scores.reindex(panel.codes), book, config, date=next_day, price=close,
+                           value_price=np.nan_to_num(close), up=up[0], down=down[0],
+                           suspended=suspended | ~listed, signal_date=panel.dates[-1])

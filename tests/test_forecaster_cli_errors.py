@@ -1,0 +1,110 @@
+"""Bad input on the command line ends in one clear line, never a traceback; output folders
+are never silently overwritten or mixed; files are written with the usual mode."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+from click.testing import CliRunner
+
+from forecaster.app.cli import main
+from forecaster.app.outputs import OutputError, check_output
+from forecaster.data import write_synthetic_panel
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    path = tmp_path_factory.mktemp("syn")
+    write_synthetic_panel(path, n_stocks=6, n_days=200, seed=0)
+    return path
+
+
+def _bad(tmp_path, folder):
+    """``(arguments, what the one line must say)`` of invocations people get wrong."""
+    not_dir = tmp_path / "file.txt"
+    not_dir.write_text("x")
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "stock_metrics.csv").write_text("a\n")
+    csv = next(folder.glob("*.csv"))
+    corrupt = tmp_path / "run_bad"
+    corrupt.mkdir()
+    (corrupt / "model.pt").write_bytes(b"garbage")
+    (corrupt / "run.json").write_text('{"kind": "panel", "data": "%s"}' % folder)
+    return [
+        (["train", "--out", str(tmp_path / "r"), "--end", "2025-13-45"], "--end must be a date YYYY-MM-DD"),
+        (["backtest", str(folder), "--out", str(tmp_path / "b1"), "--start", "2019-05-01", "--end", "2019-01-01"],
+         "start (2019-05-01) is after end (2019-01-01)"),
+        (["backtest", str(folder), "--out", str(tmp_path / "b2"), "--start", "2031-01-01"],
+         "start 2031-01-01 is after the data's last day"),
+        (["train", str(folder), "--out", str(tmp_path / "r2"), "--end", "1990-01-01"],
+         "--end 1990-01-01 is before the data's first day"),
+        (["backtest", str(folder), "--out", str(not_dir / "sub")], "cannot write there"),
+        (["train", str(folder), "--out", str(not_dir)], "is a file"),
+        (["backtest", str(folder), "--out", str(used)], "already holds an earlier run"),
+        (["backtest", str(folder), "--out", str(tmp_path / "b3"), "--epoch-stock-days", "-5"],
+         "epoch_stock_days must be None or a positive integer, got -5"),
+        (["backtest", str(folder), "--out", str(tmp_path / "b4"), "--stocks-per-batch", "many"],
+         "'many' is not a valid integer"),
+        (["backtest", str(folder), "--out", str(tmp_path / "b5"), "--top-k", "0"], "top_k"),
+        (["backtest", str(csv), "--out", str(tmp_path / "b6"), "--label", "bogus"], "label must be one of"),
+        (["predict", "--run", str(corrupt)], "cannot read checkpoint"),
+        (["predict", "--run", str(tmp_path)], "not a run folder"),
+        (["run", str(not_dir), "--out", str(tmp_path / "b7")], "not valid TOML"),
+    ]
+
+
+def test_bad_invocations_end_in_one_clear_line(tmp_path, folder):
+    for args, expected in _bad(tmp_path, folder):
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code != 0, args
+        assert "Traceback" not in res.output and not isinstance(res.exception, (TypeError, KeyError,
+                                                                                 AttributeError)), args
+        errors = [line for line in res.output.splitlines() if line.startswith("Error")]
+        assert len(errors) == 1 and expected in errors[0], (args, res.output)
+
+
+def test_output_folder_refused_overwritten_or_resumed(tmp_path):
+    out = tmp_path / "report"
+    assert check_output(out).claim() == out and out.is_dir()  # new: created
+    (out / "stock_metrics.csv").write_text("old\n")
+    (out / "folds").mkdir()
+    (out / "folds" / "fold_000.pkl").write_bytes(b"x")
+    with pytest.raises(OutputError, match="already holds an earlier run .*stock_metrics.csv.*--overwrite"):
+        check_output(out)
+    checked = check_output(out, overwrite=True)
+    assert (out / "stock_metrics.csv").exists()  # nothing removed before the work starts
+    checked.claim()
+    assert list(out.iterdir()) == []  # the earlier run's files are gone before the new ones come
+    (out / "fold_metrics.csv").write_text("x")
+    assert check_output(out, resume=True).claim() == out and (out / "fold_metrics.csv").exists()
+    (out / "notes.docx").write_text("mine")
+    with pytest.raises(OutputError, match="files a run does not write \\(notes.docx\\)"):
+        check_output(out, overwrite=True)
+    with pytest.raises(OutputError, match="contradict"):
+        check_output(out, overwrite=True, resume=True)
+
+
+def test_a_second_backtest_into_the_same_folder_is_refused_then_overwritten(tmp_path, folder):
+    out = tmp_path / "rep"
+    args = ["backtest", str(folder), "--out", str(out), "--no-baselines", "--epochs", "1", "--window", "5",
+            "--d-model", "8", "--heads", "2", "--layers", "1", "--train-days", "120", "--retrain-every", "60",
+            "--margin-days", "20", "--min-stock-days", "30", "--jobs", "1"]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    first = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    for name in ("report.html", "experiment.toml", "metrics.json", "equity.png"):
+        mode = stat.S_IMODE((out / name).stat().st_mode)
+        umask = os.umask(0)
+        os.umask(umask)
+        assert mode == 0o666 & ~umask, (name, oct(mode))  # 0644 under the usual umask, like open()
+    (out / "quantile_returns_old.png").write_bytes(b"\x89PNG")  # a figure only the earlier run made
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code != 0 and "already holds an earlier run" in res.output
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir() if p.name in first} == first  # untouched
+    res = CliRunner().invoke(main, [*args, "--overwrite"])
+    assert res.exit_code == 0, res.output
+    assert not (out / "quantile_returns_old.png").exists()  # not mixed with the earlier run
+    assert set(first) <= {p.name for p in out.iterdir()}

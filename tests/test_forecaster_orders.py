@@ -1,0 +1,78 @@
+"""Tomorrow's orders are the backtest's trades for the same day and book."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from forecaster.data import synthetic_panel
+from forecaster.data.panel import Panel
+from forecaster.portfolio.backtest import BacktestConfig, _build_panel, run_backtest
+from forecaster.portfolio.orders import Book, HoldingsError, next_day_orders, read_holdings
+from forecaster.portfolio.strategy import StrategyConfig
+
+
+def _backtest(rule: str):
+    frames = synthetic_panel(n_stocks=25, n_days=160, seed=3)
+    panel = Panel.from_frames(frames)
+    rng = np.random.default_rng(0)
+    dates = panel.dates[60:]
+    forecast = pd.DataFrame(rng.normal(size=(len(dates), panel.n_stocks)), index=dates,
+                            columns=list(panel.codes))
+    forecast.iloc[5:, 3] = np.nan  # a stock that loses its score: the dropout rule sells it
+    strategy = StrategyConfig.for_universe(25) if rule == "dropout" else StrategyConfig(rule="top_k", top_k=5)
+    config = BacktestConfig(strategy=strategy, capital=3e5)
+    return panel, forecast, config, run_backtest(panel, forecast, config)
+
+
+@pytest.mark.parametrize("rule", ["dropout", "top_k"])
+def test_orders_reproduce_the_backtests_trades(rule):
+    panel, forecast, config, result = _backtest(rule)
+    view = _build_panel(panel, list(forecast.columns))
+    trades = result.trades
+    checked = 0
+    for d in range(1, len(result.positions)):
+        day = result.positions.index[d]
+        before = result.positions.iloc[d - 1]
+        held = before.to_numpy() > 0
+        if rule == "dropout" and not np.array_equal(held, result.weights.iloc[d - 1].to_numpy() > 0):
+            continue  # the rule's book and the broker's differ (a blocked trade): not this test's case
+        j = view.dates.get_loc(day)
+        book = Book({c: int(v) for c, v in before.items() if v}, float(result.cash.iloc[d - 1]))
+        orders = next_day_orders(forecast.loc[day], book, config, date=day, price=view.open[j],
+                                 value_price=view.open_val[j], up=view.up[j], down=view.down[j],
+                                 suspended=view.suspended[j], signal_date=day)
+        done = trades[trades["date"] == day]
+        want = sorted(zip(done["code"], done["side"],
+                          np.where(done["status"] == "blocked", done["requested"], done["shares"]),
+                          done["status"].map({"filled": "order", "partial": "partial"}).fillna("blocked"),
+                          strict=True))
+        got = orders[orders["side"] != "hold"]
+        got = sorted(zip(got["code"], got["side"], got["shares"], got["status"], strict=True))
+        assert got == want, day
+        kept = orders[orders["side"] == "hold"]
+        assert (kept["held_before"] == result.positions.loc[day, kept["code"]].to_numpy()).all()
+        checked += len(want)
+    assert checked > 20  # the comparison covered real trading, not empty days
+
+
+def test_read_holdings(tmp_path):
+    codes = ["sh.600000", "sz.000001"]
+    path = tmp_path / "h.csv"
+    path.write_text("code,shares\n600000.SH,300\ncash,5000.5\n")
+    book = read_holdings(path, codes)
+    assert book.shares == {"sh.600000": 300} and book.cash == 5000.5
+    path.write_text("code,shares\nsz.000001,100\n")
+    assert read_holdings(path, codes, capital=1e4).cash == 1e4
+    with pytest.raises(HoldingsError, match="no cash given"):
+        read_holdings(path, codes)
+    path.write_text("code,shares\nsz.000001,1.5\n")
+    with pytest.raises(HoldingsError, match=r"line 2, column shares: '1.5'"):
+        read_holdings(path, codes, capital=1)
+    path.write_text("code,shares\nsz.300750,100\n")
+    with pytest.raises(HoldingsError, match=r"line 2, column code: 'sz.300750' is not a stock"):
+        read_holdings(path, codes, capital=1)
+    path.write_text("code,amount\n")
+    with pytest.raises(HoldingsError, match="missing"):
+        read_holdings(path, codes)
