@@ -25,8 +25,9 @@ ALLOWED = {
     "models": {"data", "metrics", "features"},
     "portfolio": {"data", "metrics"},
     "evaluation": {"data", "metrics", "features", "models", "portfolio"},
-    # Renders what evaluation computed: no models, features or backtests.
-    "reporting": {"data", "evaluation"},
+    # Renders what evaluation computed (with the metrics' pure functions for a figure's
+    # caption figures): no models, features or backtests.
+    "reporting": {"data", "metrics", "evaluation"},
     "app": {"data", "metrics", "features", "models", "portfolio", "evaluation", "reporting"},
 }
 # Top-level modules every part may use: the package's checks of option values.

@@ -3,6 +3,7 @@ are never silently overwritten or mixed; files are written with the usual mode."
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 
@@ -32,22 +33,41 @@ def _bad(tmp_path, folder):
     corrupt = tmp_path / "run_bad"
     corrupt.mkdir()
     (corrupt / "model.pt").write_bytes(b"garbage")
-    (corrupt / "run.json").write_text('{"kind": "panel", "data": "%s"}' % folder)
+    (corrupt / "run.json").write_text(json.dumps({"kind": "panel", "data": str(folder)}))
     return [
         (["train", "--out", str(tmp_path / "r"), "--end", "2025-13-45"], "--end must be a date YYYY-MM-DD"),
-        (["backtest", str(folder), "--out", str(tmp_path / "b1"), "--start", "2019-05-01", "--end", "2019-01-01"],
-         "start (2019-05-01) is after end (2019-01-01)"),
-        (["backtest", str(folder), "--out", str(tmp_path / "b2"), "--start", "2031-01-01"],
-         "start 2031-01-01 is after the data's last day"),
-        (["train", str(folder), "--out", str(tmp_path / "r2"), "--end", "1990-01-01"],
-         "--end 1990-01-01 is before the data's first day"),
+        (
+            [
+                "backtest",
+                str(folder),
+                "--out",
+                str(tmp_path / "b1"),
+                "--start",
+                "2019-05-01",
+                "--end",
+                "2019-01-01",
+            ],
+            "start (2019-05-01) is after end (2019-01-01)",
+        ),
+        (
+            ["backtest", str(folder), "--out", str(tmp_path / "b2"), "--start", "2031-01-01"],
+            "start 2031-01-01 is after the data's last day",
+        ),
+        (
+            ["train", str(folder), "--out", str(tmp_path / "r2"), "--end", "1990-01-01"],
+            "--end 1990-01-01 is before the data's first day",
+        ),
         (["backtest", str(folder), "--out", str(not_dir / "sub")], "cannot write there"),
         (["train", str(folder), "--out", str(not_dir)], "is a file"),
         (["backtest", str(folder), "--out", str(used)], "already holds an earlier run"),
-        (["backtest", str(folder), "--out", str(tmp_path / "b3"), "--epoch-stock-days", "-5"],
-         "epoch_stock_days must be None or a positive integer, got -5"),
-        (["backtest", str(folder), "--out", str(tmp_path / "b4"), "--stocks-per-batch", "many"],
-         "'many' is not a valid integer"),
+        (
+            ["backtest", str(folder), "--out", str(tmp_path / "b3"), "--epoch-stock-days", "-5"],
+            "epoch_stock_days must be None or a positive integer, got -5",
+        ),
+        (
+            ["backtest", str(folder), "--out", str(tmp_path / "b4"), "--stocks-per-batch", "many"],
+            "'many' is not a valid integer",
+        ),
         (["backtest", str(folder), "--out", str(tmp_path / "b5"), "--top-k", "0"], "top_k"),
         (["backtest", str(csv), "--out", str(tmp_path / "b6"), "--label", "bogus"], "label must be one of"),
         (["predict", "--run", str(corrupt)], "cannot read checkpoint"),
@@ -60,8 +80,9 @@ def test_bad_invocations_end_in_one_clear_line(tmp_path, folder):
     for args, expected in _bad(tmp_path, folder):
         res = CliRunner().invoke(main, args)
         assert res.exit_code != 0, args
-        assert "Traceback" not in res.output and not isinstance(res.exception, (TypeError, KeyError,
-                                                                                 AttributeError)), args
+        assert "Traceback" not in res.output and not isinstance(
+            res.exception, (TypeError, KeyError, AttributeError)
+        ), args
         errors = [line for line in res.output.splitlines() if line.startswith("Error")]
         assert len(errors) == 1 and expected in errors[0], (args, res.output)
 
@@ -89,9 +110,33 @@ def test_output_folder_refused_overwritten_or_resumed(tmp_path):
 
 def test_a_second_backtest_into_the_same_folder_is_refused_then_overwritten(tmp_path, folder):
     out = tmp_path / "rep"
-    args = ["backtest", str(folder), "--out", str(out), "--no-baselines", "--epochs", "1", "--window", "5",
-            "--d-model", "8", "--heads", "2", "--layers", "1", "--train-days", "120", "--retrain-every", "60",
-            "--margin-days", "20", "--min-stock-days", "30", "--jobs", "1"]
+    args = [
+        "backtest",
+        str(folder),
+        "--out",
+        str(out),
+        "--no-baselines",
+        "--epochs",
+        "1",
+        "--window",
+        "5",
+        "--d-model",
+        "8",
+        "--heads",
+        "2",
+        "--layers",
+        "1",
+        "--train-days",
+        "120",
+        "--retrain-every",
+        "60",
+        "--margin-days",
+        "20",
+        "--min-stock-days",
+        "30",
+        "--jobs",
+        "1",
+    ]
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
     first = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}

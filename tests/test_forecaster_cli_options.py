@@ -23,46 +23,104 @@ else:  # pragma: no cover
 # option -> (what the command line says, what the resolved experiment must hold)
 VALUES = {
     "features__names": ("ret_1d,volatility_20d", ("ret_1d", "volatility_20d")),
-    "model__window": ("12", 12), "model__norm": ("rank", "rank"), "model__label_norm": ("zscore", "zscore"),
-    "model__drop_tails": ("0.05", 0.05), "model__d_model": ("16", 16), "model__n_heads": ("2", 2),
-    "model__n_layers": ("1", 1), "model__d_ff": ("48", 48), "model__dropout": ("0.2", 0.2),
-    "model__positional": ("none", "none"), "model__cross_stock": (True, True),
-    "model__loss": ("listnet", "listnet"), "model__max_epochs": ("3", 3),
-    "model__days_per_batch": ("4", 4), "model__lr": ("0.002", 0.002), "model__weight_decay": ("0.02", 0.02),
-    "model__patience": ("2", 2), "model__val_fraction": ("0.25", 0.25), "model__n_seeds": ("2", 2),
-    "model__epoch_stock_days": ("200000", 200000), "model__stocks_per_batch": ("20", 20),
-    "model__device": ("cpu", "cpu"), "model__random_state": ("7", 7),
-    "model__attention_dropout": ("0.1", 0.1), "model__norm_first": (False, False),
-    "model__batch_size": ("64", 64), "model__train_stride": ("2", 2), "model__lr_step_size": ("5", 5),
-    "model__lr_gamma": ("0.7", 0.7), "model__grad_clip": ("0.5", 0.5),
-    "models__baselines": (False, False), "models__seed_recipe": (True, True), "models__per_stock": (True, True),
-    "walk_forward__scheme": ("rolling", "rolling"), "walk_forward__train_days": ("300", 300),
-    "walk_forward__retrain_every": ("21", 21), "walk_forward__purge": ("3", 3), "walk_forward__step": ("1", 1),
-    "walk_forward__horizon": ("2", 2), "walk_forward__min_stock_days": ("60", 60),
-    "walk_forward__margin_days": ("140", 140), "walk_forward__n_jobs": ("1", 1),
-    "walk_forward__threads_per_task": ("2", 2), "walk_forward__start": ("2018-06-01", datetime.date(2018, 6, 1)),
-    "walk_forward__end": ("2019-06-28", datetime.date(2019, 6, 28)), "walk_forward__label": ("close", "close"),
-    "walk_forward__resume": (True, None), "walk_forward__backend": ("ray", "ray"),
+    "model__window": ("12", 12),
+    "model__norm": ("rank", "rank"),
+    "model__label_norm": ("zscore", "zscore"),
+    "model__drop_tails": ("0.05", 0.05),
+    "model__d_model": ("16", 16),
+    "model__n_heads": ("2", 2),
+    "model__n_layers": ("1", 1),
+    "model__d_ff": ("48", 48),
+    "model__dropout": ("0.2", 0.2),
+    "model__positional": ("none", "none"),
+    "model__cross_stock": (True, True),
+    "model__loss": ("listnet", "listnet"),
+    "model__max_epochs": ("3", 3),
+    "model__days_per_batch": ("4", 4),
+    "model__lr": ("0.002", 0.002),
+    "model__weight_decay": ("0.02", 0.02),
+    "model__patience": ("2", 2),
+    "model__val_fraction": ("0.25", 0.25),
+    "model__n_seeds": ("2", 2),
+    "model__epoch_stock_days": ("200000", 200000),
+    "model__stocks_per_batch": ("20", 20),
+    "model__device": ("cpu", "cpu"),
+    "model__random_state": ("7", 7),
+    "model__attention_dropout": ("0.1", 0.1),
+    "model__norm_first": (False, False),
+    "model__batch_size": ("64", 64),
+    "model__train_stride": ("2", 2),
+    "model__lr_step_size": ("5", 5),
+    "model__lr_gamma": ("0.7", 0.7),
+    "model__grad_clip": ("0.5", 0.5),
+    "models__baselines": (False, False),
+    "models__seed_recipe": (True, True),
+    "models__per_stock": (True, True),
+    "walk_forward__scheme": ("rolling", "rolling"),
+    "walk_forward__train_days": ("300", 300),
+    "walk_forward__retrain_every": ("21", 21),
+    "walk_forward__purge": ("3", 3),
+    "walk_forward__step": ("1", 1),
+    "walk_forward__horizon": ("2", 2),
+    "walk_forward__min_stock_days": ("60", 60),
+    "walk_forward__margin_days": ("140", 140),
+    "walk_forward__n_jobs": ("1", 1),
+    "walk_forward__threads_per_task": ("2", 2),
+    "walk_forward__start": ("2018-06-01", datetime.date(2018, 6, 1)),
+    "walk_forward__end": ("2019-06-28", datetime.date(2019, 6, 28)),
+    "walk_forward__label": ("close", "close"),
+    "walk_forward__resume": (True, None),
+    "walk_forward__backend": ("ray", "ray"),
     "walk_forward__address": ("10.0.0.1:6379", "10.0.0.1:6379"),
-    "strategy__rule": ("top_k", "top_k"), "strategy__top_k": ("4", 4), "strategy__n_drop": ("2", 2),
-    "strategy__weighting": ("rank", "rank"), "strategy__mode": ("long_short", "long_short"),
-    "strategy__threshold": ("0.001", 0.001), "strategy__top_k_above_threshold": (True, True),
-    "strategy__rebalance_every": ("5", 5), "costs__commission_rate": ("0.0003", 0.0003),
-    "costs__min_commission": ("1.0", 1.0), "costs__stamp_duty_before": ("0.002", 0.002),
+    "strategy__rule": ("top_k", "top_k"),
+    "strategy__top_k": ("4", 4),
+    "strategy__n_drop": ("2", 2),
+    "strategy__weighting": ("rank", "rank"),
+    "strategy__mode": ("long_short", "long_short"),
+    "strategy__threshold": ("0.001", 0.001),
+    "strategy__top_k_above_threshold": (True, True),
+    "strategy__rebalance_every": ("5", 5),
+    "costs__commission_rate": ("0.0003", 0.0003),
+    "costs__min_commission": ("1.0", 1.0),
+    "costs__stamp_duty_before": ("0.002", 0.002),
     "costs__stamp_duty_after": ("0.001", 0.001),
     "costs__stamp_duty_change": ("2023-09-01", datetime.date(2023, 9, 1)),
-    "costs__transfer_fee_rate": ("0.00002", 0.00002), "costs__slippage_bps": ("3", 3.0),
-    "market__lot_size": ("200", 200), "market__corporate_actions": ("cash", "cash"),
-    "backtest__capital": ("500000", 500000.0), "backtest__execution": ("close", "close"),
-    "backtest__rebalance_tolerance": ("0.2", 0.2), "backtest__predictions_format": ("parquet", "parquet"),
-    "data__on_bad": ("drop", "drop"), "data__index_constituents": (True, True), "data__cache": (True, True),
-    "data__trust_code_column": (True, True), "data__synthetic_stocks": ("40", 40),
-    "data__synthetic_days": ("500", 500), "data__synthetic_ic": ("0.03", 0.03), "data__synthetic_seed": ("5", 5),
+    "costs__transfer_fee_rate": ("0.00002", 0.00002),
+    "costs__slippage_bps": ("3", 3.0),
+    "market__lot_size": ("200", 200),
+    "market__corporate_actions": ("cash", "cash"),
+    "backtest__capital": ("500000", 500000.0),
+    "backtest__execution": ("close", "close"),
+    "backtest__rebalance_tolerance": ("0.2", 0.2),
+    "backtest__predictions_format": ("parquet", "parquet"),
+    "data__on_bad": ("drop", "drop"),
+    "data__index_constituents": (True, True),
+    "data__cache": (True, True),
+    "data__trust_code_column": (True, True),
+    "data__synthetic_stocks": ("40", 40),
+    "data__synthetic_days": ("500", 500),
+    "data__synthetic_ic": ("0.03", 0.03),
+    "data__synthetic_seed": ("5", 5),
 }
-PANEL_ONLY = {"norm", "label_norm", "drop_tails", "cross_stock", "days_per_batch", "n_seeds",
-              "epoch_stock_days", "stocks_per_batch"}
-ONE_STOCK_ONLY = {"attention_dropout", "norm_first", "batch_size", "train_stride", "lr_step_size", "lr_gamma",
-                  "grad_clip"}
+PANEL_ONLY = {
+    "norm",
+    "label_norm",
+    "drop_tails",
+    "cross_stock",
+    "days_per_batch",
+    "n_seeds",
+    "epoch_stock_days",
+    "stocks_per_batch",
+}
+ONE_STOCK_ONLY = {
+    "attention_dropout",
+    "norm_first",
+    "batch_size",
+    "train_stride",
+    "lr_step_size",
+    "lr_gamma",
+    "grad_clip",
+}
 
 
 def _args(command, names) -> list[str]:
@@ -111,13 +169,18 @@ def test_every_train_option_reaches_the_run(tmp_path):
     folder = tmp_path / "syn"
     write_synthetic_panel(folder, n_stocks=8, n_days=260, seed=1)
     names = {n for n in _options(train) if n.split("__")[1] not in ONE_STOCK_ONLY}
-    quick = {"model__n_seeds": ("1", 1), "model__max_epochs": ("1", 1), "model__epoch_stock_days": ("2000", 2000),
-             "model__stocks_per_batch": ("4", 4)}
+    quick = {
+        "model__n_seeds": ("1", 1),
+        "model__max_epochs": ("1", 1),
+        "model__epoch_stock_days": ("2000", 2000),
+        "model__stocks_per_batch": ("4", 4),
+    }
     args = _args(train, names - set(quick))
     for name, (text, _) in quick.items():
         args += [next(p for p in train.params if p.name == name).opts[0], text]
-    res = CliRunner().invoke(main, ["train", str(folder), "--out", str(tmp_path / "run"), "--end", "2018-10-31",
-                                    *args])
+    res = CliRunner().invoke(
+        main, ["train", str(folder), "--out", str(tmp_path / "run"), "--end", "2018-10-31", *args]
+    )
     assert res.exit_code == 0, res.output
     info = json.loads((tmp_path / "run" / "run.json").read_text())
     assert info["train_end"] <= "2018-10-31" and info["on_bad"] == "drop"
@@ -133,10 +196,16 @@ def test_every_train_option_reaches_the_run(tmp_path):
 
 def test_an_experiment_file_with_dates_reads_back(tmp_path):
     path = tmp_path / "e.toml"
-    path.write_text("[walk_forward]\nstart = 2019-01-02\nend = \"2019-03-01\"\n[costs]\n"
-                    "stamp_duty_change = 2023-08-28\n")
+    path.write_text(
+        '[walk_forward]\nstart = 2019-01-02\nend = "2019-03-01"\n[costs]\nstamp_duty_change = 2023-08-28\n'
+    )
     exp = resolve(read_toml(path), 30, str(path))
-    assert str(exp.walk_forward.start.date()) == "2019-01-02" and str(exp.walk_forward.end.date()) == "2019-03-01"
-    path.write_text("[walk_forward]\nstart = \"2019-02-30\"\n")
-    with pytest.raises(ValueError, match=r"\[walk_forward\] start must be None or a date YYYY-MM-DD, got '2019-02-30'"):
+    assert (
+        str(exp.walk_forward.start.date()) == "2019-01-02"
+        and str(exp.walk_forward.end.date()) == "2019-03-01"
+    )
+    path.write_text('[walk_forward]\nstart = "2019-02-30"\n')
+    with pytest.raises(
+        ValueError, match=r"\[walk_forward\] start must be None or a date YYYY-MM-DD, got '2019-02-30'"
+    ):
         resolve(read_toml(path), 30, str(path))

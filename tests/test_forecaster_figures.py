@@ -53,6 +53,15 @@ def test_a_share_colours_are_red_up_green_down():
     assert figures.sign_colors([0.3, -0.2, 0.0, np.nan]) == [GAIN, LOSS, NEUTRAL, NEUTRAL]
 
 
+def test_model_colours_of_return_bars_are_never_gain_or_loss(drawn, tmp_path):
+    summary = {f"m{i}": {"mean": [0.001 * (q - 2) for q in range(5)], "spread_t_stat": 1.0,
+                         "monotonicity": 1.0} for i in range(9)}
+    plots.plot_quantile_returns(summary, tmp_path / "q.png")
+    colours = {_rgb(b) for b in drawn[-1].axes[0].patches}
+    assert len(colours) >= 8
+    assert _col(GAIN) not in colours and _col(LOSS) not in colours
+
+
 def test_plural():
     assert plural(1, "stock") == "1 stock"
     assert plural(0, "stock") == "0 stocks"

@@ -251,3 +251,17 @@ def test_walk_forward_on_a_built_panel_equals_frames_in_parallel_workers(frames,
     pd.testing.assert_frame_equal(from_frames, resorted)
     with pytest.raises(ValueError, match="label='close' reads the frames"):
         walk_forward(Panel.from_frames(frames), models, WalkForwardConfig(**config, label="close"))
+
+
+def test_training_budget_is_chosen_from_the_panel_size():
+    from forecaster.models.panel.model import PanelTransformer
+
+    m = PanelTransformer()
+    unbounded = {"epoch_stock_days": None, "stocks_per_batch": None, "days_per_batch": 8}
+    assert m.budget(60, 1200) == unbounded and m.budget(240, 1300) == unbounded  # as before
+    assert m.budget(1294, 1200) == {"epoch_stock_days": 200_000, "stocks_per_batch": 250, "days_per_batch": 32}
+    assert m.budget(400, 1200)["epoch_stock_days"] == 200_000  # 480,000 stock-days: bounded epochs
+    assert m.budget(400, 1200)["stocks_per_batch"] is None  # whole days still fit a step
+    set_by_hand = PanelTransformer(epoch_stock_days=50_000, stocks_per_batch=100, days_per_batch=4)
+    assert set_by_hand.budget(1294, 1200) == {"epoch_stock_days": 50_000, "stocks_per_batch": 100,
+                                              "days_per_batch": 4}

@@ -359,7 +359,8 @@ def _plot_panel_run(model, info: dict, data: str | None, out: Path) -> list[Path
 
     _, grid = _load_panel(data or info["data"], info.get("on_bad", "raise"))
     files = [plot_panel_training(model.histories_, out / "training.png"),
-             plot_ranked_list(ranked_list(model, grid), out / "next_day.png")]
+             plot_ranked_list(ranked_list(model, grid), out / "next_day.png", signal_date=grid.dates[-1],
+                              train_end=model.train_end_)]
     after = grid.dates[grid.dates > model.train_end_]
     if len(after) > 5:
         scores = model.predict(grid).unstack("code").reindex(index=after)

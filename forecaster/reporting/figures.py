@@ -17,6 +17,9 @@ from seq2seq.core import atomic_write  # noqa: E402
 GAIN, LOSS = "#d62728", "#2ca02c"
 # Neither: no sign, or a difference that is not significant.
 NEUTRAL = "#9a9a9a"
+# One colour per model where bars or points are returns: the default cycle without its red
+# and green, which would read as gain and loss.
+MODEL_COLORS = ("C0", "C1", "C4", "C5", "C6", "C7", "C8", "C9")
 # Days in the report's rolling-IC window (the figure and its caption in report.html).
 ROLLING_IC_WINDOW = 63
 
@@ -45,4 +48,5 @@ def save_figure(fig, path: str | Path, dpi: int = 110, layout: bool = True) -> P
     return path
 
 
-__all__ = ["GAIN", "LOSS", "NEUTRAL", "ROLLING_IC_WINDOW", "plt", "plural", "save_figure", "sign_colors"]
+__all__ = ["GAIN", "LOSS", "MODEL_COLORS", "NEUTRAL", "ROLLING_IC_WINDOW", "plt", "plural", "save_figure",
+           "sign_colors"]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from forecaster.reporting.figures import plural
 from seq2seq.core import atomic_write
 
 # Figures in the order a reader wants them, with what each shows.
@@ -122,7 +123,7 @@ def _ic_breakdown(report) -> list[str]:
                                    for m, r in zip(table["mean_ic"], table["icir"], strict=True)])
         if key == "board":  # the board's stocks in its column's name
             stocks = table.groupby("board", sort=False)["n_stocks"].max()
-            cells["board"] = [f"{b} ({stocks[b]} stocks)" for b in cells["board"]]
+            cells["board"] = [f"{b} ({plural(stocks[b], 'stock')})" for b in cells["board"]]
         grid = cells.pivot(index="model", columns=key, values="cell").reindex(
             columns=list(dict.fromkeys(cells[key])), index=list(dict.fromkeys(cells["model"]))).fillna("–")
         grid.index.name, grid.columns.name = "model", None

@@ -8,7 +8,16 @@ import numpy as np
 import pandas as pd
 
 from forecaster.metrics.forecast import point_metrics
-from forecaster.reporting.figures import GAIN, LOSS, NEUTRAL, ROLLING_IC_WINDOW, plt, plural, sign_colors
+from forecaster.reporting.figures import (
+    GAIN,
+    LOSS,
+    MODEL_COLORS,
+    NEUTRAL,
+    ROLLING_IC_WINDOW,
+    plt,
+    plural,
+    sign_colors,
+)
 from forecaster.reporting.figures import save_figure as _save
 
 
@@ -133,7 +142,7 @@ def plot_scatter(forecast: pd.Series, actual: pd.Series, path: str | Path, title
         bins = np.clip(np.searchsorted(edges, f, side="right") - 1, 0, 9)
         centres = [f[bins == b].mean() for b in range(10)]
         means = [a[bins == b].mean() for b in range(10)]
-        ax.plot(centres, means, "o-", color="C3", label="mean actual per forecast decile")
+        ax.plot(centres, means, "o-", color="C1", label="mean actual per forecast decile")
         ax.legend(loc="upper left")
     ax.axhline(0, color="k", lw=0.5)
     ax.axvline(0, color="k", lw=0.5)
@@ -225,7 +234,8 @@ def plot_fold_metrics(per_fold: pd.DataFrame, path: str | Path) -> Path:
     ax1.set_ylim(lo, hi)
     ax1.axhline(0, color="k", lw=0.5)
     ax1.set_ylabel("R^2 vs zero forecast")
-    ax1.legend(loc="lower left", ncol=4, fontsize=8)
+    if ax1.get_legend_handles_labels()[0]:  # factor scores only: no R^2 to draw
+        ax1.legend(loc="lower left", ncol=4, fontsize=8)
     ax2.axhline(0, color="k", lw=0.5)
     ax2.set_ylabel("mean daily rank IC" if panel else "correlation of forecast and actual")
     ax2.set_xlabel("fold")
@@ -296,7 +306,8 @@ def plot_quantile_returns(summary: dict[str, dict], path: str | Path, title: str
         t, mono = s.get("spread_t_stat", np.nan), s.get("monotonicity", np.nan)
         label = f"{name} (spread t {t:+.2f}, monotonicity {mono:+.2f})"
         ok = np.isfinite(means)
-        ax.bar(x[ok] - 0.4 + width * (i + 0.5), means[ok], width=width, color=f"C{i % 10}", label=label)
+        ax.bar(x[ok] - 0.4 + width * (i + 0.5), means[ok], width=width,
+               color=MODEL_COLORS[i % len(MODEL_COLORS)], label=label)
     ax.axhline(0, color="k", lw=0.5)
     ax.set_xticks(x, [str(q) for q in x])
     ax.set_xlabel("forecast quantile (1 = lowest forecast)")
@@ -319,7 +330,8 @@ def plot_ic_by_horizon(table: pd.DataFrame, path: str | Path, title: str = "") -
     for i, (name, row) in enumerate(table.iterrows()):
         values = row.to_numpy(dtype=float)
         ok = np.isfinite(values)
-        ax.plot(horizons[ok], values[ok], marker="o", lw=1.2, color=f"C{i % 10}", label=str(name))
+        ax.plot(horizons[ok], values[ok], marker="o", lw=1.2, color=MODEL_COLORS[i % len(MODEL_COLORS)],
+                label=str(name))  # the colours of plot_quantile_returns
     ax.axhline(0, color="k", lw=0.5)
     if len(horizons):
         ax.set_xticks(horizons, [f"{h:g}" for h in horizons])

@@ -100,10 +100,14 @@ class PanelTransformer(BaseEstimator):
             stocks and days; ``None`` visits every training day each epoch. It also bounds
             each epoch's validation: at most that many stock-days, the validation days'
             stocks drawn at random (the same draw every epoch, so epochs compare alike).
+            ``None``: chosen from the panel's size at fit time (:meth:`budget`): every
+            training day while a fold has at most 400,000 training stock-days (60 or 240
+            stocks over five years), 200,000 stock-days beyond.
         stocks_per_batch: each step trains on this many of the batch days' stocks, drawn at
-            random (``None``: all of them), so a step's time and memory do not grow with the
-            number of stocks; with ``epoch_stock_days`` an epoch then holds more, smaller
-            steps.
+            random, so a step's time and memory do not grow with the number of stocks; with
+            ``epoch_stock_days`` an epoch then holds more, smaller steps. ``None``: all of them
+            up to 500 stocks; beyond, 250 stocks x ``4 * days_per_batch`` days a step (the
+            stock-days of ``days_per_batch`` days of 1,000 stocks; docs/scale.md measured it).
         device: ``"auto"``, ``"cpu"``, ``"cuda"``...
         random_state: seed of the first network.
         progress: progress bars while fitting.
@@ -146,12 +150,31 @@ class PanelTransformer(BaseEstimator):
         self.random_state = random_state
         self.progress = progress
 
+    # Sizes past which the training budget is bounded when not set (docs/scale.md).
+    AUTO_EPOCH_ABOVE = 400_000  # training stock-days of a fold
+    AUTO_EPOCH_STOCK_DAYS = 200_000
+    AUTO_STEP_ABOVE = 500  # stocks
+    AUTO_STOCKS_PER_BATCH = 250
+
+    def budget(self, n_stocks: int, n_fit_days: int) -> dict:
+        """``{epoch_stock_days, stocks_per_batch, days_per_batch}`` a fit on ``n_stocks`` x
+        ``n_fit_days`` training days uses: the parameters where set, otherwise chosen from the
+        size (``None``: unbounded). A 60- or 240-stock panel trains exactly as before."""
+        epoch, per_step, days = self.epoch_stock_days, self.stocks_per_batch, int(self.days_per_batch)
+        if epoch is None and n_stocks * n_fit_days > self.AUTO_EPOCH_ABOVE:
+            epoch = self.AUTO_EPOCH_STOCK_DAYS
+        if per_step is None and n_stocks > self.AUTO_STEP_ABOVE:
+            per_step, days = self.AUTO_STOCKS_PER_BATCH, 4 * days
+        return {"epoch_stock_days": epoch, "stocks_per_batch": per_step, "days_per_batch": days}
+
     # ------------------------------------------------------------------ validation
     def _loop_config(self, n_stocks: int = 1) -> LoopConfig:
-        per_step = min(n_stocks, self.stocks_per_batch or n_stocks)
-        steps = (None if self.epoch_stock_days is None
-                 else max(1, int(self.epoch_stock_days) // (self.days_per_batch * max(per_step, 1))))
-        return LoopConfig(loss=self.loss, max_epochs=self.max_epochs, days_per_batch=self.days_per_batch,
+        budget = getattr(self, "budget_", None) or self.budget(n_stocks, 0)
+        days_per_batch = budget["days_per_batch"]
+        per_step = min(n_stocks, budget["stocks_per_batch"] or n_stocks)
+        steps = (None if budget["epoch_stock_days"] is None
+                 else max(1, int(budget["epoch_stock_days"]) // (days_per_batch * max(per_step, 1))))
+        return LoopConfig(loss=self.loss, max_epochs=self.max_epochs, days_per_batch=days_per_batch,
                           lr=self.lr, weight_decay=self.weight_decay, patience=self.patience,
                           steps_per_epoch=steps)
 
@@ -221,6 +244,10 @@ class PanelTransformer(BaseEstimator):
         self.device_ = device
         self.train_end_ = panel.dates[-1]
         self.nets_, self.histories_, self.best_epochs_ = [], [], []
+        self.budget_ = self.budget(panel.n_stocks, len(fit_days))
+        if self.budget_ != self.budget(0, 0):
+            log.info("training budget for %d stocks x %d days: %s", panel.n_stocks, len(fit_days),
+                     self.budget_)
         for k in range(self.n_seeds):
             seed = int(self.random_state or 0) + k
             with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
@@ -229,10 +256,10 @@ class PanelTransformer(BaseEstimator):
                 validate = ((lambda net=net, seed=seed: self._val_ic(net, data_, val_days, seed)) if n_val
                             else None)
                 batch = data_.batch
-                if self.stocks_per_batch is not None:
-                    batch = partial(data_.batch, max_stocks=int(self.stocks_per_batch),
+                if self.budget_["stocks_per_batch"] is not None:
+                    batch = partial(data_.batch, max_stocks=int(self.budget_["stocks_per_batch"]),
                                     rng=np.random.default_rng(seed))
-                history, best = train_days(net, batch, day_blocks(fit_days, self.days_per_batch),
+                history, best = train_days(net, batch, day_blocks(fit_days, self.budget_["days_per_batch"]),
                                            validate, self._loop_config(panel.n_stocks), seed, device,
                                            self.progress,
                                            f"fit seed {seed}")
@@ -272,8 +299,8 @@ class PanelTransformer(BaseEstimator):
         """Mean daily rank IC on the validation ``days``; within ``epoch_stock_days``
         stock-days when it is set (a random subset of each block's stocks, the same every
         epoch), since scoring every stock would outgrow the bounded training at scale."""
-        max_stocks = (None if self.epoch_stock_days is None
-                      else max(2, int(self.epoch_stock_days) // max(len(days), 1)))
+        epoch = self.budget_["epoch_stock_days"]
+        max_stocks = None if epoch is None else max(2, int(epoch) // max(len(days), 1))
         was = net.training
         scores = self._scores([net], data, days, max_stocks=max_stocks,
                               rng=np.random.default_rng(seed))
