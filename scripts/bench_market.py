@@ -69,7 +69,7 @@ def main() -> None:
            "--overwrite", *args.extra]
     print("# " + " ".join(cmd), flush=True)
     start, peak = time.perf_counter(), 0
-    child = subprocess.Popen(cmd)
+    child = subprocess.Popen(cmd, stdout=sys.stderr)  # this script's stdout: only its own lines
     while child.poll() is None:
         peak = max(peak, _tree_rss(child.pid))
         time.sleep(1.0)
