@@ -259,7 +259,7 @@ def test_training_budget_is_chosen_from_the_panel_size():
     m = PanelTransformer()
     unbounded = {"epoch_stock_days": None, "stocks_per_batch": None, "days_per_batch": 8}
     assert m.budget(60, 1200) == unbounded and m.budget(240, 1300) == unbounded  # as before
-    market = {"epoch_stock_days": 200_000, "stocks_per_batch": 250, "days_per_batch": 32}
+    market = {"epoch_stock_days": 600_000, "stocks_per_batch": 250, "days_per_batch": 32}
     assert m.budget(1294, 1200) == market
     assert m.budget(400, 1200)["epoch_stock_days"] == 200_000  # 480,000 stock-days: bounded epochs
     assert m.budget(400, 1200)["stocks_per_batch"] is None  # whole days still fit a step

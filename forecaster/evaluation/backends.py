@@ -44,6 +44,12 @@ def run_local(fn: Callable, shared, tasks: Iterable[tuple], n_jobs: int) -> Iter
     :meth:`forecaster.data.panel.Panel.to_files`)."""
     jobs = (delayed(fn)(shared, *t) for t in tasks)
     yield from Parallel(n_jobs=n_jobs, return_as="generator_unordered")(jobs)
+    if n_jobs != 1:
+        # Idle workers would keep their interpreter, torch and the panel's pages resident until
+        # joblib's idle timeout (5 minutes), through the scoring that follows: stop them now.
+        from joblib.externals.loky import get_reusable_executor
+
+        get_reusable_executor().shutdown(wait=True)
 
 
 def run_ray(fn: Callable, shared, tasks: Iterable[tuple], cpus_per_task: int = 1,

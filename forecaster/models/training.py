@@ -42,8 +42,8 @@ class LoopConfig:
             norms or embeddings of positions.
         grad_clip: max gradient norm.
         patience: epochs without a better validation score before stopping.
-        steps_per_epoch: at most this many batches an epoch, a fresh random subset each
-            epoch (``None``: every batch).
+        steps_per_epoch: this many batches an epoch, a fresh random order each epoch,
+            batches drawn again when it exceeds their number (``None``: every batch once).
     """
 
     loss: str = "ic"
@@ -135,15 +135,21 @@ def train_days(net: nn.Module, batch: Callable, blocks: list[np.ndarray],
                validate: Callable[[], float] | None, config: LoopConfig, seed: int, device: torch.device,
                progress: bool = False, desc: str = "fit") -> tuple[list[dict], int]:
     """The panel models' use of :func:`fit_loop`: one optimiser step per block of consecutive
-    signal days (a new random order every epoch, at most ``steps_per_epoch``), a per-day
+    signal days (a new random order every epoch; ``steps_per_epoch`` steps, blocks visited
+    again when it exceeds their number), a per-day
     ranking loss, early stopping on the validation days' mean daily rank IC."""
     opt = torch.optim.AdamW(param_groups(net, config.weight_decay), lr=config.lr,
                             fused=device.type in ("cpu", "cuda"))
     gen = torch.Generator().manual_seed(seed)
-    steps = min(len(blocks), config.steps_per_epoch or len(blocks))
+    steps = config.steps_per_epoch or len(blocks)
 
     def epoch_batches():
-        return torch.randperm(len(blocks), generator=gen)[:steps].tolist()
+        # A budget past the number of blocks visits blocks again: with ``stocks_per_batch`` a
+        # visit trains on another random subset of the block's stocks.
+        order: list[int] = []
+        while len(order) < steps:
+            order += torch.randperm(len(blocks), generator=gen).tolist()
+        return order[:steps]
 
     def step(b):
         x, labels, mask, present = (t.to(device) for t in batch(blocks[b])[:4])

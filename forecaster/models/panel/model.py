@@ -102,7 +102,8 @@ class PanelTransformer(BaseEstimator):
             stocks drawn at random (the same draw every epoch, so epochs compare alike).
             ``None``: chosen from the panel's size at fit time (:meth:`budget`): every
             training day while a fold has at most 400,000 training stock-days (60 or 240
-            stocks over five years), 200,000 stock-days beyond.
+            stocks over five years), 200,000 stock-days beyond, and 600,000 stock-days (blocks
+            visited again, other stocks each time) past 500 stocks.
         stocks_per_batch: each step trains on this many of the batch days' stocks, drawn at
             random, so a step's time and memory do not grow with the number of stocks; with
             ``epoch_stock_days`` an epoch then holds more, smaller steps. ``None``: all of them
@@ -155,16 +156,22 @@ class PanelTransformer(BaseEstimator):
     AUTO_EPOCH_STOCK_DAYS = 200_000
     AUTO_STEP_ABOVE = 500  # stocks
     AUTO_STOCKS_PER_BATCH = 250
+    # Steps draw 250 of a block's stocks, so an epoch visits blocks again (other stocks):
+    # 600,000 stock-days, measured on the Shenzhen market (docs/scale.md).
+    AUTO_MARKET_EPOCH_STOCK_DAYS = 600_000
 
     def budget(self, n_stocks: int, n_fit_days: int) -> dict:
         """``{epoch_stock_days, stocks_per_batch, days_per_batch}`` a fit on ``n_stocks`` x
         ``n_fit_days`` training days uses: the parameters where set, otherwise chosen from the
         size (``None``: unbounded). A 60- or 240-stock panel trains exactly as before."""
         epoch, per_step, days = self.epoch_stock_days, self.stocks_per_batch, int(self.days_per_batch)
-        if epoch is None and n_stocks * n_fit_days > self.AUTO_EPOCH_ABOVE:
-            epoch = self.AUTO_EPOCH_STOCK_DAYS
-        if per_step is None and n_stocks > self.AUTO_STEP_ABOVE:
+        subsample = per_step is None and n_stocks > self.AUTO_STEP_ABOVE
+        if subsample:
             per_step, days = self.AUTO_STOCKS_PER_BATCH, 4 * days
+        if epoch is None and subsample:
+            epoch = self.AUTO_MARKET_EPOCH_STOCK_DAYS
+        elif epoch is None and n_stocks * n_fit_days > self.AUTO_EPOCH_ABOVE:
+            epoch = self.AUTO_EPOCH_STOCK_DAYS
         return {"epoch_stock_days": epoch, "stocks_per_batch": per_step, "days_per_batch": days}
 
     # ------------------------------------------------------------------ validation
