@@ -153,3 +153,21 @@ def test_a_second_backtest_into_the_same_folder_is_refused_then_overwritten(tmp_
     assert res.exit_code == 0, res.output
     assert not (out / "quantile_returns_old.png").exists()  # not mixed with the earlier run
     assert set(first) <= {p.name for p in out.iterdir()}
+
+
+def test_cells_not_computed_are_named_with_their_reason():
+    import types
+
+    import numpy as np
+    import pandas as pd
+
+    from forecaster.app.cli import _not_computed_lines
+
+    table = pd.DataFrame({"rank_ic": [0.05, np.nan], "dm_p(transformer vs)": [np.nan, 0.2]},
+                         index=pd.Index(["transformer", "zero"], name="model"))
+    why = {"zero": {"rank_ic": "constant forecast"}}
+    report = types.SimpleNamespace(model="transformer", not_computed=why)
+    assert _not_computed_lines(table, report) == [
+        "n/c = not computed: transformer dm_p(transformer vs) (the model under test itself)",
+        "n/c = not computed: zero rank_ic (constant forecast)",
+    ]

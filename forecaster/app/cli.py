@@ -402,9 +402,11 @@ def _run(raw: dict, source: str, out: str, overwrite: bool = False) -> None:
         sys.exit(130)
     except (ResumeError, ConfigError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
-    with pd.option_context("display.width", 200, "display.max_columns", 20,
-                           "display.float_format", "{:+.4f}".format):
-        click.echo(report.summary_table().to_string())
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        table = report.summary_table()
+        click.echo(table.to_string(na_rep="n/c", float_format="{:+.4f}".format))
+    for line in _not_computed_lines(table, report):
+        click.echo(line)
     click.echo("")
     for line in report.verdict + report.notes:
         click.echo(f"- {line}")
@@ -413,6 +415,21 @@ def _run(raw: dict, source: str, out: str, overwrite: bool = False) -> None:
             name == "transformer" for _, name in result.failed):
         click.echo("transformer failed on every fold (see 'failed' in metrics.json)", err=True)
         sys.exit(1)
+
+
+def _not_computed_lines(table: pd.DataFrame, report) -> list[str]:
+    """``n/c`` cells of the summary table with the reason, grouped per model and reason."""
+    lines = []
+    for model in table.index:
+        known = report.not_computed.get(model, {})
+        by_reason: dict[str, list[str]] = {}
+        for col in table.columns[table.loc[model].isna().to_numpy()]:
+            itself = col.endswith(" vs)") and model == report.model
+            why = known.get(col) or ("the model under test itself" if itself else "no variation or too "
+                                     "little data (e.g. a constant forecast or a flat equity curve)")
+            by_reason.setdefault(why, []).append(col)
+        lines += [f"n/c = not computed: {model} {', '.join(cols)} ({why})" for why, cols in by_reason.items()]
+    return lines
 
 
 @main.command()
