@@ -501,6 +501,27 @@ def compare(reports, out):
         click.echo(f"wrote {out} and {plot_comparison(table, out.with_suffix('.png'))}")
 
 
+@main.command("export-qlib")
+@click.argument("report", type=click.Path(exists=True, file_okay=False))
+@click.option("--model", default="transformer", show_default=True, help="Which model's scores.")
+@click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
+              help="Pickle to write (default REPORT/qlib_pred.pkl).")
+def export_qlib(report, model, out):
+    """Write a report's predictions as the frame Qlib's SignalRecord and PortAnaRecord read: a
+    pickled DataFrame indexed by (datetime, instrument) (SH600000-style names) with a 'score'
+    column, for Qlib's analysis and backtest."""
+    from forecaster.data.qlib import qlib_predictions
+    from forecaster.reporting.report import read_predictions
+
+    frame = qlib_predictions(read_predictions(report), model)
+    out = Path(out) if out else Path(report) / "qlib_pred.pkl"
+    with atomic_write(out) as f:
+        frame.to_pickle(f)
+    days = frame.index.get_level_values("datetime")
+    click.echo(f"wrote {len(frame)} scores of {model} ({days.min().date()}..{days.max().date()}, "
+               f"{frame.index.get_level_values('instrument').nunique()} instruments) to {out}")
+
+
 @main.command()
 @click.argument("code")
 @click.option("--start", required=True, help="YYYY-MM-DD")

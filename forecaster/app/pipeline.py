@@ -25,6 +25,7 @@ from forecaster.app.experiment import (
 from forecaster.app.outputs import check_output
 from forecaster.data import default_series_path, load_csv, load_dir, synthetic_panel
 from forecaster.data.panel import Panel
+from forecaster.data.qlib import is_qlib_folder, qlib_frames
 from forecaster.evaluation.scoring import Report, score_run
 from forecaster.evaluation.walkforward import WalkForwardResult, walk_forward
 from forecaster.reporting.report import write_report
@@ -52,8 +53,8 @@ class Loaded:
 
 
 def load_data(data: DataConfig) -> Loaded:
-    """A folder (panel), a CSV (one stock), a generated panel, or, for no path, the embedded
-    synthetic series."""
+    """A folder (panel; a Qlib data folder too), a CSV (one stock), a generated panel, or, for no
+    path, the embedded synthetic series."""
     path, on_bad = data.path, data.on_bad
     if data.synthetic_stocks:
         frames = synthetic_panel(data.synthetic_stocks, data.synthetic_days, signal_ic=data.synthetic_ic,
@@ -62,6 +63,12 @@ def load_data(data: DataConfig) -> Loaded:
         return Loaded(frames, f"synthetic_panel({data.synthetic_stocks}, {data.synthetic_days}, "
                       f"signal_ic={data.synthetic_ic}, seed={data.synthetic_seed})",
                       f"synthetic panel: {len(frames)} stocks, {rows} rows (generated, not market data)")
+    if path and is_qlib_folder(path):
+        frames = qlib_frames(path)
+        rows = sum(len(f) for f in frames.values())
+        return Loaded(frames, str(Path(path).resolve()),
+                      f"{path}: Qlib data folder, {len(frames)} stocks, {rows} rows (prices unadjusted "
+                      "from $factor)")
     if path and Path(path).is_dir():
         loaded = load_dir(path, on_bad=on_bad, cache=data.cache, trust_code_column=data.trust_code_column)
         # stocks, rows, suspended days, dropped rows, trusted code columns, entries not read

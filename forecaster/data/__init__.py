@@ -6,6 +6,7 @@ embedded synthetic series and a synthetic panel with a planted signal, the align
 
 from forecaster.data.loading import DataError, FolderLoad, LoadReport, Skipped, load_csv, load_dir, scan_dir
 from forecaster.data.panel import Panel, PanelFiles
+from forecaster.data.qlib import load_qlib, qlib_frames, write_qlib
 from forecaster.data.synthetic import (
     SyntheticConfig,
     default_series_path,
@@ -25,6 +26,9 @@ __all__ = [
     "default_series_path",
     "load_csv",
     "load_dir",
+    "load_qlib",
+    "qlib_frames",
+    "write_qlib",
     "scan_dir",
     "synthetic_panel",
     "synthetic_prices",
