@@ -1,0 +1,344 @@
+"""Daily use of a fitted model: ``forecaster train`` (fit and save a run folder), ``predict``
+(tomorrow's ranked list, the orders for a book, a stale-model warning) and ``plot``. Registered
+on the ``forecaster`` group by :mod:`forecaster.app.cli`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import pandas as pd
+
+from forecaster.app.options import DATE, experiment_options, raw_sections
+from forecaster.app.outputs import check_output
+from forecaster.data import DataError, default_series_path, load_csv
+from forecaster.features.series import log_returns
+from forecaster.metrics import stat_text
+from seq2seq.core import atomic_write
+
+MODEL_FILE = "model.pt"
+RUN_FILE = "run.json"
+
+
+def _load(csv: str | None, on_bad: str = "raise"):
+    path = Path(csv) if csv else default_series_path()
+    try:
+        frame, report = load_csv(path, on_bad=on_bad)
+    except (DataError, FileNotFoundError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(report.summary(), err=True)
+    return path, frame
+
+
+def _load_panel(folder: str, on_bad: str = "raise", end: pd.Timestamp | None = None):
+    """``(frames, Panel)`` of a folder, rows after ``end`` left out (stocks with no row up to
+    ``end`` are counted and named)."""
+    from forecaster.app.experiment import DataConfig
+    from forecaster.app.pipeline import load_data
+    from forecaster.data.panel import Panel
+
+    try:
+        loaded = load_data(DataConfig(path=str(folder), on_bad=on_bad))
+    except (DataError, FileNotFoundError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(loaded.summary, err=True)
+    frames = loaded.frames
+    if end is not None:
+        first = min(f.index[0] for f in frames.values())
+        if end < first:
+            raise click.ClickException(f"--end {end.date()} is before the data's first day ({first.date()})")
+        end = str(end.date())
+        cut = {c: f.loc[:end] for c, f in frames.items()}
+        later = sorted(c for c, f in cut.items() if f.empty)
+        if later:
+            click.echo(f"{len(later)} stock(s) have no row up to {end} and are left out: "
+                       f"{', '.join(later[:10])}{' ...' if len(later) > 10 else ''}", err=True)
+        frames = {c: f for c, f in cut.items() if not f.empty}
+        click.echo(f"up to {end}: {len(frames)} stocks, {sum(len(f) for f in frames.values())} rows",
+                   err=True)
+        return frames, Panel.from_frames(frames)
+    return frames, loaded.panel
+
+
+def _run_info(run: Path) -> dict:
+    info = run / RUN_FILE
+    if not (run / MODEL_FILE).is_file() or not info.is_file():
+        raise click.ClickException(f"{run}: not a run folder (expected {MODEL_FILE} and {RUN_FILE}); "
+                                   "create one with `forecaster train --out RUN_DIR`")
+    return json.loads(info.read_text())
+
+
+def _open_run(run: str, data: str | None, device: str):
+    """``(run, info, model)`` of a run folder (a panel or a single-stock model)."""
+    from forecaster.models.panel.model import PanelTransformer
+    from forecaster.models.stock.estimator import CausalTransformerForecaster
+
+    run = Path(run)
+    info = _run_info(run)
+    cls = PanelTransformer if info.get("kind") == "panel" else CausalTransformerForecaster
+    if data and (Path(data).is_dir()) != (cls is PanelTransformer):
+        kind = "a folder (panel)" if cls is PanelTransformer else "one CSV"
+        raise click.ClickException(f"{run} holds a model of {kind}; {data} is not that")
+    try:
+        model = cls.load(run / MODEL_FILE, device=device)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    return run, info, model
+
+
+def _predictions_table(model, frame: pd.DataFrame) -> pd.DataFrame:
+    pred = model.predict(frame)
+    table = pred.to_frame() if isinstance(pred, pd.Series) else pred
+    table["actual"] = log_returns(frame).reindex(table.index)
+    table["suspended"] = frame["suspended"].reindex(table.index)
+    table["in_training"] = table.index <= model.train_end_
+    return table
+
+
+@click.command()
+@click.argument("data", required=False, type=click.Path(exists=True))
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Run folder to write.")
+@click.option("--overwrite", is_flag=True, help="--out holds an earlier run: remove its files first.")
+@click.option("--end", default=None, type=DATE, help="Train on rows up to this date (default: every row).")
+@experiment_options(("features", "model", "walk_forward", "backtest", "data"),
+                    only={"walk_forward": ("horizon",), "backtest": ("execution",), "data": ("on_bad",)})
+def train(data, out, overwrite, end, **options):
+    """Fit the Transformer on DATA and save it to --out.
+
+    DATA is a folder of CSVs (the panel Transformer, ranking the stocks of each day; then
+    `forecaster predict --run OUT` lists tomorrow's buys) or one CSV (the single-stock
+    Transformer; default: the embedded synthetic series). Options and defaults are those of
+    `forecaster backtest` (one definition).
+    """
+    from forecaster.app.experiment import ConfigError, check_model_params
+    from forecaster.models.presets import single_stock_transformer
+
+    raw = raw_sections(options)
+    horizon = raw.get("walk_forward", {}).get("horizon", 1)
+    on_bad = raw.get("data", {}).get("on_bad", "raise")
+    features = raw.get("features", {}).get("names")
+    panel = bool(data) and Path(data).is_dir()
+    target = check_output(out, overwrite=overwrite)  # before the training, not after it
+    try:
+        params = check_model_params(raw.get("model", {}), panel, "<options>")
+        if panel:
+            from forecaster.models.panel.model import PanelTransformer
+
+            frames, grid = _load_panel(data, on_bad, end)
+            model = PanelTransformer(horizon=horizon, execution=raw.get("backtest", {}).get(
+                "execution", "next_open"), features=features, progress=True, **params)
+            model.fit(grid)
+            source = str(Path(data).resolve())
+        else:
+            path, frame = _load(data, on_bad)
+            if end is not None and end < frame.index[0]:
+                raise ValueError(f"--end {end.date()} is before the first row ({frame.index[0].date()})")
+            frame = frame.loc[:end] if end is not None else frame
+            model = single_stock_transformer(horizon=horizon, progress=True,
+                                             **({"features": features} if features else {}), **params)
+            model.fit(frame)
+            source = str(path.resolve())
+    except (ConfigError, ValueError) as exc:
+        raise click.ClickException(f"{data or 'embedded series'}: {exc}") from exc
+    run = target.claim()
+    model.save(run / MODEL_FILE)
+    info = {"kind": "panel" if panel else "one_stock", "data": source, "csv": None if panel else source,
+            "on_bad": on_bad, "train_end": str(model.train_end_.date()),
+            "params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in model.get_params().items()}}
+    if panel:
+        from forecaster.reporting.plots import plot_panel_training
+
+        plot_panel_training(model.histories_, run / "training.png")
+        info["best_epochs"] = model.best_epochs_
+        best = [h[b - 1].get("val_rank_ic", float("nan"))
+                for h, b in zip(model.histories_, model.best_epochs_, strict=True)]
+        why = "fewer than 5 scored stocks on every validation day"
+        stocks = f"{grid.n_stocks} stock{'s' if grid.n_stocks != 1 else ''}"
+        summary = (f"trained the panel Transformer on {stocks} "
+                   f"up to {model.train_end_.date()}: best epoch(s) {model.best_epochs_}, validation rank IC "
+                   f"{', '.join(stat_text(v, '+.4f', why) for v in best)}")
+    else:
+        from forecaster.reporting.plots import plot_history
+
+        pd.DataFrame(model.history_).to_csv(run / "history.csv", index=False)
+        plot_history(model.history_, run / "loss.png")
+        info.update(best_epoch=model.best_epoch_, epochs_run=len(model.history_))
+        best = model.history_[model.best_epoch_ - 1]
+        summary = (f"trained on {Path(source).name}: {len(model.history_)} epochs (best {model.best_epoch_}, "
+                   f"val loss {stat_text(best.get('val_loss'), '.4f', 'no validation windows')}), "
+                   f"training data up to {model.train_end_.date()}")
+    (run / RUN_FILE).write_text(json.dumps(info, indent=2))
+    click.echo(f"{summary}; saved {run / MODEL_FILE}")
+
+
+@click.command()
+@click.argument("data", required=False, type=click.Path(exists=True))
+@click.option("--run", "run", required=True, type=click.Path(file_okay=False), help="Run folder from train.")
+@click.option("--out", "out", type=click.Path(dir_okay=False),
+              help="CSV to write (default RUN/next_day.csv for a panel, RUN/predictions.csv for one stock).")
+@click.option("--device", default="auto", show_default=True)
+@click.option("--holdings", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Panel run: CSV of what is held (code, shares; a row 'cash,AMOUNT' for the cash): "
+                   "write tomorrow's orders to RUN/orders.csv. Without it, --capital alone gives the "
+                   "orders for an empty book.")
+@click.option("--stale-after", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Warn when the signal day is more than this many trading days after the model's "
+                   "training end.")
+@experiment_options(("strategy", "costs", "market", "backtest"),
+                    only={"backtest": ("capital", "rebalance_tolerance")})
+def predict(data, run, out, device, holdings, stale_after, **options):
+    """Panel run: tomorrow's ranked list of DATA's stocks (default: the training folder) --
+    code, score, rank, quintile and whether it can be bought at the next open -- as CSV and
+    PNG; with --holdings or --capital, also the orders for the next open (orders.csv: side,
+    shares in whole lots, reference price, estimated costs, reason) by the backtest's rules
+    and strategy. One-stock run: every day's forecast of DATA (default: the training CSV) and
+    the next trading day's."""
+    from forecaster.metrics import point_metrics
+
+    run, info, model = _open_run(run, data, device)
+    raw = raw_sections(options)
+    if info.get("kind") == "panel":
+        from forecaster.portfolio.next_day import ranked_list
+        from forecaster.reporting.plots import plot_ranked_list
+
+        _, grid = _load_panel(data or info["data"], info.get("on_bad", "raise"))
+        _warn_if_stale(model.train_end_, grid.dates, stale_after)
+        try:
+            table = ranked_list(model, grid)
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from exc
+        out = Path(out) if out else run / "next_day.csv"
+        table.to_csv(out, index=False)
+        png = plot_ranked_list(table, out.with_suffix(".png"), signal_date=grid.dates[-1],
+                               train_end=model.train_end_)
+        if holdings or "capital" in raw.get("backtest", {}):
+            _write_orders(table, grid, holdings, raw, out.with_name("orders.csv"))
+        last = grid.dates[-1].date()
+        buy = table[table["buyable"]].head(10)
+        click.echo(f"signal day {last}; for the next trading day's open, best buyable scores:")
+        for row in buy.itertuples():
+            click.echo(f"  {row.rank:>4}. {row.code}  score {row.score:+.3f}  (quintile {row.quantile})")
+        blocked = table[~table["buyable"]]
+        click.echo(f"{len(table)} stocks ranked; {len(blocked)} cannot be bought at the open (see 'reason'); "
+                   f"model trained up to {info['train_end']}; wrote {out} and {png}")
+        return
+    if holdings or raw:
+        raise click.ClickException("--holdings and the strategy options are for panel runs (a folder of "
+                                   "stocks); this run holds a one-stock model")
+    path, frame = _load(data or info["csv"], info.get("on_bad", "raise"))
+    _warn_if_stale(model.train_end_, frame.index, stale_after)
+    table = _predictions_table(model, frame)
+    out = Path(out) if out else run / "predictions.csv"
+    table.to_csv(out, index_label="date")
+    nxt = model.predict_next(frame)
+    value = nxt.iloc[0] if isinstance(nxt, pd.Series) else nxt.iloc[0].to_dict()
+    test = table[~table["in_training"] & table["actual"].notna() & ~table["suspended"]]
+    col = "forecast" if "forecast" in table else table.columns[0]
+    if len(test) > 2:
+        m = point_metrics(test[col], test["actual"])
+        click.echo(f"after the training cut-off ({m['n']} days): MSE {m['mse']:.3e} vs zero forecast "
+                   f"{float((test['actual'] ** 2).mean()):.3e} (R^2 vs zero {m['r2_oos_zero']:+.4f}), "
+                   f"corr {m['pearson_ic']:+.3f}")
+    click.echo(f"wrote {len(table)} forecasts to {out}")
+    click.echo(f"next trading day after {frame.index[-1].date()} ({nxt.index[0].date()} if no holiday): "
+               f"{value}")
+
+
+def _warn_if_stale(train_end: pd.Timestamp, dates: pd.DatetimeIndex, limit: int) -> None:
+    """State the model's training end, the signal day and the trading days between; warn when
+    more than ``limit`` (the model has not seen the market since)."""
+    signal = dates[-1]
+    gap = int((dates > train_end).sum())
+    line = (f"model trained up to {train_end.date()}; signal day {signal.date()}; {gap} trading "
+            f"day{'s' if gap != 1 else ''} between")
+    if gap > limit:
+        click.echo(f"Warning: {line}, more than {limit} (--stale-after): the model has not seen the "
+                   "recent market; retrain with `forecaster train` on data up to the signal day", err=True)
+    else:
+        click.echo(line, err=True)
+
+
+def _write_orders(table: pd.DataFrame, grid, holdings: str | None, raw: dict, out: Path) -> None:
+    """Tomorrow's orders from the ranked list's scores and the book (:mod:`forecaster.portfolio.orders`)."""
+    import dataclasses
+
+    from forecaster.app.experiment import build_section
+    from forecaster.portfolio.orders import Book, book_orders_for_panel, read_holdings
+    from forecaster.portfolio.strategy import StrategyConfig
+
+    strategy = build_section("strategy", {**dataclasses.asdict(StrategyConfig.for_universe(grid.n_stocks)),
+                                          **raw.get("strategy", {})})
+    bt = raw.get("backtest", {})
+    config = dataclasses.replace(build_section("backtest", bt), strategy=strategy,
+                                 costs=build_section("costs", raw.get("costs", {})),
+                                 market=build_section("market", raw.get("market", {})))
+    capital = bt.get("capital")
+    book = read_holdings(holdings, grid.codes, capital) if holdings else Book({}, float(config.capital))
+    scores = table.set_index("code")["score"]
+    orders = book_orders_for_panel(scores, grid, book, config)
+    with atomic_write(out, "w") as f:
+        orders.to_csv(f, index=False)
+    live = orders[orders["status"].isin(["order", "partial"])]
+    click.echo(f"orders for the next open ({strategy.rule}, top {strategy.top_k}; cash {book.cash:,.0f}, "
+               f"{sum(1 for v in book.shares.values() if v)} position(s)): "
+               f"{int((live['side'] == 'sell').sum())} sell, {int((live['side'] == 'buy').sum())} buy, "
+               f"{int((orders['status'] == 'blocked').sum())} blocked; estimated costs "
+               f"{live['est_costs'].sum():,.0f}; wrote {out}")
+
+
+@click.command()
+@click.argument("data", required=False, type=click.Path(exists=True))
+@click.option("--run", "run", required=True, type=click.Path(file_okay=False), help="Run folder from train.")
+@click.option("--out", "out", type=click.Path(file_okay=False), help="Folder for PNGs (default RUN).")
+@click.option("--device", default="auto", show_default=True)
+def plot(data, run, out, device):
+    """PNGs. Panel run: training curves, tomorrow's ranked list and, for days after the
+    training cut-off in DATA, the daily rank IC. One stock: forecast vs actual, implied price
+    path, attention over the last input window."""
+    from forecaster.evaluation.walkforward import point_forecast
+    from forecaster.reporting.plots import plot_attention, plot_forecast_vs_actual, plot_price_path
+
+    run, info, model = _open_run(run, data, device)
+    out = Path(out) if out else run
+    out.mkdir(parents=True, exist_ok=True)
+    if info.get("kind") == "panel":
+        files = _plot_panel_run(model, info, data, out)
+    else:
+        path, frame = _load(data or info["csv"], info.get("on_bad", "raise"))
+        point = point_forecast(model.predict(frame))
+        test = point[point.index > model.train_end_]
+        shown = test if len(test) > 20 else point
+        title = (f"{path.name}: forecasts after the training cut-off {model.train_end_.date()}"
+                 if shown is test else f"{path.name}: all forecasts (in-sample included)")
+        files = [
+            plot_forecast_vs_actual(shown, log_returns(frame), out / "forecast_vs_actual.png", title),
+            plot_price_path(frame, log_returns(frame), shown, out / "price_path.png"),
+            plot_attention(*model.attention(frame), out / "attention.png"),
+        ]
+    for f in files:
+        click.echo(f"wrote {f}")
+
+
+def _plot_panel_run(model, info: dict, data: str | None, out: Path) -> list[Path]:
+    from forecaster.features.labels import by_forecast_date, tradeable_label
+    from forecaster.metrics import daily_ic, ic_summary
+    from forecaster.portfolio.next_day import ranked_list
+    from forecaster.reporting.plots import plot_panel_training, plot_ranked_list, plot_rolling_ic
+
+    _, grid = _load_panel(data or info["data"], info.get("on_bad", "raise"))
+    files = [plot_panel_training(model.histories_, out / "training.png"),
+             plot_ranked_list(ranked_list(model, grid), out / "next_day.png", signal_date=grid.dates[-1],
+                              train_end=model.train_end_)]
+    after = grid.dates[grid.dates > model.train_end_]
+    if len(after) > 5:
+        scores = model.predict(grid).unstack("code").reindex(index=after)
+        label, _ = tradeable_label(grid, model.horizon, model.execution)
+        actual = pd.DataFrame(by_forecast_date(label), index=grid.dates, columns=list(grid.codes))
+        ic = daily_ic(scores, actual.reindex(after))
+        files.append(plot_rolling_ic(pd.DataFrame(), ic.to_frame("transformer"), out / "rolling_ic.png",
+                                     window=min(63, max(5, len(ic) // 3))))
+        s = ic_summary(ic)
+        click.echo(f"after the training cut-off {model.train_end_.date()}: {s['n_days']} days, daily rank IC "
+                   f"{s['mean_ic']:+.4f} (ICIR {s['icir']:+.3f})")
+    return files
