@@ -217,8 +217,9 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
     notes = [f"{n_suspended} forecast rows {why} were not scored"]
     notes.append(universe_line(universe_counts(universe)))
     if any(gaps.values()):
-        notes.append("NaN cells in the tables are statistics that could not be computed; "
-                     "'not_computed' in metrics.json gives each reason")
+        notes.append("empty cells in the tables (n/c in the printed table, NaN in the CSVs) are "
+                     "statistics that could not be computed; 'not_computed' in metrics.json gives "
+                     "each reason")
     if panel:
         notes.append(ic_meaning(result.config, horizon))
     notes += data_caveats([str(c) for c in grid.codes], panel, index_constituents)
