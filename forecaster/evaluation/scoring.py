@@ -217,7 +217,7 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
     notes = [f"{n_suspended} forecast rows {why} were not scored"]
     notes.append(universe_line(universe_counts(universe)))
     if any(gaps.values()):
-        notes.append("empty cells in the tables (n/c in the printed table, NaN in the CSVs) are "
+        notes.append("empty cells in the tables (n/c in the printed table, blank in the CSVs) are "
                      "statistics that could not be computed; 'not_computed' in metrics.json gives "
                      "each reason")
     if panel:
