@@ -40,3 +40,9 @@ def check_date(name: str, value, allow_none: bool = False):
         raise ValueError(f"{name} must be {'None or ' if allow_none else ''}a date YYYY-MM-DD, "
                          f"got {value!r}")
     return out.normalize()
+
+
+def check_choice(name: str, value, choices) -> None:
+    """Raise ``ValueError`` unless ``value`` is one of ``choices`` (a tuple, shown as given)."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")

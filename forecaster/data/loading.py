@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 from joblib import Parallel, delayed
 
+from forecaster.checks import check_choice
 from forecaster.data.formats import (
     PRICE_COLUMNS,
     REQUIRED,
@@ -153,8 +154,7 @@ def load_csv(path: str | Path, on_bad: str = "raise", code: str | None = None,
         ``(frame, report)``: the canonical frame (``DatetimeIndex`` named ``date``, sorted,
         lower snake-case columns, a boolean ``suspended`` column) and a :class:`LoadReport`.
     """
-    if on_bad not in ON_BAD:
-        raise ValueError(f"on_bad must be one of {ON_BAD}, got {on_bad!r}")
+    check_choice("on_bad", on_bad, ON_BAD)
     frame, report = _load(Path(path), on_bad, code, trust_code_column)
     _log_report(report)
     return frame, report
@@ -441,8 +441,7 @@ def load_dir(path: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTERN,
     """
     from forecaster.data.cache import manifest_of, read_cache, write_cache
 
-    if on_bad not in ON_BAD:
-        raise ValueError(f"on_bad must be one of {ON_BAD}, got {on_bad!r}")
+    check_choice("on_bad", on_bad, ON_BAD)
     folder = Path(path)
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: no such folder")

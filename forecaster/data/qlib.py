@@ -95,7 +95,7 @@ def qlib_frames(provider_dir: str | Path, instruments: str | list[str] = "all", 
         raise DataError(f"{folder}: not a Qlib data folder (expected calendars/day.txt and features/)")
     calendar = pd.DatetimeIndex(pd.to_datetime(
         (folder / "calendars" / "day.txt").read_text(encoding="utf-8").split(), format="%Y-%m-%d"))
-    frames = {}
+    frames, outside = {}, []
     for code in _instruments(folder, instruments):
         fdir = folder / "features" / code.lower()
         columns = {}
@@ -122,6 +122,10 @@ def qlib_frames(provider_dir: str | Path, instruments: str | list[str] = "all", 
         if "amount" in table:
             out["amount"] = table["amount"]
         bar = table["close"].notna() & table["open"].notna()  # NaN prices: Qlib's no-bar days
+        partial = int((table["close"].notna() != table["open"].notna()).sum())
+        if partial:
+            log.warning("%s: %d day(s) with only one of $open and $close left out as days without a bar",
+                        fdir, partial)
         out = out[bar]
         out["preclose"] = out["preclose"].fillna(out["close"])  # a first day without $change
         if start is not None:
@@ -129,6 +133,7 @@ def qlib_frames(provider_dir: str | Path, instruments: str | list[str] = "all", 
         if end is not None:
             out = out.loc[:pd.Timestamp(end)]
         if out.empty:
+            outside.append(code)
             continue
         canon = from_qlib_code(code)
         out.insert(0, "code", canon)
@@ -137,6 +142,9 @@ def qlib_frames(provider_dir: str | Path, instruments: str | list[str] = "all", 
         frames[canon] = out
     if not frames:
         raise DataError(f"{folder}: no stock of {instruments!r} has a bar in {start}..{end}")
+    if outside:
+        log.warning("%s: %d instrument(s) without a bar in %s..%s left out: %s%s", folder, len(outside),
+                    start, end, ", ".join(outside[:10]), " ..." if len(outside) > 10 else "")
     return dict(sorted(frames.items()))
 
 

@@ -35,7 +35,7 @@ from sklearn.base import clone
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from forecaster.checks import check_date
+from forecaster.checks import check_choice, check_date
 from forecaster.data.panel import Panel, PanelFiles
 from forecaster.evaluation.backends import BACKENDS, release_freed_heap, run_local, run_ray
 from forecaster.evaluation.fold_store import FoldOutput, FoldStore, data_fingerprint, run_description
@@ -101,8 +101,7 @@ class WalkForwardConfig:
     address: str = ""
 
     def __post_init__(self) -> None:
-        if self.scheme not in SCHEMES:
-            raise ValueError(f"scheme must be one of {SCHEMES}, got {self.scheme!r}")
+        check_choice("scheme", self.scheme, SCHEMES)
         for name in ("train_days", "retrain_every", "step", "horizon", "min_stock_days",
                      "margin_days", "threads_per_task"):
             if int(getattr(self, name)) < 1:
@@ -112,12 +111,9 @@ class WalkForwardConfig:
         if self.purge < self.horizon:
             raise ValueError(f"purge ({self.purge}) must be at least the horizon ({self.horizon}): "
                              "otherwise the last training target overlaps the first forecast")
-        if self.label not in LABELS:
-            raise ValueError(f"label must be one of {LABELS}, got {self.label!r}")
-        if self.execution not in EXECUTIONS:
-            raise ValueError(f"execution must be one of {EXECUTIONS}, got {self.execution!r}")
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        check_choice("label", self.label, LABELS)
+        check_choice("execution", self.execution, EXECUTIONS)
+        check_choice("backend", self.backend, BACKENDS)
         if self.n_jobs == 0:
             raise ValueError("n_jobs must not be 0 (use 1 for serial, -1 for all cores)")
         self.start = check_date("start", self.start, allow_none=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import ndtri
 
+from forecaster.checks import check_choice
 from forecaster.data.panel import Panel
 
 EXECUTIONS = ("next_open", "close")
@@ -44,8 +45,7 @@ def tradeable_label(panel: Panel, horizon: int = 1, execution: str = "next_open"
     """
     if horizon < 1 or int(horizon) != horizon:
         raise ValueError(f"horizon must be a positive integer, got {horizon!r}")
-    if execution not in EXECUTIONS:
-        raise ValueError(f"execution must be one of {EXECUTIONS}, got {execution!r}")
+    check_choice("execution", execution, EXECUTIONS)
     return panel.derived(("tradeable_label", int(horizon), execution),
                          lambda: _tradeable_label(panel, int(horizon), execution))
 
@@ -111,8 +111,7 @@ def normalise_per_day(label: np.ndarray, method: str = "rank", drop_tails: float
     ``drop_tails``: the share of each day's labels cut from each tail before the z-score
     (MASTER drops 2.5 %); they become NaN, i.e. are not trained on.
     """
-    if method not in LABEL_NORMS:
-        raise ValueError(f"label normalisation must be one of {LABEL_NORMS}, got {method!r}")
+    check_choice("label normalisation", method, LABEL_NORMS)
     if not 0 <= drop_tails < 0.5:
         raise ValueError(f"drop_tails must be in [0, 0.5), got {drop_tails}")
     y = np.array(label, dtype=float)

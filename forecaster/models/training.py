@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from forecaster.checks import check_int
+from forecaster.checks import check_choice, check_int
 from forecaster.metrics import stat_text
 from forecaster.models.panel.losses import RANK_LOSSES, rank_loss
 
@@ -56,8 +56,7 @@ class LoopConfig:
     steps_per_epoch: int | None = None
 
     def __post_init__(self) -> None:
-        if self.loss not in RANK_LOSSES:
-            raise ValueError(f"loss must be one of {RANK_LOSSES}, got {self.loss!r}")
+        check_choice("loss", self.loss, RANK_LOSSES)
         for name in ("max_epochs", "days_per_batch", "patience"):
             check_int(name, getattr(self, name))
         if self.lr <= 0 or self.weight_decay < 0 or self.grad_clip <= 0:

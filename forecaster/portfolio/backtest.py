@@ -64,6 +64,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from forecaster.checks import check_choice
 from forecaster.data.panel import Panel
 from forecaster.portfolio.broker import TRADE_COLUMNS, Broker, performance_metrics
 from forecaster.portfolio.rules import CostModel, MarketRules
@@ -118,8 +119,7 @@ class BacktestConfig:
     def __post_init__(self):
         if not (isinstance(self.capital, (int, float)) and math.isfinite(self.capital) and self.capital > 0):
             raise ValueError(f"capital must be a positive amount of CNY, got {self.capital!r}")
-        if self.execution not in EXECUTIONS:
-            raise ValueError(f"execution must be one of {EXECUTIONS}, got {self.execution!r}")
+        check_choice("execution", self.execution, EXECUTIONS)
         if not (isinstance(self.rebalance_tolerance, (int, float)) and self.rebalance_tolerance >= 0):
             raise ValueError(f"rebalance_tolerance must be >= 0, got {self.rebalance_tolerance!r}")
         if self.predictions_format not in PREDICTIONS_FORMATS:

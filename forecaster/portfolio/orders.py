@@ -72,10 +72,7 @@ def read_holdings(path, codes, capital: float | None = None) -> Book:
         if not np.isfinite(value) or value < 0 or value != int(value):
             raise HoldingsError(f"{path}: line {line}, column shares: {raw_shares!r}: expected a whole "
                                 "number of shares >= 0")
-        try:
-            canon = canonical_code(code)
-        except ValueError:
-            canon = code
+        canon = canonical_code(code)  # any common spelling; unknown spellings come back as given
         if canon not in known:
             raise HoldingsError(f"{path}: line {line}, column code: {code!r} is not a stock of the data")
         if canon in shares:

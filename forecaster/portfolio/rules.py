@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from forecaster.checks import check_date, check_int
+from forecaster.checks import check_choice, check_date, check_int
 from forecaster.data.exchange import round_price
 
 SIDES = ("buy", "sell")
@@ -66,8 +66,7 @@ class CostModel:
             ``{"commission", "stamp_duty", "transfer_fee"}`` in CNY, each rounded to the cent;
             the commission is at least ``min_commission`` and stamp duty is charged on sells only.
         """
-        if side not in SIDES:
-            raise ValueError(f"side must be one of {SIDES}, got {side!r}")
+        check_choice("side", side, SIDES)
         value = abs(float(value))
         commission = max(round_price(self.commission_rate * value), float(self.min_commission))
         stamp = round_price(self.stamp_duty_rate(date) * value) if side == "sell" else 0.0

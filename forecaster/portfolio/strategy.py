@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from forecaster.checks import check_int
+from forecaster.checks import check_choice, check_int
 
 RULES = ("top_k", "dropout", "threshold")
 WEIGHTINGS = ("equal", "rank")
@@ -66,12 +66,9 @@ class StrategyConfig:
     rebalance_every: int = 1
 
     def __post_init__(self):
-        if self.rule not in RULES:
-            raise ValueError(f"rule must be one of {RULES}, got {self.rule!r}")
-        if self.weighting not in WEIGHTINGS:
-            raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {self.weighting!r}")
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        check_choice("rule", self.rule, RULES)
+        check_choice("weighting", self.weighting, WEIGHTINGS)
+        check_choice("mode", self.mode, MODES)
         check_int("top_k", self.top_k, allow_none=True)
         check_int("n_drop", self.n_drop)
         check_int("rebalance_every", self.rebalance_every)

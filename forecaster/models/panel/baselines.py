@@ -18,6 +18,7 @@ from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import Ridge
 
+from forecaster.checks import check_choice
 from forecaster.features.factors import (
     DEFAULT_FEATURES,
     FACTORS,
@@ -167,10 +168,8 @@ class FeatureRegressor(BaseEstimator):
         return booster
 
     def fit(self, data) -> FeatureRegressor:
-        if self.estimator not in ESTIMATORS:
-            raise ValueError(f"estimator must be one of {ESTIMATORS}, got {self.estimator!r}")
-        if self.execution not in EXECUTIONS:
-            raise ValueError(f"execution must be one of {EXECUTIONS}, got {self.execution!r}")
+        check_choice("estimator", self.estimator, ESTIMATORS)
+        check_choice("execution", self.execution, EXECUTIONS)
         panel = as_panel(data)
         names = (tuple(self.features) if self.features is not None
                  else available_features(panel, DEFAULT_FEATURES))

@@ -19,7 +19,7 @@ import torch
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
-from forecaster.checks import check_int
+from forecaster.checks import check_choice, check_int
 from forecaster.data.panel import Panel
 from forecaster.features.factors import (
     DEFAULT_FEATURES,
@@ -194,12 +194,9 @@ class PanelTransformer(BaseEstimator):
     def _validate_params(self) -> None:
         for name in ("window", "horizon", "n_seeds"):
             check_int(name, getattr(self, name))
-        if self.execution not in EXECUTIONS:
-            raise ValueError(f"execution must be one of {EXECUTIONS}, got {self.execution!r}")
-        if self.norm not in NORMS:
-            raise ValueError(f"norm must be one of {NORMS}, got {self.norm!r}")
-        if self.label_norm not in LABEL_NORMS:
-            raise ValueError(f"label_norm must be one of {LABEL_NORMS}, got {self.label_norm!r}")
+        check_choice("execution", self.execution, EXECUTIONS)
+        check_choice("norm", self.norm, NORMS)
+        check_choice("label_norm", self.label_norm, LABEL_NORMS)
         if not 0 <= self.drop_tails < 0.5:
             raise ValueError(f"drop_tails must be in [0, 0.5), got {self.drop_tails}")
         if not 0 <= self.val_fraction < 1:

@@ -19,7 +19,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.preprocessing import StandardScaler
 
-from forecaster.checks import check_int
+from forecaster.checks import check_choice, check_int
 from forecaster.features.series import FEATURES, make_features, mask_suspended
 from forecaster.features.windows import shift_targets, sliding_windows
 from forecaster.models.persistence import content_errors, load_model, save_model
@@ -117,8 +117,7 @@ class CausalTransformerForecaster(BaseEstimator):
         bad = [f for f in feats if f not in FEATURES]
         if bad or not feats or len(set(feats)) != len(feats):
             raise ValueError(f"features must be distinct names from {FEATURES}, got {self.features!r}")
-        if self.loss not in LOSSES:
-            raise ValueError(f"loss must be one of {LOSSES}, got {self.loss!r}")
+        check_choice("loss", self.loss, LOSSES)
         if self.loss == "quantile":
             qs = tuple(self.quantiles)
             if not qs or any(not 0 < q < 1 for q in qs) or sorted(set(qs)) != list(qs):

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from forecaster.checks import check_choice
 from forecaster.models.encoder import EncoderSizes
 from seq2seq.core import (
     Encoder,
@@ -32,8 +33,7 @@ class NetConfig(EncoderSizes):
     def __post_init__(self) -> None:
         if self.n_features < 1 or self.n_outputs < 1 or self.window < 1:
             raise ValueError("n_features, n_outputs and window must be positive")
-        if self.positional not in POSITIONALS:
-            raise ValueError(f"positional must be one of {POSITIONALS}, got {self.positional!r}")
+        check_choice("positional", self.positional, POSITIONALS)
         self.stack()  # validates the layer sizes
 
     def stack(self) -> StackConfig:
