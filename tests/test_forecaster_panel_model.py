@@ -34,6 +34,7 @@ def frames():
 def contract_models():
     return {
         "transformer": PanelTransformer(**TINY),
+        "transformer_market_gate": PanelTransformer(**TINY, market="gate"),
         **{name: FactorScore(name) for name in FACTORS},
         "gbm": FeatureRegressor("gbm"),
         "ridge_features": FeatureRegressor("ridge"),
@@ -69,7 +70,7 @@ def test_model_contract(name, frames, one_thread):
 
 def test_transformer_save_load_identical(frames, tmp_path, one_thread):
     panel = Panel.from_frames(frames)
-    model = PanelTransformer(**{**TINY, "n_seeds": 2, "cross_stock": True})
+    model = PanelTransformer(**{**TINY, "n_seeds": 2, "cross_stock": True, "market": "input"})
     model.fit(panel.slice(end=panel.dates[199]))
     path = model.save(tmp_path / "panel.pt")
     same = PanelTransformer.load(path, device="cpu")
@@ -94,6 +95,37 @@ def test_cross_stock_attention_ignores_absent_stocks(one_thread):
     again = net(x2, present)
     assert torch.allclose(out[0], again[0], atol=1e-6) and (out[0, 4:] == 0).all()
     assert not torch.allclose(out[1], again[1])  # the second day does see them (causally)
+
+
+def test_market_context_is_each_days_cross_section():
+    from forecaster.models.panel.dataset import market_context
+
+    X = np.array([[[1.0, 0.0], [3.0, 2.0], [100.0, 100.0]],
+                  [[2.0, 4.0], [2.0, 0.0], [5.0, 5.0]]], dtype=np.float32)  # [2 days, 3 stocks, 2]
+    listed = np.array([[True, True, False], [True, True, True]])
+    m = market_context(X, listed)
+    assert m.shape == (2, 4)
+    # day 0: the unlisted third stock is left out; day 1: all three
+    np.testing.assert_allclose(m[0], [2.0, 1.0, 1.0, 1.0])
+    np.testing.assert_allclose(m[1], [3.0, 3.0, np.std([2, 2, 5]), np.std([4, 0, 5])], rtol=1e-6)
+
+
+def test_market_gate_starts_as_a_rescaling_of_the_stock_features(one_thread):
+    from forecaster.models.panel.network import PanelNetConfig, PanelTransformerNet
+
+    torch.manual_seed(0)
+    config = PanelNetConfig(n_features=3, window=4, d_model=8, n_heads=2, d_ff=16, market="gate", n_market=6)
+    net = PanelTransformerNet(config).eval()
+    with torch.no_grad():  # a zero gate layer is the uniform gate: F * softmax(0) = 1 per feature
+        net.gate.weight.zero_()
+        net.gate.bias.zero_()
+    plain = PanelTransformerNet(PanelNetConfig(n_features=3, window=4, d_model=8, n_heads=2, d_ff=16)).eval()
+    plain.load_state_dict({k: v for k, v in net.state_dict().items() if not k.startswith("gate.")})
+    x = torch.randn(5, config.context + 3, 9)
+    present = torch.ones(3, 5, dtype=torch.bool)
+    assert torch.allclose(net(x, present), plain(x[..., :3], present), atol=1e-6)
+    with pytest.raises(ValueError, match="market"):
+        PanelNetConfig(n_features=3, market="gate")
 
 
 def test_sequence_network_depends_on_its_context_only(one_thread):

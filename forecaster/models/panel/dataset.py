@@ -31,6 +31,8 @@ class SequenceData:
             since its first bar).
         label: ``[D, N]`` raw tradeable label (NaN where none), or None when not needed.
         target: ``[D, N]`` the per-day normalised label the loss sees.
+        market: ``[context + D, M]`` market context of each day (:func:`market_context`),
+            appended to every stock's features in a batch; None without it.
     """
 
     dates: pd.DatetimeIndex
@@ -40,6 +42,7 @@ class SequenceData:
     present: np.ndarray
     label: np.ndarray | None = None
     target: np.ndarray | None = None
+    market: torch.Tensor | None = None
 
     def batch(self, days: np.ndarray, max_stocks: int | None = None,
               rng: np.random.Generator | None = None) -> tuple[torch.Tensor, ...]:
@@ -58,6 +61,9 @@ class SequenceData:
                 raise ValueError("sampling max_stocks stocks needs an rng")
             stocks = np.sort(rng.choice(stocks, max_stocks, replace=False))
         x = self.X[first:last + 1 + self.context, stocks].transpose(0, 1)  # padded rows: +context
+        if self.market is not None:  # the same market row for every stock of a day
+            m = self.market[first:last + 1 + self.context]
+            x = torch.cat([x, m.expand(len(stocks), -1, -1)], dim=-1)
         present_t = torch.as_tensor(present[:, stocks])
         if self.target is None:
             target = torch.zeros(present_t.shape)
@@ -75,18 +81,43 @@ def input_present(panel: Panel, min_days: int) -> np.ndarray:
     return panel.listed & (since >= min_days)
 
 
+def market_context(X: np.ndarray, listed: np.ndarray) -> np.ndarray:
+    """The market of each day as the universe itself shows it (MASTER's market-guided idea,
+    computed from the stocks rather than from an index): the cross-sectional mean and standard
+    deviation of every processed feature over the stocks with a bar that day: equal-weight
+    return, dispersion, mean volatility, turnover, valuation...
+
+    Args:
+        X: ``[D, N, F]`` processed features.
+        listed: ``[D, N]`` bool, the stock has a bar that day.
+
+    Returns:
+        ``[D, 2F]`` float32 (means, then standard deviations; 0 on a day without stocks).
+        Row ``t`` uses day ``t``'s stocks only, so it leaks nothing a stock's own row would not.
+    """
+    w = listed[..., None].astype(np.float32)
+    n = np.maximum(w.sum(axis=1), 1.0)
+    mean = (X * w).sum(axis=1) / n
+    var = (np.square(X - mean[:, None, :]) * w).sum(axis=1) / n
+    return np.concatenate([mean, np.sqrt(var)], axis=-1).astype(np.float32)
+
+
 def build_sequences(panel: Panel, features: tuple[str, ...], processor, context: int, min_days: int,
                     horizon: int | None = None, execution: str = "next_open",
                     label_norm: str = "rank", drop_tails: float = 0.0,
-                    padded: np.ndarray | None = None) -> SequenceData:
+                    padded: np.ndarray | None = None, market: bool = False) -> SequenceData:
     """Features processed by the (fitted) ``processor`` and, with ``horizon``, the labels.
     ``padded``: the raw ``feature_tensor(panel, features, front=context)`` when the caller
-    has it (it is processed in place)."""
+    has it (it is processed in place). ``market``: add each day's :func:`market_context`."""
     if padded is None:
         padded = feature_tensor(panel, features, front=context)
     processor.transform(padded[context:], out=padded[context:])
     data = SequenceData(panel.dates, panel.codes, torch.from_numpy(padded), context,
                         input_present(panel, min_days))
+    if market:
+        rows = market_context(padded[context:], panel.listed)
+        front = np.zeros((context, rows.shape[1]), np.float32)
+        data.market = torch.from_numpy(np.concatenate([front, rows]))
     if horizon is not None:
         label, _ = tradeable_label(panel, horizon, execution)
         data.label = label

@@ -32,7 +32,7 @@ from forecaster.features.labels import EXECUTIONS, LABEL_NORMS
 from forecaster.features.processors import NORMS, make_processor, processor_from_state
 from forecaster.metrics import daily_ic
 from forecaster.models.panel.dataset import SequenceData, build_sequences, day_blocks
-from forecaster.models.panel.network import PanelNetConfig, PanelTransformerNet
+from forecaster.models.panel.network import MARKET_MODES, PanelNetConfig, PanelTransformerNet
 from forecaster.models.persistence import content_errors, load_model, save_model
 from forecaster.models.training import LoopConfig, train_days
 from seq2seq.core import resolve_device
@@ -84,6 +84,11 @@ class PanelTransformer(BaseEstimator):
         d_model, n_heads, n_layers, d_ff, dropout: the causal encoder.
         positional: ``"rotary"`` (relative positions) or ``"none"``.
         cross_stock: one attention layer across the stocks of a day after the encoder.
+        market: market context from the universe itself (each day's cross-sectional mean and
+            standard deviation of every processed feature, see
+            :func:`~forecaster.models.panel.dataset.market_context`): ``"none"``, ``"gate"``
+            (MASTER's market-guided gating of each stock's features) or ``"input"`` (appended
+            to every stock's inputs).
         loss: per-day ``"pairwise"`` (RankNet on sampled pairs of the same day; the default,
             chosen by ``scripts/sweep_panel.py``), ``"ic"`` (minus the daily correlation),
             ``"mse"`` (on the normalised label) or ``"listnet"``.
@@ -119,8 +124,8 @@ class PanelTransformer(BaseEstimator):
 
     def __init__(self, window=20, horizon=1, execution="next_open", features=None, norm="robust",
                  label_norm="rank", drop_tails=0.0, d_model=32, n_heads=4, n_layers=2, d_ff=64,
-                 dropout=0.1, positional="rotary", cross_stock=False, loss="pairwise", max_epochs=20,
-                 days_per_batch=8, lr=1e-3, weight_decay=1e-2, patience=4, val_fraction=0.2,
+                 dropout=0.1, positional="rotary", cross_stock=False, market="none", loss="pairwise",
+                 max_epochs=20, days_per_batch=8, lr=1e-3, weight_decay=1e-2, patience=4, val_fraction=0.2,
                  n_seeds=1, epoch_stock_days: int | None = None, stocks_per_batch: int | None = None,
                  device="auto", random_state=0, progress=False):
         self.window = window
@@ -137,6 +142,7 @@ class PanelTransformer(BaseEstimator):
         self.dropout = dropout
         self.positional = positional
         self.cross_stock = cross_stock
+        self.market = market
         self.loss = loss
         self.max_epochs = max_epochs
         self.days_per_batch = days_per_batch
@@ -189,7 +195,8 @@ class PanelTransformer(BaseEstimator):
         return PanelNetConfig(n_features=n_features, window=self.window, d_model=self.d_model,
                               n_heads=self.n_heads, n_layers=self.n_layers, d_ff=self.d_ff,
                               dropout=self.dropout, positional=self.positional,
-                              cross_stock=bool(self.cross_stock))
+                              cross_stock=bool(self.cross_stock), market=self.market,
+                              n_market=0 if self.market == "none" else 2 * n_features)
 
     def _validate_params(self) -> None:
         for name in ("window", "horizon", "n_seeds"):
@@ -197,6 +204,7 @@ class PanelTransformer(BaseEstimator):
         check_choice("execution", self.execution, EXECUTIONS)
         check_choice("norm", self.norm, NORMS)
         check_choice("label_norm", self.label_norm, LABEL_NORMS)
+        check_choice("market", self.market, MARKET_MODES)
         if not 0 <= self.drop_tails < 0.5:
             raise ValueError(f"drop_tails must be in [0, 0.5), got {self.drop_tails}")
         if not 0 <= self.val_fraction < 1:
@@ -277,7 +285,8 @@ class PanelTransformer(BaseEstimator):
         config = self.net_config_
         return build_sequences(panel, names, processor, config.context, min_days=self.window,
                                horizon=self.horizon if with_labels else None, execution=self.execution,
-                               label_norm=self.label_norm, drop_tails=self.drop_tails, padded=padded)
+                               label_norm=self.label_norm, drop_tails=self.drop_tails, padded=padded,
+                               market=config.market != "none")
 
     @torch.no_grad()
     def _scores(self, nets, data: SequenceData, rows: np.ndarray, chunk: int = 64,

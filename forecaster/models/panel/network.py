@@ -20,6 +20,7 @@ from forecaster.models.encoder import EncoderSizes
 from seq2seq.core import Encoder, StackConfig
 
 PANEL_POSITIONALS = ("rotary", "none")
+MARKET_MODES = ("none", "gate", "input")
 
 
 @dataclass(kw_only=True)
@@ -31,6 +32,8 @@ class PanelNetConfig(EncoderSizes):
     positional: str = "rotary"
     cross_stock: bool = False
     max_len: int = 1024
+    market: str = "none"
+    n_market: int = 0  # trailing input columns that are market context (the same for every stock)
 
     def __post_init__(self) -> None:
         if self.n_features < 1 or self.window < 1:
@@ -38,6 +41,10 @@ class PanelNetConfig(EncoderSizes):
         if self.positional not in PANEL_POSITIONALS:
             # Absolute positions would tie a day's output to where its batch starts.
             raise ValueError(f"positional must be one of {PANEL_POSITIONALS}, got {self.positional!r}")
+        if self.market not in MARKET_MODES:
+            raise ValueError(f"market must be one of {MARKET_MODES}, got {self.market!r}")
+        if (self.market == "none") != (self.n_market == 0):
+            raise ValueError(f"market={self.market!r} with n_market={self.n_market}")
         self.stack(causal=True)  # validates the layer sizes
 
     @property
@@ -51,13 +58,17 @@ class PanelNetConfig(EncoderSizes):
 
 
 class PanelTransformerNet(nn.Module):
-    """``x [stocks, context + days, features]`` -> scores ``[days, stocks]`` of the last
+    """``x [stocks, context + days, features (+ market)]`` -> scores ``[days, stocks]`` of the last
     ``days`` positions, given ``present [days, stocks]`` (0 where not present)."""
 
     def __init__(self, config: PanelNetConfig):
         super().__init__()
         self.config = config
-        self.input_proj = nn.Linear(config.n_features, config.d_model)
+        stock_inputs = config.n_features + (config.n_market if config.market == "input" else 0)
+        self.input_proj = nn.Linear(stock_inputs, config.d_model)
+        # MASTER's market-guided gating: the day's market rescales each stock feature
+        # (F * softmax, so a uniform gate is the identity).
+        self.gate = nn.Linear(config.n_market, config.n_features) if config.market == "gate" else None
         self.encoder = Encoder(config.stack(causal=True))
         # x-transformers' idea: across stocks it is the same layer stack, just not causal.
         self.cross = Encoder(config.stack(causal=False, n_layers=1)) if config.cross_stock else None
@@ -69,6 +80,9 @@ class PanelTransformerNet(nn.Module):
         if x.size(1) > self.config.max_len:
             raise ValueError(f"{x.size(1)} positions exceed max_len={self.config.max_len}; "
                              "use smaller chunks")
+        if self.gate is not None:
+            stock, market = x[..., : self.config.n_features], x[..., self.config.n_features:]
+            x = stock * (self.config.n_features * torch.softmax(self.gate(market), dim=-1))
         h = self.encoder.forward_local(self.input_proj(x), self.config.window, days)  # (S, days, C)
         return h.transpose(0, 1)  # (days, S, C)
 
