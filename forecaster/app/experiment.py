@@ -71,6 +71,9 @@ class DataConfig:
         synthetic_stocks: > 0 and no ``path``: a generated panel of that many stocks
             (:func:`forecaster.data.synthetic_panel`, codes ``syn.*``) instead of files.
         synthetic_days, synthetic_ic, synthetic_seed: its trading days, planted rank IC and seed.
+        intraday: a folder of minute-bar files (baostock or akshare exports, one per stock)
+            beside a folder of daily files: each day's intraday features
+            (:data:`forecaster.data.intraday.INTRADAY_FEATURES`) join the panel's features.
     """
 
     path: str = ""
@@ -82,6 +85,7 @@ class DataConfig:
     synthetic_days: int = 750
     synthetic_ic: float = 0.05
     synthetic_seed: int = 0
+    intraday: str = ""
 
     def __post_init__(self):
         if self.on_bad not in ("raise", "drop"):

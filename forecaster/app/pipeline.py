@@ -23,7 +23,8 @@ from forecaster.app.experiment import (
     to_toml,
 )
 from forecaster.app.outputs import check_output
-from forecaster.data import default_series_path, load_csv, load_dir, synthetic_panel
+from forecaster.data import DataError, default_series_path, load_csv, load_dir, synthetic_panel
+from forecaster.data.intraday import attach_intraday, is_bar_frame
 from forecaster.data.panel import Panel
 from forecaster.data.qlib import is_qlib_folder, qlib_frames
 from forecaster.evaluation.scoring import Report, score_run
@@ -71,8 +72,24 @@ def load_data(data: DataConfig) -> Loaded:
                       "from $factor)")
     if path and Path(path).is_dir():
         loaded = load_dir(path, on_bad=on_bad, cache=data.cache, trust_code_column=data.trust_code_column)
+        bars = [c for c, f in loaded.frames.items() if is_bar_frame(f)]
+        if bars:
+            raise DataError(f"{path}: {len(bars)} file(s) hold minute bars (e.g. {bars[0]}); a panel "
+                            "is daily: pass minute bars as --intraday DIR ([data] intraday) beside a "
+                            "folder of daily files, or one stock's bars as a file")
         # stocks, rows, suspended days, dropped rows, trusted code columns, entries not read
-        return Loaded(loaded.frames, str(Path(path).resolve()), loaded.summary())
+        summary, frames = loaded.summary(), loaded.frames
+        if data.intraday:
+            minute = load_dir(data.intraday, on_bad=on_bad, cache=data.cache,
+                              trust_code_column=data.trust_code_column)
+            try:
+                frames, line = attach_intraday(frames, minute.frames)
+            except ValueError as exc:
+                raise DataError(f"--intraday {data.intraday}: {exc}") from None
+            summary = f"{summary}\n{minute.summary()}\n{line}"
+        return Loaded(frames, str(Path(path).resolve()), summary)
+    if data.intraday:
+        raise ConfigError("--intraday needs DATA to be a folder of daily files (a panel)")
     file = Path(path) if path else default_series_path()
     frame, report = load_csv(file, on_bad=on_bad, trust_code_column=data.trust_code_column)
     return Loaded({str(frame["code"].iloc[0]): frame}, str(file.resolve()), report.summary())
@@ -83,9 +100,18 @@ def prepare(raw: Mapping[str, Mapping], source: str = "<options>") -> tuple[Expe
     path becomes absolute, so the resolved experiment runs from anywhere)."""
     raw = {k: dict(v) for k, v in raw.items()}
     data = raw.setdefault("data", {})
-    if data.get("path"):
-        data["path"] = str(Path(data["path"]).resolve())
+    for key in ("path", "intraday"):
+        if data.get(key):
+            data[key] = str(Path(data[key]).resolve())
     loaded = load_data(build_section("data", data, source))
+    frame = next(iter(loaded.frames.values()))
+    if len(loaded.frames) == 1 and is_bar_frame(frame):
+        # Minute bars: folds count trading days, and a file of bars rarely spans the two
+        # years the daily defaults train on.
+        n_days = int(frame["day"].nunique())
+        walk = raw.setdefault("walk_forward", {})
+        walk.setdefault("train_days", min(500, max(20, n_days // 2)))
+        walk.setdefault("retrain_every", 21)
     exp = resolve(raw, len(loaded.frames), source)
     _check_dates(exp, loaded)
     return exp, loaded

@@ -1,9 +1,10 @@
-"""Data: loading A-share daily bars (formats, plain or gzip CSVs, cleaning, folders read in
-parallel, a Parquet cache, fetching), the
+"""Data: loading A-share daily and minute bars (formats, plain or gzip CSVs, cleaning, folders
+read in parallel, a Parquet cache, fetching), daily features from minute bars, the
 embedded synthetic series and a synthetic panel with a planted signal, the aligned
 :class:`Panel` of ``[days, stocks]`` arrays every panel model reads, and the exchange's facts
 (boards, price limits)."""
 
+from forecaster.data.intraday import attach_intraday, daily_bars, daily_features
 from forecaster.data.loading import DataError, FolderLoad, LoadReport, Skipped, load_csv, load_dir, scan_dir
 from forecaster.data.panel import Panel, PanelFiles
 from forecaster.data.qlib import load_qlib, qlib_frames, write_qlib
@@ -14,9 +15,15 @@ from forecaster.data.synthetic import (
     synthetic_prices,
     write_synthetic_panel,
 )
+from forecaster.data.synthetic_bars import synthetic_intraday, write_minute_csv
 
 __all__ = [
     "DataError",
+    "attach_intraday",
+    "daily_bars",
+    "daily_features",
+    "synthetic_intraday",
+    "write_minute_csv",
     "FolderLoad",
     "LoadReport",
     "Panel",

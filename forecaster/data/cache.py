@@ -56,7 +56,8 @@ def read_cache(folder: Path, manifest: dict, report_type) -> tuple[dict, dict] |
         return None
     frames = {}
     for code, frame in table.groupby("__key__", sort=True):
-        frame = frame.drop(columns="__key__").set_index("date")
+        key = "time" if "time" in frame.columns else "date"  # minute bars are keyed by time
+        frame = frame.drop(columns="__key__").set_index(key)
         frame = frame[stored["columns"][code]]  # each stock's own columns, in its order
         frames[code] = frame
     reports = {code: report_type(**r) for code, r in stored["reports"].items()}

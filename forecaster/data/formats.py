@@ -4,6 +4,9 @@ Canonical frame: a ``DatetimeIndex`` named ``date`` and lower snake-case columns
 ``open, high, low, close`` (required) plus, where the source has them, ``preclose``
 (previous close adjusted for ex-rights), ``adj_close``, ``volume`` (shares), ``amount`` (CNY),
 ``turnover`` (percent), ``trade_status``, ``is_st``, ``pct_chg``, ``code`` and valuation fields.
+Minute exports (``intraday=True``) give a *bar frame* instead: a ``DatetimeIndex`` named
+``time`` (each bar's closing stamp) and the session columns of
+:mod:`forecaster.data.intraday`.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ class CsvFormat:
         date_format: ``strftime`` pattern of that column.
         scale: canonical column -> multiplier into canonical units (lots -> shares, ...).
         markers: source columns whose presence identifies the format.
+        intraday: minute bars (the date column holds timestamps; the frame is indexed by
+            ``time``).
     """
 
     name: str
@@ -31,6 +36,12 @@ class CsvFormat:
     date_format: str
     markers: tuple[str, ...]
     scale: dict[str, float] = field(default_factory=dict)
+    intraday: bool = False
+
+    @property
+    def key(self) -> str:
+        """The canonical name of the column the rows are keyed by (``date`` or ``time``)."""
+        return "time" if self.intraday else "date"
 
     def matches(self, header: set[str]) -> bool:
         return all(m in header for m in self.markers)
@@ -48,6 +59,36 @@ BAOSTOCK = CsvFormat(
     date_column="date",
     date_format="%Y-%m-%d",
     markers=("date", "code"),
+)
+
+# baostock's 5/15/30/60-minute bars (query_history_k_data_plus, frequency "5" ...): ``time``
+# is the bar's closing stamp as YYYYMMDDHHMMSSsss, ``date`` the same day again.
+BAOSTOCK_MINUTE = CsvFormat(
+    name="baostock_minute",
+    columns={
+        "time": "time", "code": "code", "open": "open", "high": "high", "low": "low",
+        "close": "close", "volume": "volume", "amount": "amount", "adjustflag": "adjust_flag",
+    },
+    date_column="time",
+    date_format="%Y%m%d%H%M%S%f",
+    markers=("date", "time", "code"),
+    intraday=True,
+)
+
+# akshare's stock_zh_a_hist_min_em: 1-minute bars carry 均价 (average price), 5-60-minute bars
+# 涨跌幅/涨跌额/振幅/换手率; volume in lots of 100 shares either way.
+AKSHARE_MINUTE = CsvFormat(
+    name="akshare_minute",
+    columns={
+        "时间": "time", "开盘": "open", "收盘": "close", "最高": "high", "最低": "low",
+        "成交量": "volume", "成交额": "amount", "均价": "avg_price", "涨跌幅": "pct_chg",
+        "涨跌额": "change", "振幅": "amplitude", "换手率": "turnover", "股票代码": "code",
+    },
+    date_column="时间",
+    date_format="%Y-%m-%d %H:%M:%S",
+    markers=("时间",),
+    scale={"volume": 100.0},
+    intraday=True,
 )
 
 TUSHARE = CsvFormat(
@@ -98,7 +139,8 @@ OHLCV = CsvFormat(
     markers=("date",),
 )
 
-FORMATS: tuple[CsvFormat, ...] = (TUSHARE, AKSHARE, YAHOO, BAOSTOCK, OHLCV)
+# Minute formats first: a baostock minute export has the daily export's markers too.
+FORMATS: tuple[CsvFormat, ...] = (BAOSTOCK_MINUTE, AKSHARE_MINUTE, TUSHARE, AKSHARE, YAHOO, BAOSTOCK, OHLCV)
 
 REQUIRED = ("open", "high", "low", "close")
 PRICE_COLUMNS = ("open", "high", "low", "close", "preclose", "adj_close")

@@ -34,6 +34,7 @@ from forecaster.data.formats import (
     data_stem,
     detect_format,
 )
+from forecaster.data.intraday import add_session_columns, bar_minutes, session_minutes
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,8 @@ class LoadReport:
         compression: ``"gzip"`` for a compressed file, else ``""``.
         name_code: where the file's name says another stock than its code column and the
             column was trusted (``trust_code_column``): the code the name says; else ``""``.
+        bar_minutes, trading_days: minute bars (0 for daily files): the bars' length and the
+            days they cover.
     """
 
     path: str
@@ -72,10 +75,15 @@ class LoadReport:
     warnings: list[str] = field(default_factory=list)
     compression: str = ""
     name_code: str = ""
+    bar_minutes: int = 0
+    trading_days: int = 0
 
     def summary(self) -> str:
         how = f"{self.encoding}, {self.compression}" if self.compression else self.encoding
         parts = [f"{self.path}: {self.format} ({how}), {self.rows_kept}/{self.rows_read} rows kept"]
+        if self.bar_minutes:
+            parts.append(f"{self.bar_minutes}-minute bars over {self.trading_days} trading days (the "
+                         "first bar's return is taken from its own open: no earlier close in the file)")
         if self.dropped:
             parts.append("dropped " + ", ".join(f"{n} {why}" for why, n in self.dropped.items()))
         if self.reordered_rows:
@@ -263,13 +271,20 @@ def _canonicalise(raw: pd.DataFrame, fmt: CsvFormat, path: Path, on_bad: str,
     frame = src[keep].copy()
     frame["_line"] = np.arange(len(frame)) + 2  # header is line 1
 
-    text_dates = frame["date"].str.strip()
+    key = fmt.key  # "date", or "time" for minute bars
+    text_dates = frame[key].str.strip()
     dates = pd.to_datetime(text_dates, format=fmt.date_format, errors="coerce")
-    frame = clean.bad_rows(frame, dates.isna(), "unparseable dates", "date",
-                           f"a date like {fmt.date_format}", raw=text_dates)
-    frame["date"] = dates.loc[frame.index]
+    frame = clean.bad_rows(frame, dates.isna(), "unparseable dates", key,
+                           f"a {'timestamp' if fmt.intraday else 'date'} like {fmt.date_format}",
+                           raw=text_dates)
+    frame[key] = dates.loc[frame.index]
+    if fmt.intraday:
+        outside = session_minutes(pd.DatetimeIndex(frame[key])) < 0
+        frame = clean.bad_rows(frame, pd.Series(outside, index=frame.index), "bars outside the session",
+                               key, "a bar closing within 09:30-11:30 or 13:00-15:00",
+                               raw=text_dates)
 
-    numeric = [c for c in frame.columns if c not in ("date", "code", "_line")]
+    numeric = [c for c in frame.columns if c not in (key, "code", "_line")]
     for col in numeric:
         text = frame[col].str.strip()
         empty = text.isin(["", "nan", "NaN", "None", "null", "--"])
@@ -287,21 +302,30 @@ def _canonicalise(raw: pd.DataFrame, fmt: CsvFormat, path: Path, on_bad: str,
             bad = frame[col] <= 0 if col in REQUIRED else (frame[col] <= 0) & frame[col].notna()
             frame = clean.bad_rows(frame, bad, "non-positive prices", col, "a positive price")
 
-    dup = frame["date"].duplicated(keep="first")
+    dup = frame[key].duplicated(keep="first")
     if dup.any() and on_bad == "raise":
         first = dup.idxmax()
-        day = frame.loc[first, "date"]
-        lines = frame.loc[frame["date"] == day, "_line"].tolist()
+        day = frame.loc[first, key]
+        lines = frame.loc[frame[key] == day, "_line"].tolist()
+        what = f"time {day}" if fmt.intraday else f"date {day.date()}"
         raise DataError(
-            f"{path}: duplicate date {day.date()} on lines {lines}; expected one row per trading "
-            f"day ({int(dup.sum())} duplicated rows; pass on_bad='drop' to keep the first of each)"
+            f"{path}: duplicate {what} on lines {lines}; expected one row per "
+            f"{'bar' if fmt.intraday else 'trading day'} ({int(dup.sum())} duplicated rows; pass "
+            "on_bad='drop' to keep the first of each)"
         )
-    frame = clean.bad_rows(frame, dup, "duplicate dates", "date", "a unique date")
+    frame = clean.bad_rows(frame, dup, f"duplicate {key}s", key, f"a unique {key}")
 
-    order = np.argsort(frame["date"].to_numpy(), kind="stable")
+    order = np.argsort(frame[key].to_numpy(), kind="stable")
     report.reordered_rows = int((order != np.arange(len(order))).sum())
-    frame = frame.iloc[order].set_index("date").drop(columns="_line")
+    frame = frame.iloc[order].set_index(key).drop(columns="_line")
     # (the code column is set to the file's one checked code by _load)
+    if fmt.intraday:
+        if len(frame):
+            frame = add_session_columns(frame)
+            report.bar_minutes = bar_minutes(frame)
+            report.suspended_days = int(frame.loc[frame["suspended"], "day"].nunique())
+            report.trading_days = int(frame["day"].nunique())
+        return frame
 
     suspended = np.zeros(len(frame), dtype=bool)
     if "trade_status" in frame.columns:

@@ -19,10 +19,11 @@ import numpy as np
 import pandas as pd
 
 from forecaster.data.exchange import limit_matrix
+from forecaster.data.intraday import INTRADAY_FEATURES, is_bar_frame
 
 # Canonical columns carried into the panel when a frame has them.
 FIELDS = ("open", "high", "low", "close", "preclose", "volume", "amount", "turnover",
-          "pe_ttm", "pb_mrq", "ps_ttm")
+          "pe_ttm", "pb_mrq", "ps_ttm", *INTRADAY_FEATURES)
 
 
 @dataclass
@@ -63,6 +64,10 @@ class Panel:
             index = frames[code].index
             if not isinstance(index, pd.DatetimeIndex):
                 raise ValueError(f"frames[{code!r}] needs a DatetimeIndex (use forecaster.data.load_csv)")
+            if is_bar_frame(frames[code]) and len(codes) > 1:  # one stock's bars: a bar-level walk
+                raise ValueError(f"{code}: minute bars, but a panel is daily: give a folder of minute "
+                                 "bars as --intraday DIR ([data] intraday) beside the daily files, or "
+                                 "run one stock's bars alone (forecaster backtest FILE)")
             if not (index.is_monotonic_increasing and index.is_unique):
                 raise ValueError(f"frames[{code!r}]: dates must be sorted and unique")
             missing = [c for c in ("open", "close") if c not in frames[code].columns]

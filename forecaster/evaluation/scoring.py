@@ -54,7 +54,9 @@ class Report:
     per calendar year of the forecast date, and per board (:func:`report_board`; the IC of a
     day within that board's stocks), one row per model and year or board (columns
     :data:`YEAR_COLUMNS`, :data:`BOARD_COLUMNS`). ``predictions_format``: how the report
-    folder stores the predictions (:attr:`BacktestConfig.predictions_format`).
+    folder stores the predictions (:attr:`BacktestConfig.predictions_format`). ``per_day``
+    (minute bars): :func:`per_day_scores`, and ``per_day_ic`` each day's rank IC over its bars
+    ``[days, models]``; ``overall`` then pools every bar.
     """
 
     model: str
@@ -77,6 +79,8 @@ class Report:
     ic_years: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(YEAR_COLUMNS)))
     ic_boards: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(BOARD_COLUMNS)))
     predictions_format: str = "auto"
+    per_day: pd.DataFrame = field(default_factory=pd.DataFrame)
+    per_day_ic: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def universe_counts(self) -> dict:
@@ -196,7 +200,9 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
 
     backtest = backtest or BacktestConfig.for_universe(grid.n_stocks)
     results = {}
-    for name, g in result.predictions.reset_index().groupby("model"):
+    bars = not panel and is_intraday(result.predictions.index)
+    per_day, per_day_ic = per_day_scores(pred) if bars else (pd.DataFrame(), pd.DataFrame())
+    for name, g in ([] if bars else result.predictions.reset_index().groupby("model")):
         forecast = g.pivot_table(index="date", columns="code", values="forecast", aggfunc="first")
         if not panel and name in factors:
             continue
@@ -215,6 +221,11 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
            "limit-up at the entry, or an exit beyond the data)" if result.config.label == "tradeable"
            else "on suspended days")
     notes = [f"{n_suspended} forecast rows {why} were not scored"]
+    if bars:
+        notes.append("minute bars: forecasts of the next bar's log return, scored over every bar "
+                     "(the tables) and day by day (bar_day_metrics.csv: each statistic within each "
+                     "trading day, averaged over days); no trading backtest: A-share T+1 rules out "
+                     "same-day round trips, so a strategy on these forecasts trades daily")
     notes.append(universe_line(universe_counts(universe)))
     if any(gaps.values()):
         notes.append("empty cells in the tables (n/c in the printed table, blank in the CSVs) are "
@@ -225,7 +236,34 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
     notes += data_caveats([str(c) for c in grid.codes], panel, index_constituents)
     return Report(model, overall, per_fold, per_stock, dm, ic, daily_ic_frame, results, verdict, notes,
                   ic_close, ic_tests, quantiles, pd.DataFrame(horizons).T, universe, dict(result.failed),
-                  {m: g for m, g in gaps.items() if g}, ic_years, ic_boards, backtest.predictions_format)
+                  {m: g for m, g in gaps.items() if g}, ic_years, ic_boards, backtest.predictions_format,
+                  per_day, per_day_ic)
+
+
+def is_intraday(index: pd.Index) -> bool:
+    """Whether forecast stamps are minute bars (any stamp past midnight)."""
+    stamps = pd.DatetimeIndex(index)
+    return bool(len(stamps)) and bool((stamps != stamps.normalize()).any())
+
+
+def per_day_scores(pred: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Minute bars, day by day: every :func:`~forecaster.metrics.summarise` statistic computed
+    within each trading day's bars, then its mean over days, per model (``n_days`` days;
+    ``rank_ic_t``: the t-statistic of the daily rank ICs' mean, days taken as independent);
+    and each day's rank IC ``[days, models]``.
+
+    Args:
+        pred: long predictions with ``date`` (bar stamps), ``model``, ``forecast``, ``actual``.
+    """
+    days = pred.assign(day=pd.DatetimeIndex(pred["date"]).normalize()).drop(columns=["code"], errors="ignore")
+    daily = summarise(days, by=("model", "day"))
+    numeric = [c for c in daily.columns if c not in ("model", "day") and
+               pd.api.types.is_numeric_dtype(daily[c])]
+    table = daily.groupby("model")[numeric].mean()
+    ic = daily.groupby("model")["rank_ic"]
+    table["rank_ic_t"] = ic.mean() / ic.std() * np.sqrt(ic.count())
+    table["n_days"] = daily.groupby("model")["day"].nunique()
+    return table.reset_index(), daily.pivot(index="day", columns="model", values="rank_ic")
 
 
 def report_board(code: str) -> str:

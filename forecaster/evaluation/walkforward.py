@@ -138,8 +138,16 @@ class Fold:
 
 
 def make_folds(calendar: pd.DatetimeIndex, config: WalkForwardConfig) -> list[Fold]:
-    """Cut the calendar (sorted trading days) into folds; see the module docstring."""
+    """Cut the calendar (sorted trading days) into folds; see the module docstring.
+
+    A calendar of minute bars is cut by trading day: ``train_days``, ``retrain_every``,
+    ``purge`` and ``step`` count days, a fold trains on every bar up to its cut-off day's close
+    and forecasts every bar of its test days (the first bar of a day from the previous day's
+    last bar)."""
     calendar = pd.DatetimeIndex(calendar).sort_values().unique()
+    days = calendar.normalize()
+    if (days != calendar).any():
+        return [_bar_fold(f, calendar, days) for f in make_folds(days.unique(), config)]
     lo = calendar.searchsorted(pd.Timestamp(config.start)) if config.start else 0
     hi = calendar.searchsorted(pd.Timestamp(config.end), side="right") if config.end else len(calendar)
     folds, cut = [], config.train_days - 1
@@ -156,6 +164,13 @@ def make_folds(calendar: pd.DatetimeIndex, config: WalkForwardConfig) -> list[Fo
         raise ValueError(f"no fold fits: {len(calendar)} days, train_days={config.train_days}, "
                          f"purge={config.purge}")
     return folds
+
+
+def _bar_fold(fold: Fold, bars: pd.DatetimeIndex, days: pd.DatetimeIndex) -> Fold:
+    """A fold of trading days as a fold of the bars of those days."""
+    train_start = bars[days.searchsorted(fold.train_start)]
+    cut = bars[days.searchsorted(fold.cut, side="right") - 1]
+    return Fold(fold.fold, train_start, cut, bars[days.isin(fold.test_days)])
 
 
 @dataclass

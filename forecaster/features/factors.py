@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from forecaster.data.intraday import INTRADAY_FEATURES
 from forecaster.data.panel import Panel
 
 # name -> (days of history it needs, what it is)
@@ -36,6 +37,9 @@ FEATURES: dict[str, tuple[int, str]] = {
     "book_to_price": (1, "1 / pbMRQ"),
     "earnings_to_price": (1, "1 / peTTM"),
     "sales_to_price": (1, "1 / psTTM"),
+    # From minute bars (--intraday DIR; forecaster.data.intraday.daily_features), each from the
+    # bars of its own day up to the close.
+    **{name: (1, text) for name, text in INTRADAY_FEATURES.items()},
 }
 DEFAULT_FEATURES = tuple(FEATURES)
 
@@ -134,6 +138,8 @@ def feature(panel: Panel, name: str, cache: bool = True) -> np.ndarray:
         with np.errstate(invalid="ignore", divide="ignore"):
             out = np.where(hi > lo, (logp - lo) / (hi - lo), 0.5)
         out = np.where(np.isfinite(logp) & np.isfinite(lo), out, np.nan)
+    elif name in INTRADAY_FEATURES:
+        out = traded(f[name]) if name in f else nan
     else:  # valuation: a yield is monotone in value and finite where the multiple is negative
         column = {"book_to_price": "pb_mrq", "earnings_to_price": "pe_ttm",
                   "sales_to_price": "ps_ttm"}[name]
@@ -166,7 +172,7 @@ def available_features(panel: Panel, names=DEFAULT_FEATURES) -> tuple[str, ...]:
              "log_turnover": ("turnover",), "log_amount_20d": ("amount",),
              "turnover_20d": ("turnover",), "illiquidity_20d": ("amount",),
              "book_to_price": ("pb_mrq",), "earnings_to_price": ("pe_ttm",),
-             "sales_to_price": ("ps_ttm",)}
+             "sales_to_price": ("ps_ttm",), **{n: (n,) for n in INTRADAY_FEATURES}}
     return tuple(n for n in names if all(panel.has(c) for c in needs.get(n, ())))
 
 

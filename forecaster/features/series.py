@@ -11,7 +11,10 @@ import pandas as pd
 
 log = logging.getLogger(__name__)
 
-FEATURES = ("log_return", "range", "gap", "volume_change", "turnover_change")
+FEATURES = ("log_return", "range", "gap", "volume_change", "turnover_change", "time_of_day", "first_bar")
+# Features of minute bars only (forecaster.data.intraday): when in the session a bar closes, and
+# whether it is the day's first bar (its return carries the overnight move).
+BAR_FEATURES = ("time_of_day", "first_bar")
 
 
 class UnadjustedReturnsWarning(UserWarning):
@@ -62,7 +65,10 @@ def make_features(frame: pd.DataFrame, features: tuple[str, ...] = ("log_return"
 
     Features: ``log_return``; ``range`` = log(high/low); ``gap`` = log(open/previous close);
     ``volume_change`` and ``turnover_change`` = change of log1p(volume or turnover) against the
-    previous trading day (0 on suspended days, counted in the log).
+    previous trading day (0 on suspended days, counted in the log). Minute bars
+    (:mod:`forecaster.data.intraday`) also have ``time_of_day`` (trading minutes since 09:30
+    over 240) and ``first_bar`` (1 on a day's first bar); on minute bars ``log_return`` is the
+    bar's return and ``gap`` is 0 but on first bars.
     """
     unknown = [f for f in features if f not in FEATURES]
     if unknown or not features:
@@ -71,7 +77,12 @@ def make_features(frame: pd.DataFrame, features: tuple[str, ...] = ("log_return"
     trading = ~frame["suspended"] if "suspended" in frame.columns else pd.Series(True, frame.index)
     out = {}
     for name in features:
-        if name == "log_return":
+        if name in BAR_FEATURES:
+            if name not in frame.columns:
+                raise ValueError(f"{source}: feature {name!r} needs minute bars (a baostock or akshare "
+                                 "minute export); these rows are daily")
+            out[name] = frame[name].astype(float)
+        elif name == "log_return":
             out[name] = ret
         elif name == "range":
             out[name] = np.log(frame["high"] / frame["low"])

@@ -58,11 +58,15 @@ def _table(frame: pd.DataFrame, highlight: str | None = None, fmt: str = "{:+.4f
             "</table></div>")
 
 
-def _figure_caption(name: str, text: str, panel: bool) -> str:
-    """The caption of figure ``name`` in the words of the figure itself (panel or one stock)."""
+def _figure_caption(name: str, text: str, panel: bool, bars: bool = False) -> str:
+    """The caption of figure ``name`` in the words of the figure itself (panel, one stock, or
+    one stock's minute bars)."""
     from forecaster.reporting.figures import ROLLING_IC_WINDOW
     from forecaster.reporting.plots import rolling_ic_label
 
+    if name == "rolling_ic.png" and bars:
+        label = rolling_ic_label(ROLLING_IC_WINDOW, panel, bars)
+        return label[0].upper() + label[1:] + ", per model"
     if name == "rolling_ic.png":
         label = rolling_ic_label(ROLLING_IC_WINDOW, panel)
         return label[0].upper() + label[1:] + (
@@ -160,7 +164,8 @@ def write_html(report, result, out: str | Path) -> Path:
               f'<p class="muted">{html.escape(_table_caption(table.columns))}</p>',
               _table(table, highlight=report.model)]
     parts += _ic_breakdown(report)
-    figures = [(out / name, _figure_caption(name, text, n_codes > 1)) for name, text in FIGURES
+    bars = bool(len(report.per_day_ic))
+    figures = [(out / name, _figure_caption(name, text, n_codes > 1, bars)) for name, text in FIGURES
                if (out / name).is_file()]
     if figures:
         parts += ["<h2>Figures</h2>", *(_figure(p, t) for p, t in figures)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib.dates as mdates
 import numpy as np
 import pandas as pd
 
@@ -27,23 +28,29 @@ def _day(x) -> str:
 
 
 def plot_forecast_vs_actual(forecast: pd.Series, actual: pd.Series, path: str | Path,
-                            title: str = "") -> Path:
-    """Daily forecast and realised log returns over time, and their scatter.
+                            title: str = "", bars: bool = False) -> Path:
+    """Daily (or, with ``bars``, per-bar) forecast and realised log returns over time, and
+    their scatter. Bars are drawn in trading order, so nights and lunch breaks leave no gaps.
 
     The correlation and sign hit rate in the scatter's title are
     :func:`forecaster.metrics.point_metrics`'s, the report table's definitions: the hit rate
-    counts only the days with a nonzero forecast and a nonzero outcome (a flat or suspended
-    day has no direction to hit).
+    counts only the days (bars) with a nonzero forecast and a nonzero outcome (a flat or
+    suspended day has no direction to hit).
     """
     actual = actual.reindex(forecast.index)
     ok = actual.notna() & forecast.notna()
+    unit = "bar" if bars else "day"
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.2), gridspec_kw={"width_ratios": [2.2, 1]})
-    ax1.plot(actual.index, actual, lw=0.6, color="0.6", label="actual")
-    ax1.plot(forecast.index, forecast, lw=0.9, color="C0", label="forecast")
+    x = np.arange(len(forecast)) if bars else forecast.index
+    ax1.plot(x, actual, lw=0.6, color="0.6", label="actual")
+    ax1.plot(x, forecast, lw=0.9, color="C0", label="forecast")
     ax1.axhline(0, color="k", lw=0.5)
-    ax1.set_ylabel("daily log return")
+    if bars:
+        ax1.set_xlabel(f"bar, in trading order ({pd.Timestamp(forecast.index[0]).date()} .. "
+                       f"{pd.Timestamp(forecast.index[-1]).date()})")
+    ax1.set_ylabel(f"{'bar' if bars else 'daily'} log return")
     ax1.legend(loc="upper left")
-    ax1.set_title(title or "forecast vs actual daily log return")
+    ax1.set_title(title or f"forecast vs actual {'bar' if bars else 'daily'} log return")
     m = point_metrics(forecast.to_numpy(dtype=float), actual.to_numpy(dtype=float))
     ax2.scatter(forecast[ok], actual[ok], s=4, alpha=0.5)
     ax2.axhline(0, color="k", lw=0.5)
@@ -51,7 +58,7 @@ def plot_forecast_vs_actual(forecast: pd.Series, actual: pd.Series, path: str | 
     ax2.set_xlabel("forecast")
     ax2.set_ylabel("actual")
     ax2.set_title(f"corr {m['pearson_ic']:+.3f}, sign hit rate {m['hit_rate']:.1%}\n"
-                  f"(over {plural(m['n_directional'], 'day')} with nonzero forecast and outcome)",
+                  f"(over {plural(m['n_directional'], unit)} with nonzero forecast and outcome)",
                   fontsize=9)
     return _save(fig, path)
 
@@ -172,19 +179,22 @@ def plot_equity(equity: pd.Series, benchmark: pd.Series, path: str | Path, title
     return _save(fig, path)
 
 
-def rolling_ic_label(window: int, panel: bool) -> str:
+def rolling_ic_label(window: int, panel: bool, bars: bool = False) -> str:
     """What :func:`plot_rolling_ic` draws (its axis label; report.html captions the figure
     with the same words)."""
+    if bars:
+        return f"{window}-day rolling mean of each day's rank IC over its bars"
     return (f"{window}-day rolling mean of daily rank IC" if panel
             else f"{window}-day rolling correlation of forecast and actual")
 
 
 def plot_rolling_ic(predictions: pd.DataFrame, daily_ic: pd.DataFrame, path: str | Path,
-                    window: int = ROLLING_IC_WINDOW) -> Path:
-    """Rolling mean IC per model: the daily cross-sectional rank IC for panels, else the
-    rolling time-series correlation of forecast and actual. A model without any value (a
-    constant forecast such as zero has no correlation) has no line, so it is named in the
-    title instead of the legend."""
+                    window: int = ROLLING_IC_WINDOW, bars: bool = False) -> Path:
+    """Rolling mean IC per model: the daily cross-sectional rank IC for panels (or, for one
+    stock's minute bars with ``bars``, each day's rank IC over its bars), else the rolling
+    time-series correlation of forecast and actual. A model without any value (a constant
+    forecast such as zero has no correlation) has no line, so it is named in the title
+    instead of the legend."""
     fig, ax = plt.subplots(figsize=(12, 4.5))
     panel = bool(len(daily_ic.columns))
     if panel:
@@ -195,12 +205,16 @@ def plot_rolling_ic(predictions: pd.DataFrame, daily_ic: pd.DataFrame, path: str
             g = g[g["actual"].notna()]
             curves[name] = g["forecast"].rolling(window, min_periods=window // 2).corr(g["actual"])
         curves = pd.DataFrame(curves)
-    ylabel = rolling_ic_label(window, panel)
+    ylabel = rolling_ic_label(window, panel, bars)
     empty = [str(name) for name in curves.columns if not curves[name].notna().any()]
-    for name in curves.columns:
+    for i, name in enumerate(curves.columns):  # model colours: red and green mean gains and losses
         if str(name) not in empty:
-            ax.plot(curves.index, curves[name], lw=1.4 if name == "transformer" else 0.8, label=str(name))
+            ax.plot(curves.index, curves[name], lw=1.4 if name == "transformer" else 0.8, label=str(name),
+                    color=MODEL_COLORS[i % len(MODEL_COLORS)])
     ax.axhline(0, color="k", lw=0.5)
+    locator = mdates.AutoDateLocator(maxticks=10)  # a short run's day ticks must not collide
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
     ax.set_ylabel(ylabel, fontsize=9)
     title = ylabel
     if empty:

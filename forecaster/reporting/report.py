@@ -119,7 +119,8 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
     if len(report.per_stock):
         report.per_stock.to_csv(out / "stock_metrics.csv", index=False)
         files.append(out / "stock_metrics.csv")
-    for name, table in (("ic_by_year.csv", report.ic_years), ("ic_by_board.csv", report.ic_boards)):
+    for name, table in (("ic_by_year.csv", report.ic_years), ("ic_by_board.csv", report.ic_boards),
+                        ("bar_day_metrics.csv", report.per_day)):
         if len(table):
             table.to_csv(out / name, index=False)
             files.append(out / name)
@@ -138,12 +139,15 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
         if point["code"].nunique() == 1:
             files.append(plots.plot_forecast_vs_actual(point["forecast"], point["actual"],
                                                        out / "predicted_vs_actual.png",
-                                                       f"{report.model}: walk-forward forecasts"))
+                                                       f"{report.model}: walk-forward forecasts",
+                                                       bars=bool(len(report.per_day))))
         else:
             files.append(plots.plot_scatter(point["forecast"], point["actual"],
                                             out / "predicted_vs_actual.png",
                                             f"{report.model}: walk-forward forecasts, all stocks"))
-    files.append(plots.plot_rolling_ic(pred, report.daily_ic, out / "rolling_ic.png"))
+    bars = bool(len(report.per_day_ic))
+    files.append(plots.plot_rolling_ic(pred, report.per_day_ic if bars else report.daily_ic,
+                                       out / "rolling_ic.png", bars=bars))
     files.append(plots.plot_fold_metrics(report.per_fold, out / "fold_metrics.png"))
     if report.quantiles:
         shown = {m: report.quantiles[m] for m in _shown_models(report) if m in report.quantiles}
@@ -169,6 +173,8 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
                           if len(report.ic_horizons) else {}),
         "ic_by_year": _nested(report.ic_years, "year"),
         "ic_by_board": _nested(report.ic_boards, "board"),
+        **({"bars_by_day": {str(r["model"]): r.drop("model").to_dict() for _, r in report.per_day.iterrows()}}
+           if len(report.per_day) else {}),
         "predictions_file": predictions.name,
         "backtest": {name: {"strategy": r.metrics, "benchmark": r.benchmark_metrics,
                             "benchmark_name": r.benchmark} for name, r in report.backtests.items()},
