@@ -98,6 +98,7 @@ VALUES = {
     "data__index_constituents": (True, True),
     "data__cache": (True, True),
     "data__trust_code_column": (True, True),
+    "data__intraday": ("minute_bars", "minute_bars"),
     "data__synthetic_stocks": ("40", 40),
     "data__synthetic_days": ("500", 500),
     "data__synthetic_ic": ("0.03", 0.03),

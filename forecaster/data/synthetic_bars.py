@@ -6,9 +6,10 @@
   (the overnight move is pure noise);
 - a *daily signal hidden in the bars*: a stock's last 30 minutes drift with a daily signal
   ``s`` whose cross-sectional rank IC with the next day's open-to-open return is about
-  ``signal_ic`` (the drift is put into the next day's bars after the open), so only a model
-  that sees the last half hour (:func:`forecaster.data.intraday.daily_features`) can rank on
-  it; daily bars alone show little of it.
+  ``signal_ic`` (the drift is put into the next day's bars after the open). The bar before
+  the last half hour moves the other way by as much, so the day's open-to-close return does
+  not show it: a model that sees the last half hour
+  (:func:`forecaster.data.intraday.daily_features`) can rank on it.
 
 Nothing of day ``d + 1`` is drawn from information a feature of day ``d`` could not see
 other than the planted link itself.
@@ -66,7 +67,10 @@ def synthetic_intraday(n_stocks: int = 20, n_days: int = 250, bar_minutes: int =
     # The daily signal: the last half hour drifts with s, the next day's session pays it.
     signal = rng.standard_normal((n_stocks, n_days))
     last = max(1, LAST_MINUTES // bar_minutes)
-    returns[..., n_bars - last:] += (signal * sigma[:, None] * np.sqrt(last) / last)[..., None]
+    drift = signal * sigma[:, None] * np.sqrt(last)  # the last half hour's move, [N, D]
+    returns[..., n_bars - last:] += (drift / last)[..., None]
+    # ...undone by the bar just before it, so neither the day's return nor its VWAP shows much
+    returns[..., n_bars - last - 1] -= drift
     pay = signal_ic / np.sqrt(1 - signal_ic**2) * daily_vol[:, None] * signal  # [N, D] next day
     returns[:, 1:, 1:] += (pay[:, :-1] / (n_bars - 1))[..., None]
     flat = returns.reshape(n_stocks, -1)
