@@ -55,8 +55,16 @@ def test_baostock_and_akshare_minute_exports_load_as_the_same_bars(bars, tmp_pat
 
 
 def test_session_minutes_skip_the_lunch_break():
-    stamps = pd.DatetimeIndex(["2024-01-02 09:30", "2024-01-02 11:30", "2024-01-02 13:05",
-                               "2024-01-02 15:00", "2024-01-02 12:00", "2024-01-02 15:05"])
+    stamps = pd.DatetimeIndex(
+        [
+            "2024-01-02 09:30",
+            "2024-01-02 11:30",
+            "2024-01-02 13:05",
+            "2024-01-02 15:00",
+            "2024-01-02 12:00",
+            "2024-01-02 15:05",
+        ]
+    )
     assert session_minutes(stamps).tolist() == [0, 120, 125, 240, -1, -1]
 
 
@@ -68,7 +76,9 @@ def test_bad_minute_rows_name_the_line(bars, tmp_path):
     lines = path.read_text().splitlines()
     dup = lines[:5] + [lines[4]] + lines[5:]  # the bar of 09:50 twice
     path.write_text("\n".join(dup) + "\n")
-    with pytest.raises(DataError, match=r"duplicate time 2024-01-02 09:50:00 on lines \[5, 6\].*one row per bar"):
+    with pytest.raises(
+        DataError, match=r"duplicate time 2024-01-02 09:50:00 on lines \[5, 6\].*one row per bar"
+    ):
         load_csv(path)
     lunch = lines[:3] + [lines[3].replace("094500000", "120000000")] + lines[4:]
     path.write_text("\n".join(lunch) + "\n")
@@ -93,8 +103,14 @@ def _bars_of(rows):
 
 def test_daily_features_known_values():
     day = "2024-01-02 "
-    frame = _bars_of([(day + "10:30", 10.0, 10.2, 400, 4060), (day + "11:30", 10.2, 10.0, 100, 1010),
-                      (day + "14:00", 10.0, 10.1, 100, 1005), (day + "15:00", 10.1, 10.4, 400, 4120)])
+    frame = _bars_of(
+        [
+            (day + "10:30", 10.0, 10.2, 400, 4060),
+            (day + "11:30", 10.2, 10.0, 100, 1010),
+            (day + "14:00", 10.0, 10.1, 100, 1005),
+            (day + "15:00", 10.1, 10.4, 400, 4120),
+        ]
+    )
     f = daily_features(frame).iloc[0]
     r = np.log([10.0 / 10.2, 10.1 / 10.0, 10.4 / 10.1])  # the first bar's return left out
     assert f["intraday_vol"] == pytest.approx(np.sqrt((r**2).sum()))
@@ -102,7 +118,13 @@ def test_daily_features_known_values():
     assert f["vwap_deviation"] == pytest.approx(np.log(10.4 / (10195 / 1000)))
     assert (f["open_volume_share"], f["close_volume_share"]) == (pytest.approx(0.4), pytest.approx(0.4))
     daily = daily_bars(frame).iloc[0]
-    assert (daily["open"], daily["close"], daily["high"], daily["low"], daily["volume"]) == (10.0, 10.4, 10.4, 10.0, 1000)
+    assert (daily["open"], daily["close"], daily["high"], daily["low"], daily["volume"]) == (
+        10.0,
+        10.4,
+        10.4,
+        10.0,
+        1000,
+    )
 
 
 def test_daily_features_see_their_own_day_only(bars):
@@ -110,8 +132,9 @@ def test_daily_features_see_their_own_day_only(bars):
     later = frame.copy()
     after = later["day"] > later["day"].unique()[9]
     later.loc[after, ["open", "close", "volume", "amount"]] *= 1.5
-    later = add_session_columns(later.drop(columns=["day", "bar", "first_bar", "time_of_day", "preclose",
-                                                    "suspended"]))
+    later = add_session_columns(
+        later.drop(columns=["day", "bar", "first_bar", "time_of_day", "preclose", "suspended"])
+    )
     a, b = daily_features(frame), daily_features(later)
     pd.testing.assert_frame_equal(a.iloc[:10], b.iloc[:10])
     assert not a.iloc[11:].equals(b.iloc[11:])
@@ -147,9 +170,28 @@ def test_backtest_of_a_minute_file_forecasts_bars_and_recovers_the_pattern(tmp_p
     frame["code"] = "sz.000001"
     write_minute_csv(frame, tmp_path / "sz.000001.csv")
     out = tmp_path / "report"
-    res = CliRunner().invoke(main, ["backtest", str(tmp_path / "sz.000001.csv"), "--out", str(out),
-                                    "--train-days", "20", "--retrain-every", "10", "--epochs", "3",
-                                    "--window", "24", "--d-model", "16", "--no-seed-recipe", "--jobs", "1"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "backtest",
+            str(tmp_path / "sz.000001.csv"),
+            "--out",
+            str(out),
+            "--train-days",
+            "20",
+            "--retrain-every",
+            "10",
+            "--epochs",
+            "3",
+            "--window",
+            "24",
+            "--d-model",
+            "16",
+            "--no-seed-recipe",
+            "--jobs",
+            "1",
+        ],
+    )
     assert res.exit_code == 0, res.output
     metrics = json.loads((out / "metrics.json").read_text())
     assert any("no trading backtest: A-share T+1" in n for n in metrics["notes"])

@@ -201,23 +201,43 @@ def export_qlib(report, model, out):
 
 
 @main.command()
-@click.argument("code")
+@click.argument("codes", nargs=-1)
 @click.option("--start", required=True, type=DATE, help="First day.")
 @click.option("--end", required=True, type=DATE, help="Last day.")
-@click.option("--out", "out", required=True, type=click.Path(dir_okay=False), help="CSV to write.")
+@click.option("--out", "out", required=True, type=click.Path(),
+              help="One code: the CSV to write. Several (or --codes-file): the folder, one <code>.csv each.")
+@click.option("--source", type=click.Choice(["baostock", "akshare"]), default="baostock", show_default=True,
+              help="Where the bars come from (both optional extras, online).")
+@click.option("--frequency", type=click.Choice(["d", "1", "5", "15", "30", "60"]), default="d",
+              show_default=True, help="d daily, or minutes a bar (1 with akshare only).")
 @click.option("--adjustflag", type=click.Choice(["1", "2", "3"]), default="3", show_default=True,
               help="3 unadjusted, 2 forward-, 1 backward-adjusted.")
-def fetch(code, start, end, out, adjustflag):
-    """Download daily bars of CODE (e.g. sh.600000) with baostock."""
-    from forecaster.data.fetch import FetchError, fetch_baostock
+@click.option("--codes-file", type=click.Path(exists=True, dir_okay=False),
+              help="Fetch the codes in this file (one a line, or a CSV with a code column) into --out.")
+@click.option("--pause", type=float, default=0.5, show_default=True,
+              help="Folder mode: seconds between requests (be polite to shared servers).")
+@click.option("--resume/--no-resume", default=True, show_default=True,
+              help="Folder mode: keep the codes whose file is already in --out.")
+def fetch(codes, start, end, out, source, frequency, adjustflag, codes_file, pause, resume):
+    """Download bars of CODES (e.g. sh.600000) with baostock or akshare, as files that
+    `forecaster backtest` reads: one code to the CSV --out, several to the folder --out."""
+    from forecaster.data.fetch import FetchError, fetch_bars, fetch_folder, read_codes
 
-    if start > end:
-        raise click.ClickException(f"--start {start.date()} is after --end {end.date()}")
+    codes = list(codes) + (read_codes(codes_file) if codes_file else [])
+    if not codes:
+        raise click.UsageError("give one or more CODES or --codes-file")
+    first, last = str(start.date()), str(end.date())
     try:
-        path = fetch_baostock(code, str(start.date()), str(end.date()), out, adjustflag)
+        if len(codes) == 1 and not codes_file and not Path(out).is_dir():
+            click.echo(f"wrote {fetch_bars(codes[0], first, last, out, source, frequency, adjustflag)}")
+            return
+        done = fetch_folder(codes, first, last, out, source, frequency, adjustflag, pause, resume)
     except FetchError as exc:
         raise click.ClickException(str(exc)) from exc
-    click.echo(f"wrote {path}")
+    click.echo(done.summary())
+    if done.failed:
+        raise click.ClickException(f"{len(done.failed)} of {len(codes)} code(s) failed; run again to "
+                                   "retry them (the others are kept)")
 
 
 if __name__ == "__main__":
