@@ -202,3 +202,15 @@ def test_backtest_of_a_minute_file_forecasts_bars_and_recovers_the_pattern(tmp_p
     assert overall["transformer"]["pearson_ic"] > 0.18 and overall["ar5"]["pearson_ic"] > 0.18
     assert per_day.loc["transformer", "n_days"] == 20 and per_day.loc["transformer", "rank_ic"] > 0.15
     assert pd.Timestamp(pd.read_csv(out / "predictions.csv")["date"].iloc[0]).hour > 0
+
+
+def test_a_daily_export_with_a_time_column_stays_daily(tmp_path):
+    # baostock daily exports may carry `time` holding the date (../shared/data/ashare does)
+    path = tmp_path / "sh.600000.csv"
+    path.write_text(
+        "date,code,open,high,low,close,preclose,volume,time\n"
+        "2024-01-02,sh.600000,7.0,7.1,6.9,7.05,7.0,100,2024-01-02\n"
+        "2024-01-03,sh.600000,7.05,7.2,7.0,7.1,7.05,100,2024-01-03\n"
+    )
+    frame, report = load_csv(path)
+    assert report.format == "baostock" and frame.index.name == "date" and report.bar_minutes == 0

@@ -28,6 +28,8 @@ class CsvFormat:
         markers: source columns whose presence identifies the format.
         intraday: minute bars (the date column holds timestamps; the frame is indexed by
             ``time``).
+        probe: ``(column, pattern)`` the first row's value must match as well (a daily
+            baostock export may carry a ``time`` column holding the date).
     """
 
     name: str
@@ -37,14 +39,20 @@ class CsvFormat:
     markers: tuple[str, ...]
     scale: dict[str, float] = field(default_factory=dict)
     intraday: bool = False
+    probe: tuple[str, str] | None = None
 
     @property
     def key(self) -> str:
         """The canonical name of the column the rows are keyed by (``date`` or ``time``)."""
         return "time" if self.intraday else "date"
 
-    def matches(self, header: set[str]) -> bool:
-        return all(m in header for m in self.markers)
+    def matches(self, header: set[str], first: dict | None = None) -> bool:
+        if not all(m in header for m in self.markers):
+            return False
+        if self.probe is None or first is None:
+            return True
+        column, pattern = self.probe
+        return bool(re.fullmatch(pattern, str(first.get(column, "")).strip()))
 
 
 BAOSTOCK = CsvFormat(
@@ -73,6 +81,7 @@ BAOSTOCK_MINUTE = CsvFormat(
     date_format="%Y%m%d%H%M%S%f",
     markers=("date", "time", "code"),
     intraday=True,
+    probe=("time", r"\d{14,17}"),
 )
 
 # akshare's stock_zh_a_hist_min_em: 1-minute bars carry 均价 (average price), 5-60-minute bars
@@ -146,11 +155,12 @@ REQUIRED = ("open", "high", "low", "close")
 PRICE_COLUMNS = ("open", "high", "low", "close", "preclose", "adj_close")
 
 
-def detect_format(header: list[str], path: str) -> CsvFormat:
-    """Pick the format whose marker columns are all in ``header``."""
+def detect_format(header: list[str], path: str, first: dict | None = None) -> CsvFormat:
+    """Pick the format whose marker columns are all in ``header`` (and whose probe matches the
+    ``first`` data row, where given)."""
     names = set(header)
     for fmt in FORMATS:
-        if fmt.matches(names):
+        if fmt.matches(names, first):
             return fmt
     expected = "; ".join(f"{f.name}: {', '.join(f.markers)}" for f in FORMATS)
     raise ValueError(

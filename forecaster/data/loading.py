@@ -193,7 +193,7 @@ def _load(path: Path, on_bad: str, code: str | None, trust_code_column: bool
     # A pandas-written index column ("" or "Unnamed: 0") carries no data.
     raw = raw.loc[:, [c for c in raw.columns if c and not c.startswith("Unnamed:")]]
     try:
-        fmt = detect_format(list(raw.columns), str(path))
+        fmt = detect_format(list(raw.columns), str(path), raw.iloc[0].to_dict() if len(raw) else None)
     except ValueError as exc:
         raise DataError(str(exc)) from None
     report = LoadReport(path=str(path), format=fmt.name, encoding=encoding, rows_read=len(raw),
