@@ -75,7 +75,8 @@ def bench_panel(n_stocks: int, n_days: int, signal_ic: float) -> None:
         for name, g in pred.groupby("model"):
             scores = g.pivot_table(index="date", columns="code", values="forecast")
             actual = g.pivot_table(index="date", columns="code", values="actual")
-            ics.setdefault(name, {})[label] = ic_summary(daily_ic(scores, actual, method="spearman"))["mean_ic"]
+            summary = ic_summary(daily_ic(scores, actual, method="spearman"))
+            ics.setdefault(name, {})[label] = summary["mean_ic"]
     for name, v in ics.items():
         print(f"panel model={name} without={v['without']:+.4f} with={v['with']:+.4f} "
               f"planted={signal_ic:+.3f}", flush=True)
