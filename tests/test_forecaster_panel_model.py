@@ -110,6 +110,15 @@ def test_market_context_is_each_days_cross_section():
     np.testing.assert_allclose(m[1], [3.0, 3.0, np.std([2, 2, 5]), np.std([4, 0, 5])], rtol=1e-6)
 
 
+def test_market_context_by_default_only_at_whole_market_breadth(frames):
+    model = PanelTransformer()
+    modes = (model.market_mode(60), model.market_mode(240), model.market_mode(1200))
+    assert modes == ("none", "none", "gate")
+    assert PanelTransformer(market="input").market_mode(60) == "input"
+    fitted = PanelTransformer(**TINY).fit(Panel.from_frames(frames))  # 30 stocks: no gate
+    assert fitted.net_config_.market == "none" and fitted.nets_[0].gate is None
+
+
 def test_market_gate_starts_as_a_rescaling_of_the_stock_features(one_thread):
     from forecaster.models.panel.network import PanelNetConfig, PanelTransformerNet
 
