@@ -214,3 +214,34 @@ def test_a_daily_export_with_a_time_column_stays_daily(tmp_path):
     )
     frame, report = load_csv(path)
     assert report.format == "baostock" and frame.index.name == "date" and report.bar_minutes == 0
+
+
+def test_train_and_predict_with_intraday_features(tmp_path, one_thread):
+    bars = synthetic_intraday(n_stocks=8, n_days=160, signal_ic=0.3, seed=5)
+    for folder in ("daily", "bars"):
+        (tmp_path / folder).mkdir()
+    for i, frame in enumerate(bars.values()):
+        code = f"sz.{i + 1:06d}"
+        frame = frame.assign(code=code)
+        write_minute_csv(frame, tmp_path / "bars" / f"{code}.csv")
+        daily_bars(frame).drop(columns="suspended").reset_index().to_csv(
+            tmp_path / "daily" / f"{code}.csv", index=False
+        )
+    run = tmp_path / "run"
+    args = ["--epochs", "1", "--window", "8", "--d-model", "16", "--heads", "2", "--layers", "1"]
+    res = CliRunner().invoke(
+        main,
+        ["train", str(tmp_path / "daily"), "--intraday", str(tmp_path / "bars"), "--out", str(run), *args],
+    )
+    assert res.exit_code == 0, res.output
+    info = json.loads((run / "run.json").read_text())
+    assert info["intraday"] == str((tmp_path / "bars").resolve())
+    # predict reads the minute bars the run was trained with
+    res = CliRunner().invoke(main, ["predict", "--run", str(run)])
+    assert res.exit_code == 0, res.output
+    assert len(pd.read_csv(run / "next_day.csv")) == 8
+    # without them the intraday features cannot be computed: an error, not zeros
+    info["intraday"] = ""
+    (run / "run.json").write_text(json.dumps(info))
+    res = CliRunner().invoke(main, ["predict", "--run", str(run)])
+    assert res.exit_code == 1 and "last30_return" in res.output and "--intraday DIR" in res.output

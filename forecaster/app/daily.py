@@ -31,15 +31,17 @@ def _load(csv: str | None, on_bad: str = "raise"):
     return path, frame
 
 
-def _load_panel(folder: str, on_bad: str = "raise", end: pd.Timestamp | None = None):
-    """``(frames, Panel)`` of a folder, rows after ``end`` left out (stocks with no row up to
-    ``end`` are counted and named)."""
+def _load_panel(folder: str, on_bad: str = "raise", end: pd.Timestamp | None = None, intraday: str = ""):
+    """``(frames, Panel)`` of a folder (with the daily features of the minute bars in
+    ``intraday``, if given), rows after ``end`` left out (stocks with no row up to ``end`` are
+    counted and named)."""
     from forecaster.app.experiment import DataConfig
     from forecaster.app.pipeline import load_data
     from forecaster.data.panel import Panel
 
     try:
-        loaded = load_data(DataConfig(path=str(folder), on_bad=on_bad))
+        loaded = load_data(DataConfig(path=str(folder), on_bad=on_bad,
+                                      intraday=str(Path(intraday).resolve()) if intraday else ""))
     except (DataError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(loaded.summary, err=True)
@@ -102,7 +104,8 @@ def _predictions_table(model, frame: pd.DataFrame) -> pd.DataFrame:
 @click.option("--overwrite", is_flag=True, help="--out holds an earlier run: remove its files first.")
 @click.option("--end", default=None, type=DATE, help="Train on rows up to this date (default: every row).")
 @experiment_options(("features", "model", "walk_forward", "backtest", "data"),
-                    only={"walk_forward": ("horizon",), "backtest": ("execution",), "data": ("on_bad",)})
+                    only={"walk_forward": ("horizon",), "backtest": ("execution",),
+                          "data": ("on_bad", "intraday")})
 def train(data, out, overwrite, end, **options):
     """Fit the Transformer on DATA and save it to --out.
 
@@ -117,6 +120,9 @@ def train(data, out, overwrite, end, **options):
     raw = raw_sections(options)
     horizon = raw.get("walk_forward", {}).get("horizon", 1)
     on_bad = raw.get("data", {}).get("on_bad", "raise")
+    intraday = raw.get("data", {}).get("intraday") or ""
+    if intraday and not (data and Path(data).is_dir()):
+        raise click.ClickException("--intraday needs DATA to be a folder of daily files (a panel)")
     features = raw.get("features", {}).get("names")
     panel = bool(data) and Path(data).is_dir()
     target = check_output(out, overwrite=overwrite)  # before the training, not after it
@@ -125,7 +131,7 @@ def train(data, out, overwrite, end, **options):
         if panel:
             from forecaster.models.panel.model import PanelTransformer
 
-            frames, grid = _load_panel(data, on_bad, end)
+            frames, grid = _load_panel(data, on_bad, end, intraday)
             model = PanelTransformer(horizon=horizon, execution=raw.get("backtest", {}).get(
                 "execution", "next_open"), features=features, progress=True, **params)
             model.fit(grid)
@@ -145,6 +151,7 @@ def train(data, out, overwrite, end, **options):
     model.save(run / MODEL_FILE)
     info = {"kind": "panel" if panel else "one_stock", "data": source, "csv": None if panel else source,
             "on_bad": on_bad, "train_end": str(model.train_end_.date()),
+            "intraday": str(Path(intraday).resolve()) if intraday else "",
             "params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in model.get_params().items()}}
     if panel:
         from forecaster.reporting.plots import plot_panel_training
@@ -185,9 +192,12 @@ def train(data, out, overwrite, end, **options):
 @click.option("--stale-after", type=click.IntRange(min=1), default=20, show_default=True,
               help="Warn when the signal day is more than this many trading days after the model's "
                    "training end.")
+@click.option("--intraday", type=click.Path(exists=True, file_okay=False), default=None,
+              help="Panel run trained with --intraday: the minute bars of DATA's stocks (default: "
+                   "the folder it was trained with).")
 @experiment_options(("strategy", "costs", "market", "backtest"),
                     only={"backtest": ("capital", "rebalance_tolerance")})
-def predict(data, run, out, device, holdings, stale_after, **options):
+def predict(data, run, out, device, holdings, stale_after, intraday, **options):
     """Panel run: tomorrow's ranked list of DATA's stocks (default: the training folder) --
     code, score, rank, quintile and whether it can be bought at the next open -- as CSV and
     PNG; with --holdings or --capital, also the orders for the next open (orders.csv: side,
@@ -202,7 +212,8 @@ def predict(data, run, out, device, holdings, stale_after, **options):
         from forecaster.portfolio.next_day import ranked_list
         from forecaster.reporting.plots import plot_ranked_list
 
-        _, grid = _load_panel(data or info["data"], info.get("on_bad", "raise"))
+        _, grid = _load_panel(data or info["data"], info.get("on_bad", "raise"),
+                              intraday=intraday or info.get("intraday", ""))
         _warn_if_stale(model.train_end_, grid.dates, stale_after)
         try:
             table = ranked_list(model, grid)
@@ -326,7 +337,8 @@ def _plot_panel_run(model, info: dict, data: str | None, out: Path) -> list[Path
     from forecaster.portfolio.next_day import ranked_list
     from forecaster.reporting.plots import plot_panel_training, plot_ranked_list, plot_rolling_ic
 
-    _, grid = _load_panel(data or info["data"], info.get("on_bad", "raise"))
+    _, grid = _load_panel(data or info["data"], info.get("on_bad", "raise"),
+                          intraday=info.get("intraday", ""))
     files = [plot_panel_training(model.histories_, out / "training.png"),
              plot_ranked_list(ranked_list(model, grid), out / "next_day.png", signal_date=grid.dates[-1],
                               train_end=model.train_end_)]

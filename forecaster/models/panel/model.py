@@ -337,6 +337,10 @@ class PanelTransformer(BaseEstimator):
     def _windows(self, data) -> tuple[Panel, SequenceData]:
         self._check_fitted()
         panel = as_panel(data)
+        missing = [f for f in self.features_ if f not in available_features(panel, (f,))]
+        if missing:  # computing them as empty would feed the network zeros in their place
+            raise ValueError(f"the model was fitted on features {missing} that this data's columns do "
+                             "not give (intraday features need the minute bars: --intraday DIR)")
         return panel, self._sequences(panel, self.features_, self.processor_)
 
     def predict(self, data) -> pd.Series:
