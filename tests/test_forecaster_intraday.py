@@ -245,3 +245,20 @@ def test_train_and_predict_with_intraday_features(tmp_path, one_thread):
     (run / "run.json").write_text(json.dumps(info))
     res = CliRunner().invoke(main, ["predict", "--run", str(run)])
     assert res.exit_code == 1 and "last30_return" in res.output and "--intraday DIR" in res.output
+
+
+def test_train_and_predict_one_stocks_bars(tmp_path, one_thread):
+    frame = synthetic_intraday(n_stocks=1, n_days=30, seed=2)["syn.000001"].assign(code="sz.000001")
+    write_minute_csv(frame, tmp_path / "sz.000001.csv")
+    run = tmp_path / "run"
+    res = CliRunner().invoke(
+        main,
+        ["train", str(tmp_path / "sz.000001.csv"), "--out", str(run), "--epochs", "1", "--end", "2024-02-01"],
+    )
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ["predict", "--run", str(run)])
+    assert res.exit_code == 0, res.output
+    # counted in bars and trading days, not in days of bars
+    assert "next bar after 2024-02-12 15:00:00" in res.output and "bars): MSE" in res.output
+    # the model's training end (2024-01-29) to the signal day: 10 trading days, not 480 bars
+    assert "2024-01-29; signal day 2024-02-12; 10 trading days between" in res.output, res.output

@@ -13,6 +13,7 @@ import pandas as pd
 from forecaster.app.options import DATE, experiment_options, raw_sections
 from forecaster.app.outputs import check_output
 from forecaster.data import DataError, default_series_path, load_csv
+from forecaster.data.intraday import is_bar_frame
 from forecaster.features.series import log_returns
 from forecaster.metrics import stat_text
 from seq2seq.core import atomic_write
@@ -138,9 +139,10 @@ def train(data, out, overwrite, end, **options):
             source = str(Path(data).resolve())
         else:
             path, frame = _load(data, on_bad)
-            if end is not None and end < frame.index[0]:
+            if end is not None and end < frame.index[0].normalize():
                 raise ValueError(f"--end {end.date()} is before the first row ({frame.index[0].date()})")
-            frame = frame.loc[:end] if end is not None else frame
+            # a date: every row of that day (minute bars included)
+            frame = frame.loc[: end + pd.Timedelta(days=1) - pd.Timedelta(1)] if end is not None else frame
             model = single_stock_transformer(horizon=horizon, progress=True,
                                              **({"features": features} if features else {}), **params)
             model.fit(frame)
@@ -245,22 +247,28 @@ def predict(data, run, out, device, holdings, stale_after, intraday, **options):
     nxt = model.predict_next(frame)
     value = nxt.iloc[0] if isinstance(nxt, pd.Series) else nxt.iloc[0].to_dict()
     test = table[~table["in_training"] & table["actual"].notna() & ~table["suspended"]]
+    unit = "bar" if is_bar_frame(frame) else "day"
     col = "forecast" if "forecast" in table else table.columns[0]
     if len(test) > 2:
         m = point_metrics(test[col], test["actual"])
-        click.echo(f"after the training cut-off ({m['n']} days): MSE {m['mse']:.3e} vs zero forecast "
+        click.echo(f"after the training cut-off ({m['n']} {unit}s): MSE {m['mse']:.3e} vs zero forecast "
                    f"{float((test['actual'] ** 2).mean()):.3e} (R^2 vs zero {m['r2_oos_zero']:+.4f}), "
                    f"corr {m['pearson_ic']:+.3f}")
     click.echo(f"wrote {len(table)} forecasts to {out}")
-    click.echo(f"next trading day after {frame.index[-1].date()} ({nxt.index[0].date()} if no holiday): "
-               f"{value}")
+    if unit == "bar":
+        click.echo(f"next bar after {frame.index[-1]} (the first of the next trading day if that was "
+                   f"the close): {value}")
+    else:
+        click.echo(f"next trading day after {frame.index[-1].date()} ({nxt.index[0].date()} if no "
+                   f"holiday): {value}")
 
 
 def _warn_if_stale(train_end: pd.Timestamp, dates: pd.DatetimeIndex, limit: int) -> None:
     """State the model's training end, the signal day and the trading days between; warn when
     more than ``limit`` (the model has not seen the market since)."""
     signal = dates[-1]
-    gap = int((dates > train_end).sum())
+    days = pd.DatetimeIndex(dates).normalize().unique()  # minute bars count by trading day too
+    gap = int((days > train_end.normalize()).sum())
     line = (f"model trained up to {train_end.date()}; signal day {signal.date()}; {gap} trading "
             f"day{'s' if gap != 1 else ''} between")
     if gap > limit:
