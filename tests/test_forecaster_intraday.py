@@ -262,3 +262,14 @@ def test_train_and_predict_one_stocks_bars(tmp_path, one_thread):
     assert "next bar after 2024-02-12 15:00:00" in res.output and "bars): MSE" in res.output
     # the model's training end (2024-01-29) to the signal day: 10 trading days, not 480 bars
     assert "2024-01-29; signal day 2024-02-12; 10 trading days between" in res.output, res.output
+
+
+def test_an_experiment_files_intraday_folder_is_read_from_its_folder(tmp_path):
+    from forecaster.app.experiment import read_toml
+
+    (tmp_path / "exp").mkdir()
+    path = tmp_path / "exp" / "e.toml"
+    path.write_text('[data]\npath = "daily"\nintraday = "bars"\n')
+    data = read_toml(path)["data"]
+    assert data["intraday"] == str((tmp_path / "exp" / "bars").resolve())
+    assert data["path"] == str((tmp_path / "exp" / "daily").resolve())

@@ -307,7 +307,8 @@ def check_model_params(values: Mapping, panel: bool, source: str = "<options>") 
 
 
 def read_toml(path: str | Path) -> dict:
-    """The raw sections of an experiment file (relative ``[data] path`` made absolute)."""
+    """The raw sections of an experiment file (relative ``[data] path`` and ``intraday`` made
+    absolute, read from the file's folder)."""
     path = Path(path)
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -323,8 +324,9 @@ def read_toml(path: str | Path) -> dict:
         if not isinstance(section, dict):
             raise ConfigError(f"{path}: {name} must be a [{name}] section, got a value")
     data = raw.get("data", {})
-    if data.get("path") and not Path(data["path"]).is_absolute():
-        data["path"] = str((path.parent / data["path"]).resolve())
+    for key in ("path", "intraday"):
+        if isinstance(data.get(key), str) and data[key] and not Path(data[key]).is_absolute():
+            data[key] = str((path.parent / data[key]).resolve())
     return raw
 
 
