@@ -268,7 +268,7 @@ def _fake_run(codes: list[str], columns: list[str]):
                                index=pd.DatetimeIndex(np.tile(days, len(codes)), name="date"))
     table = pd.DataFrame({c: [0.1] for c in columns}, index=pd.Index(["transformer"]))
     report = _Report(model="transformer", notes=[], verdict=["fine"], universe=pd.DataFrame(),
-                     summary_table=lambda: table.copy())
+                     summary_table=lambda: table.copy(), bars=False)
     result = SimpleNamespace(folds=[{"fold": 0}], predictions=predictions, failed={},
                              config=SimpleNamespace(label="tradeable", horizon=1))
     return report, result

@@ -194,12 +194,9 @@ def train(data, out, overwrite, end, **options):
 @click.option("--stale-after", type=click.IntRange(min=1), default=20, show_default=True,
               help="Warn when the signal day is more than this many trading days after the model's "
                    "training end.")
-@click.option("--intraday", type=click.Path(exists=True, file_okay=False), default=None,
-              help="Panel run trained with --intraday: the minute bars of DATA's stocks (default: "
-                   "the folder it was trained with).")
-@experiment_options(("strategy", "costs", "market", "backtest"),
-                    only={"backtest": ("capital", "rebalance_tolerance")})
-def predict(data, run, out, device, holdings, stale_after, intraday, **options):
+@experiment_options(("strategy", "costs", "market", "backtest", "data"),
+                    only={"backtest": ("capital", "rebalance_tolerance"), "data": ("intraday",)})
+def predict(data, run, out, device, holdings, stale_after, **options):
     """Panel run: tomorrow's ranked list of DATA's stocks (default: the training folder) --
     code, score, rank, quintile and whether it can be bought at the next open -- as CSV and
     PNG; with --holdings or --capital, also the orders for the next open (orders.csv: side,
@@ -210,12 +207,15 @@ def predict(data, run, out, device, holdings, stale_after, intraday, **options):
 
     run, info, model = _open_run(run, data, device)
     raw = raw_sections(options)
+    # the minute bars of a run trained with --intraday: newer ones if given, else the run's
+    given = raw.pop("data", {}).get("intraday")
+    intraday = given or info.get("intraday", "")
     if info.get("kind") == "panel":
         from forecaster.portfolio.next_day import ranked_list
         from forecaster.reporting.plots import plot_ranked_list
 
         _, grid = _load_panel(data or info["data"], info.get("on_bad", "raise"),
-                              intraday=intraday or info.get("intraday", ""))
+                              intraday=intraday)
         _warn_if_stale(model.train_end_, grid.dates, stale_after)
         try:
             table = ranked_list(model, grid)
@@ -236,9 +236,9 @@ def predict(data, run, out, device, holdings, stale_after, intraday, **options):
         click.echo(f"{len(table)} stocks ranked; {len(blocked)} cannot be bought at the open (see 'reason'); "
                    f"model trained up to {info['train_end']}; wrote {out} and {png}")
         return
-    if holdings or raw:
-        raise click.ClickException("--holdings and the strategy options are for panel runs (a folder of "
-                                   "stocks); this run holds a one-stock model")
+    if holdings or raw or given:
+        raise click.ClickException("--holdings, --intraday and the strategy options are for panel runs "
+                                   "(a folder of stocks); this run holds a one-stock model")
     path, frame = _load(data or info["csv"], info.get("on_bad", "raise"))
     _warn_if_stale(model.train_end_, frame.index, stale_after)
     table = _predictions_table(model, frame)

@@ -72,8 +72,9 @@ class DataConfig:
             (:func:`forecaster.data.synthetic_panel`, codes ``syn.*``) instead of files.
         synthetic_days, synthetic_ic, synthetic_seed: its trading days, planted rank IC and seed.
         intraday: a folder of minute-bar files (baostock or akshare exports, one per stock)
-            beside a folder of daily files: each day's intraday features
-            (:data:`forecaster.data.intraday.INTRADAY_FEATURES`) join the panel's features.
+            beside a folder of daily files: each day's realised volatility, last-30-minute
+            return, VWAP deviation and first/last-bar volume shares, from that day's bars,
+            join the panel's features.
     """
 
     path: str = ""

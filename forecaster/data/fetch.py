@@ -13,7 +13,7 @@ import importlib
 import logging
 import time
 from collections.abc import Iterable
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,6 +87,17 @@ def _akshare_frame(ak, code: str, start: str, end: str, frequency: str, adjustfl
                                      end_date=f"{end} 15:00:00", period=frequency, adjust=adjust)
 
 
+@contextmanager
+def _client(source: str):
+    """``(query, library)`` of ``source``: a function ``query(library, code, start, end,
+    frequency, adjustflag) -> frame``, logged in for the duration (baostock)."""
+    if source == "baostock":
+        with baostock_session() as bs:
+            yield _baostock_frame, bs
+    else:
+        yield _akshare_frame, _library("akshare")
+
+
 def _write(frame: pd.DataFrame, code: str, start: str, end: str, out: Path, source: str) -> Path:
     if frame is None or not len(frame):
         raise FetchError(f"{source} returned no rows for {code} between {start} and {end}")
@@ -120,17 +131,9 @@ def fetch_bars(code: str, start: str, end: str, out: str | Path, source: str = "
     """
     _check(source, frequency, adjustflag, start, end)
     code = canonical_code(code)
-    if source == "baostock":
-        with baostock_session() as bs:
-            frame = _baostock_frame(bs, code, start, end, frequency, adjustflag)
-    else:
-        frame = _akshare_frame(_library("akshare"), code, start, end, frequency, adjustflag)
+    with _client(source) as (query, lib):
+        frame = query(lib, code, start, end, frequency, adjustflag)
     return _write(frame, code, start, end, Path(out), source)
-
-
-def fetch_baostock(code: str, start: str, end: str, out: str | Path, adjustflag: str = "3") -> Path:
-    """Daily bars of ``code`` with baostock (:func:`fetch_bars`)."""
-    return fetch_bars(code, start, end, out, "baostock", "d", adjustflag)
 
 
 @dataclass
@@ -172,24 +175,17 @@ def fetch_folder(codes: Iterable[str], start: str, end: str, folder: str | Path,
     todo = []
     for code in codes:
         (result.kept if resume and (folder / f"{code}.csv").is_file() else todo).append(code)
-    with (baostock_session() if source == "baostock" and todo else _nothing()) as bs:
-        lib = bs if source == "baostock" else (_library("akshare") if todo else None)
-        get = _baostock_frame if source == "baostock" else _akshare_frame
+    with _client(source) if todo else nullcontext((None, None)) as (query, lib):
         for i, code in enumerate(tqdm(todo, desc=f"fetch ({source})", unit="stock", disable=not progress)):
             if i:
                 time.sleep(pause)
             try:
-                _write(get(lib, code, start, end, frequency, adjustflag), code, start, end,
+                _write(query(lib, code, start, end, frequency, adjustflag), code, start, end,
                        folder / f"{code}.csv", source)
                 result.written.append(code)
             except Exception as exc:  # one stock's failure (a network error too) must not stop the rest
                 result.failed[code] = f"{type(exc).__name__}: {exc}"
     return result
-
-
-@contextmanager
-def _nothing():
-    yield None
 
 
 def read_codes(path: str | Path) -> list[str]:

@@ -48,6 +48,12 @@ def is_bar_frame(frame: pd.DataFrame) -> bool:
     return frame.index.name == "time"
 
 
+def is_bar_calendar(stamps) -> bool:
+    """Whether stamps (a calendar, a forecast index) are minute bars: any past midnight."""
+    stamps = pd.DatetimeIndex(stamps)
+    return bool(len(stamps)) and bool((stamps != stamps.normalize()).any())
+
+
 def session_minutes(stamps: pd.DatetimeIndex) -> np.ndarray:
     """Trading minutes since 09:30 at each stamp, lunch excluded (``[0, 240]``); -1 for a
     stamp outside 09:30-11:30 and 13:00-15:00."""
@@ -104,7 +110,7 @@ def daily_features(frame: pd.DataFrame) -> pd.DataFrame:
     grouped = pd.DataFrame({"day": day, "sq": log_ret**2, "n": log_ret.notna()}).groupby("day")
     rv = np.sqrt(grouped["sq"].sum()).where(grouped["n"].sum() > 0)
     minutes = frame["time_of_day"] * SESSION_MINUTES
-    # the close at 14:30 (the last bar closing by then; the previous day's close if none)
+    # the close at 14:30: the last bar closing by then (NaN on a day with none)
     upto = frame["close"].where(minutes <= SESSION_MINUTES - LAST_MINUTES)
     by_day = frame.groupby("day")
     close = by_day["close"].last()

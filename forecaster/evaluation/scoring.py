@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.data.exchange import board
+from forecaster.data.intraday import is_bar_calendar
 from forecaster.data.panel import Panel
 from forecaster.evaluation.universe import universe_counts, universe_line, universe_table
 from forecaster.evaluation.verdict import data_caveats, failure_line, ic_meaning, verdict_lines
@@ -81,6 +82,11 @@ class Report:
     predictions_format: str = "auto"
     per_day: pd.DataFrame = field(default_factory=pd.DataFrame)
     per_day_ic: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @property
+    def bars(self) -> bool:
+        """Whether the run forecast one stock's minute bars (scored per bar and per day)."""
+        return bool(len(self.per_day))
 
     @property
     def universe_counts(self) -> dict:
@@ -200,7 +206,7 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
 
     backtest = backtest or BacktestConfig.for_universe(grid.n_stocks)
     results = {}
-    bars = not panel and is_intraday(result.predictions.index)
+    bars = not panel and is_bar_calendar(result.predictions.index)
     per_day, per_day_ic = per_day_scores(pred) if bars else (pd.DataFrame(), pd.DataFrame())
     for name, g in ([] if bars else result.predictions.reset_index().groupby("model")):
         forecast = g.pivot_table(index="date", columns="code", values="forecast", aggfunc="first")
@@ -238,12 +244,6 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
                   ic_close, ic_tests, quantiles, pd.DataFrame(horizons).T, universe, dict(result.failed),
                   {m: g for m, g in gaps.items() if g}, ic_years, ic_boards, backtest.predictions_format,
                   per_day, per_day_ic)
-
-
-def is_intraday(index: pd.Index) -> bool:
-    """Whether forecast stamps are minute bars (any stamp past midnight)."""
-    stamps = pd.DatetimeIndex(index)
-    return bool(len(stamps)) and bool((stamps != stamps.normalize()).any())
 
 
 def per_day_scores(pred: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -36,6 +36,7 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from forecaster.checks import check_choice, check_date
+from forecaster.data.intraday import is_bar_calendar
 from forecaster.data.panel import Panel, PanelFiles
 from forecaster.evaluation.backends import BACKENDS, release_freed_heap, run_local, run_ray
 from forecaster.evaluation.fold_store import FoldOutput, FoldStore, data_fingerprint, run_description
@@ -145,8 +146,8 @@ def make_folds(calendar: pd.DatetimeIndex, config: WalkForwardConfig) -> list[Fo
     and forecasts every bar of its test days (the first bar of a day from the previous day's
     last bar)."""
     calendar = pd.DatetimeIndex(calendar).sort_values().unique()
-    days = calendar.normalize()
-    if (days != calendar).any():
+    if is_bar_calendar(calendar):
+        days = calendar.normalize()
         return [_bar_fold(f, calendar, days) for f in make_folds(days.unique(), config)]
     lo = calendar.searchsorted(pd.Timestamp(config.start)) if config.start else 0
     hi = calendar.searchsorted(pd.Timestamp(config.end), side="right") if config.end else len(calendar)

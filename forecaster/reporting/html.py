@@ -64,16 +64,13 @@ def _figure_caption(name: str, text: str, panel: bool, bars: bool = False) -> st
     from forecaster.reporting.figures import ROLLING_IC_WINDOW
     from forecaster.reporting.plots import rolling_ic_label
 
-    if name == "rolling_ic.png" and bars:
-        label = rolling_ic_label(ROLLING_IC_WINDOW, panel, bars)
-        return label[0].upper() + label[1:] + ", per model"
     if name == "rolling_ic.png":
-        label = rolling_ic_label(ROLLING_IC_WINDOW, panel)
-        return label[0].upper() + label[1:] + (
-            ", per model" if panel else " (one stock: no cross-section, so no daily rank IC), per model")
+        label = rolling_ic_label(ROLLING_IC_WINDOW, panel, bars)
+        why = "" if panel or bars else " (one stock: no cross-section, so no daily rank IC)"
+        return label[0].upper() + label[1:] + why + ", per model"
     if name == "predicted_vs_actual.png" and not panel:
         return ("Forecasts and outcomes over time, and their scatter; its sign hit rate is the "
-                "table's (days with a nonzero forecast and outcome)")
+                f"table's ({'bars' if bars else 'days'} with a nonzero forecast and outcome)")
     if name == "dm_pvalues.png":
         return ("Diebold-Mariano p-values against each baseline: red, significantly lower squared "
                 "error; green, significantly higher; grey, no significant difference")
@@ -164,8 +161,7 @@ def write_html(report, result, out: str | Path) -> Path:
               f'<p class="muted">{html.escape(_table_caption(table.columns))}</p>',
               _table(table, highlight=report.model)]
     parts += _ic_breakdown(report)
-    bars = bool(len(report.per_day_ic))
-    figures = [(out / name, _figure_caption(name, text, n_codes > 1, bars)) for name, text in FIGURES
+    figures = [(out / name, _figure_caption(name, text, n_codes > 1, report.bars)) for name, text in FIGURES
                if (out / name).is_file()]
     if figures:
         parts += ["<h2>Figures</h2>", *(_figure(p, t) for p, t in figures)]

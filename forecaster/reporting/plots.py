@@ -207,10 +207,14 @@ def plot_rolling_ic(predictions: pd.DataFrame, daily_ic: pd.DataFrame, path: str
         curves = pd.DataFrame(curves)
     ylabel = rolling_ic_label(window, panel, bars)
     empty = [str(name) for name in curves.columns if not curves[name].notna().any()]
-    for i, name in enumerate(curves.columns):  # model colours: red and green mean gains and losses
-        if str(name) not in empty:
-            ax.plot(curves.index, curves[name], lw=1.4 if name == "transformer" else 0.8, label=str(name),
-                    color=MODEL_COLORS[i % len(MODEL_COLORS)])
+    # Model colours, never red or green (gains and losses); past eight models they repeat
+    # dashed. The Transformer is drawn in black, thicker, so it stands out among fifteen lines.
+    others = [n for n in curves.columns if str(n) not in empty and n != "transformer"]
+    for i, name in enumerate(others):
+        ax.plot(curves.index, curves[name], lw=0.8, label=str(name),
+                color=MODEL_COLORS[i % len(MODEL_COLORS)], ls="-" if i < len(MODEL_COLORS) else "--")
+    if "transformer" in curves.columns and "transformer" not in empty:
+        ax.plot(curves.index, curves["transformer"], lw=1.6, color="k", label="transformer")
     ax.axhline(0, color="k", lw=0.5)
     locator = mdates.AutoDateLocator(maxticks=10)  # a short run's day ticks must not collide
     ax.xaxis.set_major_locator(locator)

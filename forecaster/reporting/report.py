@@ -140,14 +140,13 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
             files.append(plots.plot_forecast_vs_actual(point["forecast"], point["actual"],
                                                        out / "predicted_vs_actual.png",
                                                        f"{report.model}: walk-forward forecasts",
-                                                       bars=bool(len(report.per_day))))
+                                                       bars=report.bars))
         else:
             files.append(plots.plot_scatter(point["forecast"], point["actual"],
                                             out / "predicted_vs_actual.png",
                                             f"{report.model}: walk-forward forecasts, all stocks"))
-    bars = bool(len(report.per_day_ic))
-    files.append(plots.plot_rolling_ic(pred, report.per_day_ic if bars else report.daily_ic,
-                                       out / "rolling_ic.png", bars=bars))
+    files.append(plots.plot_rolling_ic(pred, report.per_day_ic if report.bars else report.daily_ic,
+                                       out / "rolling_ic.png", bars=report.bars))
     files.append(plots.plot_fold_metrics(report.per_fold, out / "fold_metrics.png"))
     if report.quantiles:
         shown = {m: report.quantiles[m] for m in _shown_models(report) if m in report.quantiles}

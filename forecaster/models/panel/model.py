@@ -204,11 +204,12 @@ class PanelTransformer(BaseEstimator):
         return "gate" if n_stocks > self.AUTO_MARKET_ABOVE else "none"
 
     def _net_config(self, n_features: int, n_stocks: int = 0) -> PanelNetConfig:
+        market = self.market_mode(n_stocks)
         return PanelNetConfig(n_features=n_features, window=self.window, d_model=self.d_model,
                               n_heads=self.n_heads, n_layers=self.n_layers, d_ff=self.d_ff,
                               dropout=self.dropout, positional=self.positional,
-                              cross_stock=bool(self.cross_stock), market=self.market_mode(n_stocks),
-                              n_market=0 if self.market_mode(n_stocks) == "none" else 2 * n_features)
+                              cross_stock=bool(self.cross_stock), market=market,
+                              n_market=0 if market == "none" else 2 * n_features)
 
     def _validate_params(self) -> None:
         for name in ("window", "horizon", "n_seeds"):
@@ -337,7 +338,7 @@ class PanelTransformer(BaseEstimator):
     def _windows(self, data) -> tuple[Panel, SequenceData]:
         self._check_fitted()
         panel = as_panel(data)
-        missing = [f for f in self.features_ if f not in available_features(panel, (f,))]
+        missing = sorted(set(self.features_) - set(available_features(panel, self.features_)))
         if missing:  # computing them as empty would feed the network zeros in their place
             raise ValueError(f"the model was fitted on features {missing} that this data's columns do "
                              "not give (intraday features need the minute bars: --intraday DIR)")
