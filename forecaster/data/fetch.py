@@ -145,10 +145,13 @@ class FolderFetch:
     written: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
+    repeated: int = 0
 
     def summary(self) -> str:
         text = (f"{self.folder}: {len(self.written)} file(s) written, {len(self.kept)} already there "
                 f"(kept), {len(self.failed)} failed")
+        if self.repeated:
+            text += f"; {self.repeated} repeated code(s) in the list fetched once"
         if self.failed:
             text += "; " + "; ".join(f"{c}: {why}" for c, why in list(self.failed.items())[:10])
         return text
@@ -162,16 +165,18 @@ def fetch_folder(codes: Iterable[str], start: str, end: str, folder: str | Path,
 
     With ``resume`` a code whose file is already there is kept, not fetched again (files are
     written whole or not at all, so a file there is a finished download). A code that fails
-    (no rows, a refused query) is recorded and the others go on."""
+    (no rows, a refused query) is recorded and the others go on; a code listed twice (in any
+    spelling) is fetched once and counted."""
     _check(source, frequency, adjustflag, start, end)
     if pause < 0:
         raise ValueError(f"pause must be >= 0 seconds, got {pause}")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    codes = list(dict.fromkeys(canonical_code(c) for c in codes))
+    given = [canonical_code(c) for c in codes]
+    codes = list(dict.fromkeys(given))
     if not codes:
         raise ValueError("no codes to fetch")
-    result = FolderFetch(folder)
+    result = FolderFetch(folder, repeated=len(given) - len(codes))
     todo = []
     for code in codes:
         (result.kept if resume and (folder / f"{code}.csv").is_file() else todo).append(code)
