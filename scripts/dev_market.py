@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import re
 import time
 from pathlib import Path
 
@@ -34,7 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _variant(text: str):
     name, _, rest = text.partition(":")
-    params = {k: ast.literal_eval(v) for k, v in (p.split("=", 1) for p in rest.split(",") if p)}
+    pairs = re.split(r",(?=\w+=)", rest)  # a value may hold commas: aux_horizons=(5,10)
+    params = {k: ast.literal_eval(v) for k, v in (p.split("=", 1) for p in pairs if p)}
     return name, params
 
 

@@ -35,6 +35,7 @@ def contract_models():
     return {
         "transformer": PanelTransformer(**TINY),
         "transformer_market_gate": PanelTransformer(**TINY, market="gate"),
+        "transformer_aux_horizons": PanelTransformer(**TINY, aux_horizons=(5,)),
         **{name: FactorScore(name) for name in FACTORS},
         "gbm": FeatureRegressor("gbm"),
         "ridge_features": FeatureRegressor("ridge"),
@@ -70,7 +71,8 @@ def test_model_contract(name, frames, one_thread):
 
 def test_transformer_save_load_identical(frames, tmp_path, one_thread):
     panel = Panel.from_frames(frames)
-    model = PanelTransformer(**{**TINY, "n_seeds": 2, "cross_stock": True, "market": "input"})
+    model = PanelTransformer(**{**TINY, "n_seeds": 2, "cross_stock": True, "market": "input",
+                                "aux_horizons": (3,)})
     model.fit(panel.slice(end=panel.dates[199]))
     path = model.save(tmp_path / "panel.pt")
     same = PanelTransformer.load(path, device="cpu")
@@ -95,6 +97,50 @@ def test_cross_stock_attention_ignores_absent_stocks(one_thread):
     again = net(x2, present)
     assert torch.allclose(out[0], again[0], atol=1e-6) and (out[0, 4:] == 0).all()
     assert not torch.allclose(out[1], again[1])  # the second day does see them (causally)
+
+
+def test_auxiliary_horizons_train_their_own_heads(frames, one_thread, monkeypatch):
+    """``aux_horizons``: batches carry every horizon's normalised label ``[days, stocks, 1 + A]``
+    (the forecast's first, masked where a label is unknown), the step averages one loss per
+    head, and validation starts after the longest label of the training days has ended."""
+    import forecaster.models.panel.model as pm
+    from forecaster.features.labels import normalise_per_day, tradeable_label
+    from forecaster.models.panel.losses import rank_loss
+    from forecaster.models.training import LoopConfig, train_days
+
+    panel = Panel.from_frames(frames).slice(end=Panel.from_frames(frames).dates[199])
+    seen = {}
+    real_train, real_val = pm.train_days, pm.PanelTransformer._val_ic
+
+    def spy_train(net, batch, blocks, *args, **kwargs):
+        seen["batch"], seen["fit_end"] = batch, max(int(b[-1]) for b in blocks)
+        return real_train(net, batch, blocks, *args, **kwargs)
+
+    def spy_val(self, net, data, days, seed):
+        seen["val_start"] = int(days[0])
+        return real_val(self, net, data, days, seed)
+
+    monkeypatch.setattr(pm, "train_days", spy_train)
+    monkeypatch.setattr(pm.PanelTransformer, "_val_ic", spy_val)
+    model = PanelTransformer(**{**TINY, "max_epochs": 1, "dropout": 0.0}, aux_horizons=(5,)).fit(panel)
+    assert model.nets_[0].head.out_features == 2
+    assert seen["val_start"] - seen["fit_end"] == 5 + 2  # 6 days skipped: a 5-day label's span
+    days = np.arange(190, 198)  # the panel's last row is 199
+    x, target, mask, present, stocks = seen["batch"](days)
+    assert target.shape == mask.shape == (8, len(stocks), 2) and present.shape == (8, len(stocks))
+    five = normalise_per_day(tradeable_label(panel, 5)[0], "rank")[days][:, stocks.numpy()]
+    np.testing.assert_allclose(target[..., 1].numpy(), np.nan_to_num(five), atol=1e-6)
+    # Entry at the next open, exit five days on: from row 194 the exit is past row 199.
+    assert mask[:4, :, 1].any() and not mask[4:, :, 1].any() and mask[4:, :, 0].any()
+    # One optimiser step's loss is the mean of the heads' losses on the same scores.
+    net = model.nets_[0]
+    scores = net(x, present, all_outputs=True).detach()
+    expected = np.mean([float(rank_loss("mse", scores[..., k], target[..., k], mask[..., k])) for k in (0, 1)])
+    history, _ = train_days(net, lambda d: (x, target, mask, present), [days], None,
+                            LoopConfig(loss="mse", max_epochs=1), 0, torch.device("cpu"))
+    assert history[0]["train_loss"] == pytest.approx(expected, rel=1e-4)
+    with pytest.raises(ValueError, match="aux_horizons"):
+        PanelTransformer(aux_horizons=(1,)).fit(panel)
 
 
 def test_market_context_is_each_days_cross_section():

@@ -136,7 +136,9 @@ def train_days(net: nn.Module, batch: Callable, blocks: list[np.ndarray],
     """The panel models' use of :func:`fit_loop`: one optimiser step per block of consecutive
     signal days (a new random order every epoch; ``steps_per_epoch`` steps, blocks visited
     again when it exceeds their number), a per-day
-    ranking loss, early stopping on the validation days' mean daily rank IC."""
+    ranking loss, early stopping on the validation days' mean daily rank IC. Labels
+    ``[days, stocks, K]`` train the network's ``K`` heads (``net(x, present, all_outputs=True)``)
+    on the mean of their losses."""
     opt = torch.optim.AdamW(param_groups(net, config.weight_decay), lr=config.lr,
                             fused=device.type in ("cpu", "cuda"))
     gen = torch.Generator().manual_seed(seed)
@@ -152,7 +154,13 @@ def train_days(net: nn.Module, batch: Callable, blocks: list[np.ndarray],
 
     def step(b):
         x, labels, mask, present = (t.to(device) for t in batch(blocks[b])[:4])
-        return rank_loss(config.loss, net(x, present), labels, mask, generator=gen), 1
+        if labels.dim() == 2:
+            return rank_loss(config.loss, net(x, present), labels, mask, generator=gen), 1
+        # Several horizons ``[days, stocks, K]``: one head each, their losses averaged.
+        scores = net(x, present, all_outputs=True)
+        losses = [rank_loss(config.loss, scores[..., k], labels[..., k], mask[..., k], generator=gen)
+                  for k in range(labels.size(-1))]
+        return torch.stack(losses).mean(), 1
 
     return fit_loop(net, opt, epoch_batches, step, max_epochs=config.max_epochs,
                     grad_clip=config.grad_clip, patience=config.patience, validate=validate,

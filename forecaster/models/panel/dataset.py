@@ -33,6 +33,8 @@ class SequenceData:
         target: ``[D, N]`` the per-day normalised label the loss sees.
         market: ``[context + D, M]`` market context of each day (:func:`market_context`),
             appended to every stock's features in a batch; None without it.
+        aux_target: ``[D, N, A]`` normalised labels of auxiliary horizons, trained by extra
+            heads; None without them.
     """
 
     dates: pd.DatetimeIndex
@@ -43,11 +45,13 @@ class SequenceData:
     label: np.ndarray | None = None
     target: np.ndarray | None = None
     market: torch.Tensor | None = None
+    aux_target: np.ndarray | None = None
 
     def batch(self, days: np.ndarray, max_stocks: int | None = None,
               rng: np.random.Generator | None = None) -> tuple[torch.Tensor, ...]:
         """For consecutive signal days ``days``: ``(x [S, context + B, F], target [B, S],
-        mask [B, S], present [B, S], stocks [S])``, ``S`` being the stocks present on any of
+        mask [B, S], present [B, S], stocks [S])`` (target and mask ``[B, S, 1 + A]`` with
+        ``aux_target``, the forecast's horizon first), ``S`` being the stocks present on any of
         the days (absent ones cost nothing), or ``max_stocks`` of them drawn with ``rng``
         (the losses rank within a day, so any subset of a day's stocks is a valid batch)."""
         days = np.asarray(days)
@@ -70,9 +74,12 @@ class SequenceData:
             mask = torch.zeros(present_t.shape, dtype=torch.bool)
         else:
             y = self.target[first:last + 1][:, stocks]
+            if self.aux_target is not None:
+                y = np.concatenate([y[..., None], self.aux_target[first:last + 1][:, stocks]], axis=-1)
+                present_t = present_t[..., None]
             mask = torch.as_tensor(np.isfinite(y)) & present_t
             target = torch.as_tensor(np.nan_to_num(y), dtype=torch.float32)
-        return x.contiguous(), target, mask, present_t, torch.as_tensor(stocks)
+        return x.contiguous(), target, mask, torch.as_tensor(present[:, stocks]), torch.as_tensor(stocks)
 
 
 def input_present(panel: Panel, min_days: int) -> np.ndarray:
@@ -105,8 +112,10 @@ def market_context(X: np.ndarray, listed: np.ndarray) -> np.ndarray:
 def build_sequences(panel: Panel, features: tuple[str, ...], processor, context: int, min_days: int,
                     horizon: int | None = None, execution: str = "next_open",
                     label_norm: str = "rank", drop_tails: float = 0.0,
-                    padded: np.ndarray | None = None, market: bool = False) -> SequenceData:
-    """Features processed by the (fitted) ``processor`` and, with ``horizon``, the labels.
+                    padded: np.ndarray | None = None, market: bool = False,
+                    aux_horizons: tuple[int, ...] = ()) -> SequenceData:
+    """Features processed by the (fitted) ``processor`` and, with ``horizon``, the labels
+    (and those of ``aux_horizons``, normalised alike).
     ``padded``: the raw ``feature_tensor(panel, features, front=context)`` when the caller
     has it (it is processed in place). ``market``: add each day's :func:`market_context`."""
     if padded is None:
@@ -122,6 +131,9 @@ def build_sequences(panel: Panel, features: tuple[str, ...], processor, context:
         label, _ = tradeable_label(panel, horizon, execution)
         data.label = label
         data.target = normalise_per_day(label, label_norm, drop_tails)
+        if aux_horizons:
+            data.aux_target = np.stack([normalise_per_day(tradeable_label(panel, h, execution)[0], label_norm,
+                                                          drop_tails) for h in aux_horizons], axis=-1)
     return data
 
 

@@ -74,6 +74,9 @@ class PanelTransformer(BaseEstimator):
             ``n_layers * (window - 1) + 1`` days of features per stock and day).
         horizon: H >= 1; the label runs from the execution after the signal day to the
             execution H trading days later.
+        aux_horizons: further label horizons trained together with ``horizon``, one extra
+            score head each, their per-day losses averaged with the forecast's
+            (multi-horizon training); the forecast is ``horizon``'s head alone.
         execution: ``"next_open"`` or ``"close"`` (how the label is earned).
         features: names from :data:`forecaster.features.factors.FEATURES`; ``None`` uses every one the
             data's columns allow.
@@ -99,7 +102,7 @@ class PanelTransformer(BaseEstimator):
         max_epochs, days_per_batch, lr, weight_decay, patience: the training loop (a batch is
             ``days_per_batch`` consecutive days of every stock).
         val_fraction: the latest share of training days held out for early stopping on the
-            mean daily rank IC (with a gap of ``horizon + 1`` days so that no validation label
+            mean daily rank IC (with a gap of the longest horizon + 1 days so that no validation label
             overlaps a training one).
         n_seeds: an ensemble of networks from seeds ``random_state .. + n_seeds - 1``; their
             per-day standardised scores are averaged.
@@ -126,7 +129,7 @@ class PanelTransformer(BaseEstimator):
     is_return_forecast = False  # scores rank stocks; they are not return forecasts
     input_kind = "panel"
 
-    def __init__(self, window=20, horizon=1, execution="next_open", features=None, norm="robust",
+    def __init__(self, window=20, horizon=1, aux_horizons=(), execution="next_open", features=None, norm="robust",
                  label_norm="rank", drop_tails=0.0, d_model=32, n_heads=4, n_layers=2, d_ff=64,
                  dropout=0.1, positional="rotary", cross_stock=False, market="auto", loss="pairwise",
                  max_epochs=20, days_per_batch=8, lr=1e-3, weight_decay=1e-2, patience=4, val_fraction=0.2,
@@ -134,6 +137,7 @@ class PanelTransformer(BaseEstimator):
                  device="auto", random_state=0, progress=False):
         self.window = window
         self.horizon = horizon
+        self.aux_horizons = aux_horizons
         self.execution = execution
         self.features = features
         self.norm = norm
@@ -209,11 +213,17 @@ class PanelTransformer(BaseEstimator):
                               n_heads=self.n_heads, n_layers=self.n_layers, d_ff=self.d_ff,
                               dropout=self.dropout, positional=self.positional,
                               cross_stock=bool(self.cross_stock), market=market,
-                              n_market=0 if market == "none" else 2 * n_features)
+                              n_market=0 if market == "none" else 2 * n_features,
+                              n_outputs=1 + len(self.aux_horizons))
 
     def _validate_params(self) -> None:
         for name in ("window", "horizon", "n_seeds"):
             check_int(name, getattr(self, name))
+        for h in self.aux_horizons:
+            check_int("aux_horizons", h)
+        if self.horizon in self.aux_horizons or len(set(self.aux_horizons)) < len(self.aux_horizons):
+            raise ValueError(f"aux_horizons must be distinct horizons other than horizon={self.horizon}, "
+                             f"got {tuple(self.aux_horizons)}")
         check_choice("execution", self.execution, EXECUTIONS)
         check_choice("norm", self.norm, NORMS)
         check_choice("label_norm", self.label_norm, LABEL_NORMS)
@@ -258,7 +268,7 @@ class PanelTransformer(BaseEstimator):
         usable[: min(lookback(names), panel.n_days)] = False
         days = np.flatnonzero(usable)
         n_val = int(round(self.val_fraction * len(days)))
-        gap = self.horizon + 1
+        gap = max((self.horizon, *self.aux_horizons)) + 1  # no training label reaches a validation day
         if len(days) - n_val - gap < 2 or (self.val_fraction > 0 and n_val < 2):
             raise ValueError(f"too little data: {len(days)} days with at least two labelled stocks "
                              f"(window={self.window}, horizon={self.horizon}); need more history")
@@ -299,7 +309,8 @@ class PanelTransformer(BaseEstimator):
         return build_sequences(panel, names, processor, config.context, min_days=self.window,
                                horizon=self.horizon if with_labels else None, execution=self.execution,
                                label_norm=self.label_norm, drop_tails=self.drop_tails, padded=padded,
-                               market=config.market != "none")
+                               market=config.market != "none",
+                               aux_horizons=tuple(self.aux_horizons) if with_labels else ())
 
     @torch.no_grad()
     def _scores(self, nets, data: SequenceData, rows: np.ndarray, chunk: int = 64,

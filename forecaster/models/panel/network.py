@@ -6,7 +6,8 @@ with a sliding-window mask: every layer attends to the last ``window`` days, wit
 (``context = n_layers * (window - 1)``) and each day is computed once however many days a
 batch holds. Optionally one non-causal core ``Encoder`` layer then attends across the stocks
 of the same day (masked to the stocks present: every input is from that day or before, so it
-cannot leak). A linear head scores.
+cannot leak). A linear head scores; with auxiliary horizons it has one output per horizon,
+trained together, and the first is the forecast.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class PanelNetConfig(EncoderSizes):
     max_len: int = 1024
     market: str = "none"
     n_market: int = 0  # trailing input columns that are market context (the same for every stock)
+    n_outputs: int = 1  # score heads: the forecast's, then auxiliary horizons' (multi-horizon training)
 
     def __post_init__(self) -> None:
         if self.n_features < 1 or self.window < 1:
@@ -43,6 +45,8 @@ class PanelNetConfig(EncoderSizes):
             raise ValueError(f"positional must be one of {PANEL_POSITIONALS}, got {self.positional!r}")
         if self.market not in MARKET_MODES:
             raise ValueError(f"market must be one of {MARKET_MODES}, got {self.market!r}")
+        if self.n_outputs < 1:
+            raise ValueError(f"n_outputs must be positive, got {self.n_outputs}")
         if (self.market == "none") != (self.n_market == 0):
             raise ValueError(f"market={self.market!r} with n_market={self.n_market}")
         self.stack(causal=True)  # validates the layer sizes
@@ -72,7 +76,7 @@ class PanelTransformerNet(nn.Module):
         self.encoder = Encoder(config.stack(causal=True))
         # x-transformers' idea: across stocks it is the same layer stack, just not causal.
         self.cross = Encoder(config.stack(causal=False, n_layers=1)) if config.cross_stock else None
-        self.head = nn.Linear(config.d_model, 1)
+        self.head = nn.Linear(config.d_model, config.n_outputs)
 
     def embed(self, x: torch.Tensor, days: int) -> torch.Tensor:
         """``[stocks, T, features]`` -> embeddings of the last ``days`` positions
@@ -86,8 +90,11 @@ class PanelTransformerNet(nn.Module):
         h = self.encoder.forward_local(self.input_proj(x), self.config.window, days)  # (S, days, C)
         return h.transpose(0, 1)  # (days, S, C)
 
-    def forward(self, x: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, present: torch.Tensor, all_outputs: bool = False) -> torch.Tensor:
+        """Scores ``[days, stocks]`` of the forecast's head, or ``[days, stocks, n_outputs]``
+        of every head with ``all_outputs``."""
         h = self.embed(x, present.size(0))
         if self.cross is not None:
             h = self.cross(h, mask=present[:, None, None, :])
-        return self.head(h).squeeze(-1).masked_fill(~present, 0.0)
+        out = self.head(h).masked_fill(~present[..., None], 0.0)
+        return out if all_outputs else out[..., 0]
