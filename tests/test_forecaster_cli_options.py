@@ -42,6 +42,7 @@ VALUES = {
     "model__weight_decay": ("0.02", 0.02),
     "model__patience": ("2", 2),
     "model__val_fraction": ("0.25", 0.25),
+    "model__average_last": ("3", 3),
     "model__n_seeds": ("2", 2),
     "model__epoch_stock_days": ("200000", 200000),
     "model__stocks_per_batch": ("20", 20),
@@ -114,6 +115,7 @@ PANEL_ONLY = {
     "n_seeds",
     "epoch_stock_days",
     "stocks_per_batch",
+    "average_last",
 }
 ONE_STOCK_ONLY = {
     "attention_dropout",

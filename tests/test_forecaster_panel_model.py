@@ -143,6 +143,38 @@ def test_auxiliary_horizons_train_their_own_heads(frames, one_thread, monkeypatc
         PanelTransformer(aux_horizons=(1,)).fit(panel)
 
 
+def test_weights_of_the_last_epochs_are_averaged_without_validation(frames, one_thread):
+    """``average_last=k`` without validation keeps the mean of the last k epochs' weights
+    (each recorded at the end of its epoch); with ``k = 1`` the last epoch's."""
+    from forecaster.models.training import fit_loop
+
+    def run(average_last):
+        torch.manual_seed(0)
+        net = torch.nn.Linear(3, 1)
+        x, y = torch.randn(64, 3), torch.randn(64, 1)
+        seen = []
+
+        class Record:  # the loop calls scheduler.step() once at the end of every epoch
+            def step(self):
+                seen.append({k: v.detach().clone() for k, v in net.state_dict().items()})
+
+        fit_loop(net, torch.optim.SGD(net.parameters(), lr=0.1), lambda: range(2),
+                 lambda b: (((net(x) - y) ** 2).mean(), 1), max_epochs=5, grad_clip=10.0, patience=1,
+                 scheduler=Record(), average_last=average_last)
+        return net, seen
+
+    net, seen = run(3)
+    for key, value in net.state_dict().items():
+        torch.testing.assert_close(value, torch.stack([s[key] for s in seen[-3:]]).mean(0))
+        assert not torch.allclose(value, seen[-1][key])
+    net, seen = run(1)
+    for key, value in net.state_dict().items():
+        torch.testing.assert_close(value, seen[-1][key])
+    model = PanelTransformer(**{**TINY, "val_fraction": 0.0, "average_last": 2})
+    model.fit(Panel.from_frames(frames))
+    assert model.best_epochs_ == [3] and len(model.histories_[0]) == 3
+
+
 def test_market_context_is_each_days_cross_section():
     from forecaster.models.panel.dataset import market_context
 
@@ -344,12 +376,16 @@ def test_training_budget_is_chosen_from_the_panel_size():
     from forecaster.models.panel.model import PanelTransformer
 
     m = PanelTransformer()
-    unbounded = {"epoch_stock_days": None, "stocks_per_batch": None, "days_per_batch": 8}
+    early_stopped = {"max_epochs": 20, "val_fraction": 0.2, "average_last": 1}
+    unbounded = {"epoch_stock_days": None, "stocks_per_batch": None, "days_per_batch": 8, **early_stopped}
     assert m.budget(60, 1200) == unbounded and m.budget(240, 1300) == unbounded  # as before
-    market = {"epoch_stock_days": 600_000, "stocks_per_batch": 250, "days_per_batch": 32}
+    market = {"epoch_stock_days": 600_000, "stocks_per_batch": 250, "days_per_batch": 32,
+              "max_epochs": 12, "val_fraction": 0.0, "average_last": 6}
     assert m.budget(1294, 1200) == market
     assert m.budget(400, 1200)["epoch_stock_days"] == 200_000  # 480,000 stock-days: bounded epochs
     assert m.budget(400, 1200)["stocks_per_batch"] is None  # whole days still fit a step
-    set_by_hand = PanelTransformer(epoch_stock_days=50_000, stocks_per_batch=100, days_per_batch=4)
+    set_by_hand = PanelTransformer(epoch_stock_days=50_000, stocks_per_batch=100, days_per_batch=4,
+                                   max_epochs=3, val_fraction=0.1, average_last=1)
     assert set_by_hand.budget(1294, 1200) == {"epoch_stock_days": 50_000, "stocks_per_batch": 100,
-                                              "days_per_batch": 4}
+                                              "days_per_batch": 4, "max_epochs": 3, "val_fraction": 0.1,
+                                              "average_last": 1}

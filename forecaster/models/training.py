@@ -44,6 +44,8 @@ class LoopConfig:
         patience: epochs without a better validation score before stopping.
         steps_per_epoch: this many batches an epoch, a fresh random order each epoch,
             batches drawn again when it exceeds their number (``None``: every batch once).
+        average_last: without validation, the weights kept are the mean of the last this many
+            epochs' (stochastic weight averaging); 1: the last epoch's.
     """
 
     loss: str = "ic"
@@ -54,10 +56,11 @@ class LoopConfig:
     grad_clip: float = 1.0
     patience: int = 4
     steps_per_epoch: int | None = None
+    average_last: int = 1
 
     def __post_init__(self) -> None:
         check_choice("loss", self.loss, RANK_LOSSES)
-        for name in ("max_epochs", "days_per_batch", "patience"):
+        for name in ("max_epochs", "days_per_batch", "patience", "average_last"):
             check_int(name, getattr(self, name))
         if self.lr <= 0 or self.weight_decay < 0 or self.grad_clip <= 0:
             raise ValueError("lr and grad_clip must be positive and weight_decay >= 0")
@@ -74,18 +77,20 @@ def fit_loop(net: nn.Module, optimizer: torch.optim.Optimizer, epoch_batches: Ca
              step: Callable[[object], tuple[torch.Tensor, int]], *, max_epochs: int, grad_clip: float,
              patience: int, validate: Callable[[], float] | None = None, val_key: str = "val",
              higher_is_better: bool = True, scheduler=None, count_name: str | None = None,
-             progress: bool = False, total: int | None = None, unit: str = "step", desc: str = "fit"
-             ) -> tuple[list[dict], int]:
+             progress: bool = False, total: int | None = None, unit: str = "step", desc: str = "fit",
+             average_last: int = 1) -> tuple[list[dict], int]:
     """The one training loop of the forecaster's Transformers; returns ``(history, best_epoch)``.
 
     Each epoch: ``epoch_batches()`` gives the batches (in the epoch's random order), ``step(b)``
     the loss of one and its weight in the epoch's mean (windows, or 1 per step); then
     ``scheduler.step()`` and ``validate()`` (stored under ``val_key``). With ``validate``, the
     weights of the best epoch are restored and training stops after ``patience`` epochs without
-    a better score (a NaN score is never better); without, the last epoch's are kept.
+    a better score (a NaN score is never better); without, the last epoch's are kept, or the
+    mean of the last ``average_last`` epochs' weights.
     """
     history: list[dict] = []
     best, best_state, best_epoch, stale = -math.inf, None, 0, 0
+    averaged, n_averaged = None, 0
     bar = tqdm(total=total, unit=unit, unit_scale=count_name is not None, desc=desc,
                disable=not progress, dynamic_ncols=True, leave=False)
     for epoch in range(1, max_epochs + 1):
@@ -115,6 +120,8 @@ def fit_loop(net: nn.Module, optimizer: torch.optim.Optimizer, epoch_batches: Ca
             else:
                 stale += 1
         history.append(row)
+        if validate is None and average_last > 1 and epoch > max_epochs - average_last:
+            averaged, n_averaged = _running_mean(averaged, n_averaged, net.state_dict()), n_averaged + 1
         bar.set_postfix(loss=f"{row['train_loss']:.4f}",
                         val=stat_text(row.get(val_key, math.nan), ".4f", "too few stocks or days"))
         if validate is not None and stale >= patience:
@@ -124,10 +131,26 @@ def fit_loop(net: nn.Module, optimizer: torch.optim.Optimizer, epoch_batches: Ca
     bar.close()
     if best_state is not None:
         net.load_state_dict(best_state)
+    elif averaged is not None:
+        net.load_state_dict(averaged)
+        best_epoch = len(history)
     else:
         best_epoch = len(history)
     net.eval()
     return history, best_epoch
+
+
+def _running_mean(mean: dict | None, n: int, state: dict) -> dict:
+    """The mean of ``n`` earlier state dicts updated with ``state`` (floating tensors; others,
+    such as counters, are taken from the latest)."""
+    if mean is None:
+        return {k: v.detach().clone() for k, v in state.items()}
+    for k, v in state.items():
+        if v.is_floating_point():
+            mean[k].mul_(n / (n + 1)).add_(v.detach(), alpha=1 / (n + 1))
+        else:
+            mean[k] = v.detach().clone()
+    return mean
 
 
 def train_days(net: nn.Module, batch: Callable, blocks: list[np.ndarray],
@@ -165,4 +188,4 @@ def train_days(net: nn.Module, batch: Callable, blocks: list[np.ndarray],
     return fit_loop(net, opt, epoch_batches, step, max_epochs=config.max_epochs,
                     grad_clip=config.grad_clip, patience=config.patience, validate=validate,
                     val_key="val_rank_ic", progress=progress, total=config.max_epochs * steps,
-                    desc=desc)
+                    desc=desc, average_last=config.average_last)
