@@ -164,9 +164,15 @@ def train(data, out, overwrite, end, **options):
                 for h, b in zip(model.histories_, model.best_epochs_, strict=True)]
         why = "fewer than 5 scored stocks on every validation day"
         stocks = f"{grid.n_stocks} stock{'s' if grid.n_stocks != 1 else ''}"
-        summary = (f"trained the panel Transformer on {stocks} "
-                   f"up to {model.train_end_.date()}: best epoch(s) {model.best_epochs_}, validation rank IC "
-                   f"{', '.join(stat_text(v, '+.4f', why) for v in best)}")
+        budget = model.budget_
+        if budget["val_fraction"] > 0:
+            summary = (f"trained the panel Transformer on {stocks} "
+                       f"up to {model.train_end_.date()}: best epoch(s) {model.best_epochs_}, validation rank IC "
+                       f"{', '.join(stat_text(v, '+.4f', why) for v in best)}")
+        else:  # the whole-market schedule: nothing held out
+            summary = (f"trained the panel Transformer on {stocks} up to {model.train_end_.date()}: "
+                       f"{budget['max_epochs']} epochs on every training day, no validation, the last "
+                       f"{budget['average_last']} epochs' weights averaged")
     else:
         from forecaster.reporting.plots import plot_history
 

@@ -432,5 +432,9 @@ def plot_panel_training(histories: list[list[dict]], path: str | Path) -> Path:
     a.set(xlabel="epoch", ylabel="training loss", title="training loss")
     b.set(xlabel="epoch", ylabel="mean daily rank IC", title="validation rank IC (early stopping)")
     b.axhline(0, color="#444", lw=0.8)
+    if not any("val_rank_ic" in row for history in histories for row in history):
+        b.text(0.5, 0.5, "no validation days held out\n(a fixed schedule: every training day)",
+               ha="center", va="center", transform=b.transAxes, fontsize=9, color="#444")
+        b.set(xticks=[], yticks=[], ylabel="")
     a.legend(fontsize=8)
     return _save(fig, path)
