@@ -61,8 +61,9 @@ def test_panel_train_predict_plot(tmp_path):
     assert info["kind"] == "panel" and info["train_end"] <= "2019-01-04" and info["params"]["window"] == 8
     assert (run / "training.png").is_file() and "validation rank IC" in res.output
     # The whole-market schedule (no validation, weights averaged) says so rather than "no IC".
-    res = CliRunner().invoke(main, ["train", str(folder), "--out", str(tmp_path / "fixed"), "--end", "2019-01-04",
-                                    *tiny, "--val-fraction", "0", "--average-last", "2"])
+    res = CliRunner().invoke(main, ["train", str(folder), "--out", str(tmp_path / "fixed"),
+                                    "--end", "2019-01-04", *tiny, "--val-fraction", "0",
+                                    "--average-last", "2"])
     assert res.exit_code == 0, res.output
     assert "2 epochs on every training day, no validation, the last 2 epochs' weights averaged" in res.output
     res = CliRunner().invoke(main, ["predict", "--run", str(run)])

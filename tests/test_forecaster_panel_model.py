@@ -135,7 +135,8 @@ def test_auxiliary_horizons_train_their_own_heads(frames, one_thread, monkeypatc
     # One optimiser step's loss is the mean of the heads' losses on the same scores.
     net = model.nets_[0]
     scores = net(x, present, all_outputs=True).detach()
-    expected = np.mean([float(rank_loss("mse", scores[..., k], target[..., k], mask[..., k])) for k in (0, 1)])
+    expected = np.mean([float(rank_loss("mse", scores[..., k], target[..., k], mask[..., k]))
+                        for k in (0, 1)])
     history, _ = train_days(net, lambda d: (x, target, mask, present), [days], None,
                             LoopConfig(loss="mse", max_epochs=1), 0, torch.device("cpu"))
     assert history[0]["train_loss"] == pytest.approx(expected, rel=1e-4)

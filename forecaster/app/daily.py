@@ -166,8 +166,8 @@ def train(data, out, overwrite, end, **options):
         stocks = f"{grid.n_stocks} stock{'s' if grid.n_stocks != 1 else ''}"
         budget = model.budget_
         if budget["val_fraction"] > 0:
-            summary = (f"trained the panel Transformer on {stocks} "
-                       f"up to {model.train_end_.date()}: best epoch(s) {model.best_epochs_}, validation rank IC "
+            summary = (f"trained the panel Transformer on {stocks} up to {model.train_end_.date()}: "
+                       f"best epoch(s) {model.best_epochs_}, validation rank IC "
                        f"{', '.join(stat_text(v, '+.4f', why) for v in best)}")
         else:  # the whole-market schedule: nothing held out
             summary = (f"trained the panel Transformer on {stocks} up to {model.train_end_.date()}: "

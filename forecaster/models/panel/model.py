@@ -142,8 +142,8 @@ class PanelTransformer(BaseEstimator):
     is_return_forecast = False  # scores rank stocks; they are not return forecasts
     input_kind = "panel"
 
-    def __init__(self, window=20, horizon=1, aux_horizons=(), execution="next_open", features=None, norm="robust",
-                 label_norm="rank", drop_tails=0.0, d_model=32, n_heads=4, n_layers=2, d_ff=64,
+    def __init__(self, window=20, horizon=1, aux_horizons=(), execution="next_open", features=None,
+                 norm="robust", label_norm="rank", drop_tails=0.0, d_model=32, n_heads=4, n_layers=2, d_ff=64,
                  dropout=0.1, positional="rotary", cross_stock=False, market="auto", loss="pairwise",
                  max_epochs: int | None = None, days_per_batch=8, lr=1e-3, weight_decay=1e-2, patience=4,
                  val_fraction: float | None = None, average_last: int | None = None,
