@@ -74,12 +74,13 @@ class SequenceData:
             mask = torch.zeros(present_t.shape, dtype=torch.bool)
         else:
             y = self.target[first:last + 1][:, stocks]
-            if self.aux_target is not None:
+            scored = present_t
+            if self.aux_target is not None:  # [B, S, 1 + A]: one label per head
                 y = np.concatenate([y[..., None], self.aux_target[first:last + 1][:, stocks]], axis=-1)
-                present_t = present_t[..., None]
-            mask = torch.as_tensor(np.isfinite(y)) & present_t
+                scored = present_t[..., None]
+            mask = torch.as_tensor(np.isfinite(y)) & scored
             target = torch.as_tensor(np.nan_to_num(y), dtype=torch.float32)
-        return x.contiguous(), target, mask, torch.as_tensor(present[:, stocks]), torch.as_tensor(stocks)
+        return x.contiguous(), target, mask, present_t, torch.as_tensor(stocks)
 
 
 def input_present(panel: Panel, min_days: int) -> np.ndarray:
