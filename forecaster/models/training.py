@@ -131,10 +131,9 @@ def fit_loop(net: nn.Module, optimizer: torch.optim.Optimizer, epoch_batches: Ca
     bar.close()
     if best_state is not None:
         net.load_state_dict(best_state)
-    elif averaged is not None:
-        net.load_state_dict(averaged)
-        best_epoch = len(history)
     else:
+        if averaged is not None:
+            net.load_state_dict(averaged)
         best_epoch = len(history)
     net.eval()
     return history, best_epoch

@@ -180,15 +180,17 @@ class PanelTransformer(BaseEstimator):
         self.random_state = random_state
         self.progress = progress
 
+    # Whole-market breadth, in stocks: past it, steps draw a subset of the stocks, the schedule
+    # is fixed and the market gate is on (docs/scale.md, docs/results.md).
+    AUTO_MARKET_ABOVE = 500
     # Sizes past which the training budget is bounded when not set (docs/scale.md).
     AUTO_EPOCH_ABOVE = 400_000  # training stock-days of a fold
     AUTO_EPOCH_STOCK_DAYS = 200_000
-    AUTO_STEP_ABOVE = 500  # stocks
     AUTO_STOCKS_PER_BATCH = 250
     # Steps draw 250 of a block's stocks, so an epoch visits blocks again (other stocks):
     # 600,000 stock-days, measured on the Shenzhen market (docs/scale.md).
     AUTO_MARKET_EPOCH_STOCK_DAYS = 600_000
-    # Up to AUTO_STEP_ABOVE stocks: early stopping on a validation tail; beyond, a fixed
+    # Up to AUTO_MARKET_ABOVE stocks: early stopping on a validation tail; beyond, a fixed
     # schedule on every training day with the last epochs' weights averaged (docs/results.md).
     AUTO_SCHEDULE = {"max_epochs": 20, "val_fraction": 0.2, "average_last": 1}
     AUTO_MARKET_SCHEDULE = {"max_epochs": 12, "val_fraction": 0.0, "average_last": 6}
@@ -198,7 +200,7 @@ class PanelTransformer(BaseEstimator):
         average_last}`` a fit on ``n_stocks`` x ``n_fit_days`` training days uses: the
         parameters where set, otherwise chosen from the size (``None``: unbounded). A 60- or
         240-stock panel trains exactly as before."""
-        market = n_stocks > self.AUTO_STEP_ABOVE
+        market = n_stocks > self.AUTO_MARKET_ABOVE
         schedule = {k: v if getattr(self, k) is None else getattr(self, k)
                     for k, v in (self.AUTO_MARKET_SCHEDULE if market else self.AUTO_SCHEDULE).items()}
         epoch, per_step, days = self.epoch_stock_days, self.stocks_per_batch, int(self.days_per_batch)
@@ -222,8 +224,6 @@ class PanelTransformer(BaseEstimator):
         return LoopConfig(loss=self.loss, max_epochs=budget["max_epochs"], days_per_batch=days_per_batch,
                           lr=self.lr, weight_decay=self.weight_decay, patience=self.patience,
                           steps_per_epoch=steps, average_last=budget["average_last"])
-
-    AUTO_MARKET_ABOVE = 500  # stocks: market gating past this breadth (docs/results.md)
 
     def market_mode(self, n_stocks: int) -> str:
         """The market context a fit on ``n_stocks`` uses (``market="auto"`` resolved)."""
@@ -293,7 +293,12 @@ class PanelTransformer(BaseEstimator):
         # Rows before the longest feature lookback have mostly empty inputs.
         usable[: min(lookback(names), panel.n_days)] = False
         days = np.flatnonzero(usable)
-        val_fraction = self.budget(panel.n_stocks, 0)["val_fraction"]
+        schedule = self.budget(panel.n_stocks, 0)
+        val_fraction = schedule["val_fraction"]
+        if val_fraction > 0 and schedule["average_last"] > 1:
+            log.warning("average_last=%d is not used: with val_fraction=%g the best validation epoch's "
+                        "weights are kept (set val_fraction=0 to average the last epochs)",
+                        schedule["average_last"], val_fraction)
         n_val = int(round(val_fraction * len(days)))
         gap = max((self.horizon, *self.aux_horizons)) + 1  # no training label reaches a validation day
         if len(days) - n_val - gap < 2 or (val_fraction > 0 and n_val < 2):
