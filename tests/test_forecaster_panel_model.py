@@ -377,16 +377,16 @@ def test_training_budget_is_chosen_from_the_panel_size():
     from forecaster.models.panel.model import PanelTransformer
 
     m = PanelTransformer()
-    early_stopped = {"max_epochs": 20, "val_fraction": 0.2, "average_last": 1}
+    early_stopped = {"loss": "pairwise", "max_epochs": 20, "val_fraction": 0.2, "average_last": 1}
     unbounded = {"epoch_stock_days": None, "stocks_per_batch": None, "days_per_batch": 8, **early_stopped}
     assert m.budget(60, 1200) == unbounded and m.budget(240, 1300) == unbounded  # as before
-    market = {"epoch_stock_days": 600_000, "stocks_per_batch": 250, "days_per_batch": 32,
+    market = {"epoch_stock_days": 600_000, "stocks_per_batch": 250, "days_per_batch": 32, "loss": "ic",
               "max_epochs": 12, "val_fraction": 0.0, "average_last": 6}
     assert m.budget(1294, 1200) == market
     assert m.budget(400, 1200)["epoch_stock_days"] == 200_000  # 480,000 stock-days: bounded epochs
     assert m.budget(400, 1200)["stocks_per_batch"] is None  # whole days still fit a step
     set_by_hand = PanelTransformer(epoch_stock_days=50_000, stocks_per_batch=100, days_per_batch=4,
-                                   max_epochs=3, val_fraction=0.1, average_last=1)
+                                   max_epochs=3, val_fraction=0.1, average_last=1, loss="mse")
     assert set_by_hand.budget(1294, 1200) == {"epoch_stock_days": 50_000, "stocks_per_batch": 100,
                                               "days_per_batch": 4, "max_epochs": 3, "val_fraction": 0.1,
-                                              "average_last": 1}
+                                              "average_last": 1, "loss": "mse"}
