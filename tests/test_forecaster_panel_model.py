@@ -383,6 +383,9 @@ def test_training_budget_is_chosen_from_the_panel_size():
     market = {"epoch_stock_days": 600_000, "stocks_per_batch": 250, "days_per_batch": 32, "loss": "ic",
               "max_epochs": 12, "val_fraction": 0.0, "average_last": 6}
     assert m.budget(1294, 1200) == market
+    assert m._net_config(20, 60).d_ff == 64 and m._net_config(20, 240).d_ff == 64  # as before
+    assert m._net_config(20, 1294).d_ff == 128 and m.market_mode(1294) == "gate"
+    assert PanelTransformer(d_ff=32)._net_config(20, 1294).d_ff == 32
     assert m.budget(400, 1200)["epoch_stock_days"] == 200_000  # 480,000 stock-days: bounded epochs
     assert m.budget(400, 1200)["stocks_per_batch"] is None  # whole days still fit a step
     set_by_hand = PanelTransformer(epoch_stock_days=50_000, stocks_per_batch=100, days_per_batch=4,
