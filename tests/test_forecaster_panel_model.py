@@ -18,7 +18,7 @@ from forecaster.evaluation.walkforward import WalkForwardConfig, walk_forward
 from forecaster.features.factors import FACTORS
 from forecaster.models.interface import Forecaster
 from forecaster.models.panel.baselines import FactorScore, FeatureRegressor
-from forecaster.models.panel.losses import ic_loss, listnet_loss, mse_loss, pairwise_loss
+from forecaster.models.panel.losses import ic_loss, icir_loss, listnet_loss, mse_loss, pairwise_loss
 from forecaster.models.panel.model import PanelTransformer
 from forecaster.models.presets import panel_models
 
@@ -241,6 +241,10 @@ def test_ranking_losses_known_values():
     # Day 1 perfectly ordered (corr +1), day 2 reversed (-1): the mean is 0.
     assert ic_loss(scores, labels, mask).item() == pytest.approx(0.0, abs=1e-6)
     assert ic_loss(scores[:1], labels[:1], mask[:1]).item() == pytest.approx(-1.0, abs=1e-6)
+    # ICIR over the days: mean 0, sd 1 -> 0; days +1 and +0.5 -> -0.75 / (0.25 + floor).
+    assert icir_loss(scores, labels, mask).item() == pytest.approx(0.0, abs=1e-6)
+    half = torch.tensor([[1.0, 2.0, 3.0, 0.0], [1.0, 3.0, 2.0, 0.0]])  # day 2: corr 0.5
+    assert icir_loss(half, labels, mask).item() == pytest.approx(-0.75 / 0.30, rel=1e-5)
     assert mse_loss(scores, labels, mask).item() == pytest.approx((0 + 0 + 0 + 4 + 0 + 4) / 6)
     good = pairwise_loss(scores[:1], labels[:1], mask[:1], generator=torch.Generator().manual_seed(0))
     bad = pairwise_loss(scores[1:], labels[1:], mask[1:], generator=torch.Generator().manual_seed(0))

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import logging
 import shlex
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import click
@@ -53,6 +55,16 @@ for _command in (daily.train, daily.predict, daily.plot):
 train, predict, plot = daily.train, daily.predict, daily.plot
 
 
+def _interrupted(out: str) -> None:
+    """Ctrl-C: say what is kept and how to resume, and exit 130 (as a shell does)."""
+    folds = Path(out) / "folds"
+    done = len(list(folds.glob("fold_*.pkl")))
+    args = [a for a in sys.argv[1:] if a != "--resume"]
+    click.echo(f"\ninterrupted: {done} finished fold(s) kept in {folds}; resume with:\n  "
+               + shlex.join(["forecaster", *args, "--resume"]), err=True)
+    sys.exit(130)
+
+
 def _run(raw: dict, source: str, out: str, overwrite: bool = False) -> None:
     """Resolve, run and report an experiment (``backtest`` and ``run``)."""
     from forecaster.app.experiment import ConfigError
@@ -69,17 +81,27 @@ def _run(raw: dict, source: str, out: str, overwrite: bool = False) -> None:
     wf = exp.walk_forward
     click.echo(f"walk-forward: {wf.scheme} window, refit every {wf.retrain_every} days, horizon "
                f"{wf.horizon}; strategy {exp.backtest.strategy.rule}", err=True)
+    interrupted = []
+
+    def on_sigint(signum, frame):
+        # Remembered as well as raised: a KeyboardInterrupt raised inside a finaliser or a
+        # callback is swallowed by Python, and the run must still end as interrupted.
+        interrupted.append(signum)
+        raise KeyboardInterrupt
+
+    main_thread = threading.current_thread() is threading.main_thread()  # signals: main thread only
+    previous = signal.signal(signal.SIGINT, on_sigint) if main_thread else None
     try:
         result, report, files = run_experiment(exp, loaded, out, overwrite=overwrite)
     except KeyboardInterrupt:
-        folds = Path(out) / "folds"
-        done = len(list(folds.glob("fold_*.pkl")))
-        args = [a for a in sys.argv[1:] if a != "--resume"]
-        click.echo(f"\ninterrupted: {done} finished fold(s) kept in {folds}; resume with:\n  "
-                   + shlex.join(["forecaster", *args, "--resume"]), err=True)
-        sys.exit(130)
+        _interrupted(out)
     except (ResumeError, ConfigError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGINT, previous)
+    if interrupted:
+        _interrupted(out)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         table = report.summary_table()
         click.echo(table.to_string(na_rep="n/c", float_format="{:+.4f}".format))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-RANK_LOSSES = ("mse", "ic", "pairwise", "listnet")
+RANK_LOSSES = ("mse", "ic", "icir", "pairwise", "listnet")
 
 
 def _day_weights(mask: torch.Tensor) -> torch.Tensor:
@@ -23,16 +23,31 @@ def mse_loss(scores, labels, mask):
     return (((scores - labels.nan_to_num()) ** 2) * w).sum() / w.sum().clamp_min(1.0)
 
 
-def ic_loss(scores, labels, mask):
-    """Minus the mean over days of the Pearson correlation of scores and labels."""
+def _daily_corr(scores, labels, mask):
+    """``[days]`` Pearson correlation of each day's scores and labels over its stocks."""
     w = mask.to(scores.dtype)
     n = w.sum(1, keepdim=True).clamp_min(1.0)
     y = labels.nan_to_num()
     s_c = (scores - (scores * w).sum(1, keepdim=True) / n) * w
     y_c = (y - (y * w).sum(1, keepdim=True) / n) * w
-    corr = (s_c * y_c).sum(1) / ((s_c.pow(2).sum(1) * y_c.pow(2).sum(1)).sqrt() + 1e-8)
-    days = _day_weights(mask)
+    return (s_c * y_c).sum(1) / ((s_c.pow(2).sum(1) * y_c.pow(2).sum(1)).sqrt() + 1e-8)
+
+
+def ic_loss(scores, labels, mask):
+    """Minus the mean over days of the Pearson correlation of scores and labels."""
+    corr, days = _daily_corr(scores, labels, mask), _day_weights(mask)
     return -(corr * days).sum() / days.sum().clamp_min(1.0)
+
+
+def icir_loss(scores, labels, mask, floor: float = 0.05):
+    """Minus the batch's ICIR: the mean of the daily correlations over their standard
+    deviation across the batch's days (plus ``floor``, so a batch of equally good days does
+    not divide by zero). It rewards steady days, not only good ones."""
+    corr, days = _daily_corr(scores, labels, mask), _day_weights(mask)
+    n = days.sum().clamp_min(1.0)
+    mean = (corr * days).sum() / n
+    sd = (((corr - mean) ** 2) * days).sum().div(n).sqrt()
+    return -mean / (sd + floor)
 
 
 def pairwise_loss(scores, labels, mask, n_pairs: int = 2048, generator=None):
@@ -66,6 +81,8 @@ def rank_loss(name: str, scores, labels, mask, generator=None):
         return mse_loss(scores, labels, mask)
     if name == "ic":
         return ic_loss(scores, labels, mask)
+    if name == "icir":
+        return icir_loss(scores, labels, mask)
     if name == "pairwise":
         return pairwise_loss(scores, labels, mask, generator=generator)
     if name == "listnet":
