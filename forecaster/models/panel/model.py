@@ -110,7 +110,8 @@ class PanelTransformer(BaseEstimator):
             CSI 300 stocks it lost 0.006 (0.0529 against 0.0587), as a 60-stock mean is a
             poor picture of the market.
         loss: per-day ``"pairwise"`` (RankNet on sampled pairs of the same day),
-            ``"ic"`` (minus the daily correlation), ``"mse"`` (on the normalised label) or
+            ``"ic"`` (minus the daily correlation), ``"icir"`` (minus the batch days' mean
+            correlation over its spread), ``"mse"`` (on the normalised label) or
             ``"listnet"``; ``None``: ``"pairwise"`` up to 500 stocks (chosen by
             ``scripts/sweep_panel.py``), ``"ic"`` beyond (on the Shenzhen market the same
             rank IC with a steadier daily IC, ICIR 0.859 against 0.832, docs/results.md).
