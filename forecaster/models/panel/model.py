@@ -154,11 +154,10 @@ class PanelTransformer(BaseEstimator):
     def __init__(self, window=20, horizon=1, aux_horizons=(), execution="next_open", features=None,
                  norm="robust", label_norm="rank", drop_tails=0.0, d_model=32, n_heads=4, n_layers=2,
                  d_ff: int | None = None, dropout=0.1, positional="rotary", cross_stock=False, market="auto",
-                 loss=None,
-                 max_epochs: int | None = None, days_per_batch=8, lr=1e-3, weight_decay=1e-2, patience=4,
-                 val_fraction: float | None = None, average_last: int | None = None,
-                 n_seeds=1, epoch_stock_days: int | None = None, stocks_per_batch: int | None = None,
-                 device="auto", random_state=0, progress=False):
+                 loss: str | None = None, max_epochs: int | None = None, days_per_batch=8, lr=1e-3,
+                 weight_decay=1e-2, patience=4, val_fraction: float | None = None,
+                 average_last: int | None = None, n_seeds=1, epoch_stock_days: int | None = None,
+                 stocks_per_batch: int | None = None, device="auto", random_state=0, progress=False):
         self.window = window
         self.horizon = horizon
         self.aux_horizons = aux_horizons
@@ -191,8 +190,11 @@ class PanelTransformer(BaseEstimator):
         self.progress = progress
 
     # Whole-market breadth, in stocks: past it, steps draw a subset of the stocks, the schedule
-    # is fixed and the market gate is on (docs/scale.md, docs/results.md).
+    # is fixed, the loss is the daily correlation, the feed-forward layers are wider and the
+    # market gate is on (docs/scale.md, docs/results.md).
     AUTO_MARKET_ABOVE = 500
+    # The encoder's feed-forward width when ``d_ff`` is not set, up to and past that breadth.
+    AUTO_D_FF, AUTO_MARKET_D_FF = 64, 128
     # Sizes past which the training budget is bounded when not set (docs/scale.md).
     AUTO_EPOCH_ABOVE = 400_000  # training stock-days of a fold
     AUTO_EPOCH_STOCK_DAYS = 200_000
@@ -237,9 +239,6 @@ class PanelTransformer(BaseEstimator):
                           lr=self.lr, weight_decay=self.weight_decay, patience=self.patience,
                           steps_per_epoch=steps, average_last=budget["average_last"])
 
-    # The encoder's feed-forward width when ``d_ff`` is not set: wider past AUTO_MARKET_ABOVE.
-    AUTO_D_FF, AUTO_MARKET_D_FF = 64, 128
-
     def market_mode(self, n_stocks: int) -> str:
         """The market context a fit on ``n_stocks`` uses (``market="auto"`` resolved)."""
         if self.market != "auto":
@@ -247,6 +246,7 @@ class PanelTransformer(BaseEstimator):
         return "gate" if n_stocks > self.AUTO_MARKET_ABOVE else "none"
 
     def _d_ff(self, n_stocks: int) -> int:
+        """The feed-forward width a fit on ``n_stocks`` uses (``d_ff=None`` resolved)."""
         if self.d_ff is not None:
             return self.d_ff
         return self.AUTO_MARKET_D_FF if n_stocks > self.AUTO_MARKET_ABOVE else self.AUTO_D_FF
