@@ -36,6 +36,7 @@ VALUES = {
     "model__cross_stock": (True, True),
     "model__market": ("gate", "gate"),
     "model__loss": ("listnet", "listnet"),
+    "model__icir_floor": ("0.3", 0.3),
     "model__max_epochs": ("3", 3),
     "model__days_per_batch": ("4", 4),
     "model__lr": ("0.002", 0.002),
@@ -116,6 +117,7 @@ PANEL_ONLY = {
     "epoch_stock_days",
     "stocks_per_batch",
     "average_last",
+    "icir_floor",
 }
 ONE_STOCK_ONLY = {
     "attention_dropout",

@@ -63,9 +63,10 @@ def test_panel_train_predict_plot(tmp_path):
     # The whole-market schedule (no validation, weights averaged) says so rather than "no IC".
     res = CliRunner().invoke(main, ["train", str(folder), "--out", str(tmp_path / "fixed"),
                                     "--end", "2019-01-04", *tiny, "--val-fraction", "0",
-                                    "--average-last", "2"])
+                                    "--average-last", "2", "--n-seeds", "2"])
     assert res.exit_code == 0, res.output
     assert "2 epochs on every training day, no validation, the last 2 epochs' weights averaged" in res.output
+    assert "2 networks from 2 seeds, their scores averaged" in res.output
     res = CliRunner().invoke(main, ["predict", "--run", str(run)])
     assert res.exit_code == 0, res.output
     signal = pd.read_csv(next(folder.glob("*.csv")))["date"].max()

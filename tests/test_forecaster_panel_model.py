@@ -18,9 +18,17 @@ from forecaster.evaluation.walkforward import WalkForwardConfig, walk_forward
 from forecaster.features.factors import FACTORS
 from forecaster.models.interface import Forecaster
 from forecaster.models.panel.baselines import FactorScore, FeatureRegressor
-from forecaster.models.panel.losses import ic_loss, icir_loss, listnet_loss, mse_loss, pairwise_loss
+from forecaster.models.panel.losses import (
+    ic_loss,
+    icir_loss,
+    listnet_loss,
+    mse_loss,
+    pairwise_loss,
+    rank_loss,
+)
 from forecaster.models.panel.model import PanelTransformer
 from forecaster.models.presets import panel_models
+from forecaster.models.training import LoopConfig
 
 TINY = dict(window=10, d_model=16, n_heads=2, n_layers=1, d_ff=32, max_epochs=3, patience=2,
             days_per_batch=8, random_state=0)
@@ -242,9 +250,15 @@ def test_ranking_losses_known_values():
     assert ic_loss(scores, labels, mask).item() == pytest.approx(0.0, abs=1e-6)
     assert ic_loss(scores[:1], labels[:1], mask[:1]).item() == pytest.approx(-1.0, abs=1e-6)
     # ICIR over the days: mean 0, sd 1 -> 0; days +1 and +0.5 -> -0.75 / (0.25 + floor).
-    assert icir_loss(scores, labels, mask).item() == pytest.approx(0.0, abs=1e-6)
+    assert icir_loss(scores, labels, mask, floor=0.05).item() == pytest.approx(0.0, abs=1e-6)
     half = torch.tensor([[1.0, 2.0, 3.0, 0.0], [1.0, 3.0, 2.0, 0.0]])  # day 2: corr 0.5
-    assert icir_loss(half, labels, mask).item() == pytest.approx(-0.75 / 0.30, rel=1e-5)
+    assert icir_loss(half, labels, mask, floor=0.05).item() == pytest.approx(-0.75 / 0.30, rel=1e-5)
+    # The floor is an option (icir_floor, 0.3 by default) that reaches the loss from the loop.
+    assert rank_loss("icir", half, labels, mask).item() == pytest.approx(-0.75 / 0.55, rel=1e-5)
+    wider = rank_loss("icir", half, labels, mask, icir_floor=0.6)
+    assert wider.item() == pytest.approx(-0.75 / 0.85, rel=1e-5)
+    with pytest.raises(ValueError, match="icir_floor"):
+        LoopConfig(icir_floor=0.0)
     assert mse_loss(scores, labels, mask).item() == pytest.approx((0 + 0 + 0 + 4 + 0 + 4) / 6)
     good = pairwise_loss(scores[:1], labels[:1], mask[:1], generator=torch.Generator().manual_seed(0))
     bad = pairwise_loss(scores[1:], labels[1:], mask[1:], generator=torch.Generator().manual_seed(0))
@@ -381,11 +395,12 @@ def test_training_budget_is_chosen_from_the_panel_size():
     from forecaster.models.panel.model import PanelTransformer
 
     m = PanelTransformer()
-    early_stopped = {"loss": "pairwise", "max_epochs": 20, "val_fraction": 0.2, "average_last": 1}
+    early_stopped = {"loss": "pairwise", "max_epochs": 20, "val_fraction": 0.2, "average_last": 1,
+                     "n_seeds": 1}
     unbounded = {"epoch_stock_days": None, "stocks_per_batch": None, "days_per_batch": 8, **early_stopped}
     assert m.budget(60, 1200) == unbounded and m.budget(240, 1300) == unbounded  # as before
-    market = {"epoch_stock_days": 600_000, "stocks_per_batch": 250, "days_per_batch": 32, "loss": "ic",
-              "max_epochs": 12, "val_fraction": 0.0, "average_last": 6}
+    market = {"epoch_stock_days": 600_000, "stocks_per_batch": 250, "days_per_batch": 32, "loss": "icir",
+              "max_epochs": 12, "val_fraction": 0.0, "average_last": 6, "n_seeds": 2}
     assert m.budget(1294, 1200) == market
     assert m._net_config(20, 60).d_ff == 64 and m._net_config(20, 240).d_ff == 64  # as before
     assert m._net_config(20, 1294).d_ff == 128 and m.market_mode(1294) == "gate"
@@ -393,7 +408,7 @@ def test_training_budget_is_chosen_from_the_panel_size():
     assert m.budget(400, 1200)["epoch_stock_days"] == 200_000  # 480,000 stock-days: bounded epochs
     assert m.budget(400, 1200)["stocks_per_batch"] is None  # whole days still fit a step
     set_by_hand = PanelTransformer(epoch_stock_days=50_000, stocks_per_batch=100, days_per_batch=4,
-                                   max_epochs=3, val_fraction=0.1, average_last=1, loss="mse")
+                                   max_epochs=3, val_fraction=0.1, average_last=1, loss="mse", n_seeds=3)
     assert set_by_hand.budget(1294, 1200) == {"epoch_stock_days": 50_000, "stocks_per_batch": 100,
                                               "days_per_batch": 4, "max_epochs": 3, "val_fraction": 0.1,
-                                              "average_last": 1, "loss": "mse"}
+                                              "average_last": 1, "loss": "mse", "n_seeds": 3}

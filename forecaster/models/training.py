@@ -46,6 +46,7 @@ class LoopConfig:
             batches drawn again when it exceeds their number (``None``: every batch once).
         average_last: without validation, the weights kept are the mean of the last this many
             epochs' (stochastic weight averaging); 1: the last epoch's.
+        icir_floor: added to the spread of the daily correlations under ``loss="icir"``.
     """
 
     loss: str = "ic"
@@ -57,6 +58,7 @@ class LoopConfig:
     patience: int = 4
     steps_per_epoch: int | None = None
     average_last: int = 1
+    icir_floor: float = 0.3
 
     def __post_init__(self) -> None:
         check_choice("loss", self.loss, RANK_LOSSES)
@@ -64,6 +66,8 @@ class LoopConfig:
             check_int(name, getattr(self, name))
         if self.lr <= 0 or self.weight_decay < 0 or self.grad_clip <= 0:
             raise ValueError("lr and grad_clip must be positive and weight_decay >= 0")
+        if not self.icir_floor > 0:
+            raise ValueError(f"icir_floor must be positive, got {self.icir_floor}")
 
 
 def param_groups(net: nn.Module, weight_decay: float) -> list[dict]:
@@ -177,11 +181,12 @@ def train_days(net: nn.Module, batch: Callable, blocks: list[np.ndarray],
     def step(b):
         x, labels, mask, present = (t.to(device) for t in batch(blocks[b])[:4])
         if labels.dim() == 2:
-            return rank_loss(config.loss, net(x, present), labels, mask, generator=gen), 1
+            return rank_loss(config.loss, net(x, present), labels, mask, generator=gen,
+                             icir_floor=config.icir_floor), 1
         # Several horizons ``[days, stocks, K]``: one head each, their losses averaged.
         scores = net(x, present, all_outputs=True)
-        losses = [rank_loss(config.loss, scores[..., k], labels[..., k], mask[..., k], generator=gen)
-                  for k in range(labels.size(-1))]
+        losses = [rank_loss(config.loss, scores[..., k], labels[..., k], mask[..., k], generator=gen,
+                            icir_floor=config.icir_floor) for k in range(labels.size(-1))]
         return torch.stack(losses).mean(), 1
 
     return fit_loop(net, opt, epoch_batches, step, max_epochs=config.max_epochs,

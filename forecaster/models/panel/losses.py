@@ -39,10 +39,11 @@ def ic_loss(scores, labels, mask):
     return -(corr * days).sum() / days.sum().clamp_min(1.0)
 
 
-def icir_loss(scores, labels, mask, floor: float = 0.05):
+def icir_loss(scores, labels, mask, floor: float):
     """Minus the batch's ICIR: the mean of the daily correlations over their standard
     deviation across the batch's days (plus ``floor``, so a batch of equally good days does
-    not divide by zero). It rewards steady days, not only good ones."""
+    not divide by zero; a larger floor leans towards the mean alone). It rewards steady days,
+    not only good ones."""
     corr, days = _daily_corr(scores, labels, mask), _day_weights(mask)
     n = days.sum().clamp_min(1.0)
     mean = (corr * days).sum() / n
@@ -76,13 +77,13 @@ def listnet_loss(scores, labels, mask, temperature: float = 1.0):
     return (per_day * days).sum() / days.sum().clamp_min(1.0)
 
 
-def rank_loss(name: str, scores, labels, mask, generator=None):
+def rank_loss(name: str, scores, labels, mask, generator=None, icir_floor: float = 0.3):
     if name == "mse":
         return mse_loss(scores, labels, mask)
     if name == "ic":
         return ic_loss(scores, labels, mask)
     if name == "icir":
-        return icir_loss(scores, labels, mask)
+        return icir_loss(scores, labels, mask, floor=icir_floor)
     if name == "pairwise":
         return pairwise_loss(scores, labels, mask, generator=generator)
     if name == "listnet":
