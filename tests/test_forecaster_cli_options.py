@@ -44,7 +44,7 @@ VALUES = {
     "model__patience": ("2", 2),
     "model__val_fraction": ("0.25", 0.25),
     "model__average_last": ("3", 3),
-    "model__n_seeds": ("2", 2),
+    "model__n_seeds": ("3", 3),
     "model__epoch_stock_days": ("200000", 200000),
     "model__stocks_per_batch": ("20", 20),
     "model__device": ("cpu", "cpu"),

@@ -181,7 +181,7 @@ def test_weights_of_the_last_epochs_are_averaged_without_validation(frames, one_
         torch.testing.assert_close(value, seen[-1][key])
     model = PanelTransformer(**{**TINY, "val_fraction": 0.0, "average_last": 2})
     model.fit(Panel.from_frames(frames))
-    assert model.best_epochs_ == [3] and len(model.histories_[0]) == 3
+    assert model.best_epochs_ == [3, 3] and [len(h) for h in model.histories_] == [3, 3]  # two seeds
 
 
 def test_market_context_is_each_days_cross_section():
@@ -315,12 +315,12 @@ def test_training_budgets_bound_every_step_and_epoch(frames, one_thread, monkeyp
     real = pm.train_days
     monkeypatch.setattr(pm, "train_days", spy)
     panel = Panel.from_frames(frames)
-    model = PanelTransformer(**{**TINY, "max_epochs": 2, "val_fraction": 0.0,
+    model = PanelTransformer(**{**TINY, "max_epochs": 2, "val_fraction": 0.0, "n_seeds": 1,
                                 "stocks_per_batch": 12, "epoch_stock_days": 12 * 8 * 5})
     model.fit(panel.slice(end=panel.dates[199]))
     assert seen == [12] * 10  # 2 epochs x 5 steps of 12 of the 30 stocks
     seen.clear()
-    full = PanelTransformer(**{**TINY, "max_epochs": 1, "val_fraction": 0.0})
+    full = PanelTransformer(**{**TINY, "max_epochs": 1, "val_fraction": 0.0, "n_seeds": 1})
     full.fit(panel.slice(end=panel.dates[199]))
     assert len(seen) > 10 and max(seen) == 30  # every usable day block, every stock present
     assert full.histories_[0][0]["train_loss"] != model.histories_[0][0]["train_loss"]
@@ -344,7 +344,7 @@ def test_validation_stays_within_the_epoch_budget(frames, one_thread, monkeypatc
     monkeypatch.setattr(pm.PanelTransformer, "_scores", spy)
     panel = Panel.from_frames(frames)
     train = panel.slice(end=panel.dates[199])
-    params = {**TINY, "max_epochs": 2, "patience": 5, "val_fraction": 0.2}
+    params = {**TINY, "max_epochs": 2, "patience": 5, "val_fraction": 0.2, "n_seeds": 1}  # one network
     PanelTransformer(**params).fit(train)
     full = scored[0].sum()
     assert len(scored) == 2 and full > 600  # ~30 stocks x ~30 validation days
@@ -395,12 +395,11 @@ def test_training_budget_is_chosen_from_the_panel_size():
     from forecaster.models.panel.model import PanelTransformer
 
     m = PanelTransformer()
-    early_stopped = {"loss": "pairwise", "max_epochs": 20, "val_fraction": 0.2, "average_last": 1,
-                     "n_seeds": 1}
+    early_stopped = {"loss": "pairwise", "max_epochs": 20, "val_fraction": 0.2, "average_last": 1}
     unbounded = {"epoch_stock_days": None, "stocks_per_batch": None, "days_per_batch": 8, **early_stopped}
     assert m.budget(60, 1200) == unbounded and m.budget(240, 1300) == unbounded  # as before
     market = {"epoch_stock_days": 600_000, "stocks_per_batch": 250, "days_per_batch": 32, "loss": "icir",
-              "max_epochs": 12, "val_fraction": 0.0, "average_last": 6, "n_seeds": 2}
+              "max_epochs": 12, "val_fraction": 0.0, "average_last": 6}
     assert m.budget(1294, 1200) == market
     assert m._net_config(20, 60).d_ff == 64 and m._net_config(20, 240).d_ff == 64  # as before
     assert m._net_config(20, 1294).d_ff == 128 and m.market_mode(1294) == "gate"
@@ -408,7 +407,7 @@ def test_training_budget_is_chosen_from_the_panel_size():
     assert m.budget(400, 1200)["epoch_stock_days"] == 200_000  # 480,000 stock-days: bounded epochs
     assert m.budget(400, 1200)["stocks_per_batch"] is None  # whole days still fit a step
     set_by_hand = PanelTransformer(epoch_stock_days=50_000, stocks_per_batch=100, days_per_batch=4,
-                                   max_epochs=3, val_fraction=0.1, average_last=1, loss="mse", n_seeds=3)
+                                   max_epochs=3, val_fraction=0.1, average_last=1, loss="mse")
     assert set_by_hand.budget(1294, 1200) == {"epoch_stock_days": 50_000, "stocks_per_batch": 100,
                                               "days_per_batch": 4, "max_epochs": 3, "val_fraction": 0.1,
-                                              "average_last": 1, "loss": "mse", "n_seeds": 3}
+                                              "average_last": 1, "loss": "mse"}

@@ -173,8 +173,8 @@ def train(data, out, overwrite, end, **options):
             summary = (f"trained the panel Transformer on {stocks} up to {model.train_end_.date()}: "
                        f"{budget['max_epochs']} epochs on every training day, no validation, the last "
                        f"{budget['average_last']} epochs' weights averaged")
-        if budget["n_seeds"] > 1:
-            summary += f"; {budget['n_seeds']} networks from {budget['n_seeds']} seeds, their scores averaged"
+        if model.n_seeds > 1:
+            summary += f"; {model.n_seeds} networks from {model.n_seeds} seeds, their scores averaged"
     else:
         from forecaster.reporting.plots import plot_history
 
