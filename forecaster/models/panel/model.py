@@ -165,8 +165,7 @@ class PanelTransformer(BaseEstimator):
                  d_ff: int | None = None, dropout=0.1, positional="rotary", cross_stock=False, market="auto",
                  loss: str | None = None, icir_floor=0.3, max_epochs: int | None = None, days_per_batch=8,
                  lr=1e-3, weight_decay=1e-2, patience=4, val_fraction: float | None = None,
-                 average_last: int | None = None, n_seeds=2,
-                 epoch_stock_days: int | None = None,
+                 average_last: int | None = None, n_seeds=2, epoch_stock_days: int | None = None,
                  stocks_per_batch: int | None = None, device="auto", random_state=0, progress=False):
         self.window = window
         self.horizon = horizon
@@ -215,10 +214,9 @@ class PanelTransformer(BaseEstimator):
     AUTO_MARKET_EPOCH_STOCK_DAYS = 600_000
     # Up to AUTO_MARKET_ABOVE stocks: early stopping on a validation tail; beyond, a fixed
     # schedule on every training day with the last epochs' weights averaged (docs/results.md).
-    # The loss too: pairwise up to AUTO_MARKET_ABOVE (scripts/sweep_panel.py), the daily
-    # correlation beyond (the steadier daily IC on the whole market, docs/results.md).
-    # Past it the loss is the ICIR loss: as a pair of seeds, +0.06 of ICIR for -0.003 of rank IC
-    # against the daily correlation (docs/results.md).
+    # The loss too: pairwise up to AUTO_MARKET_ABOVE (scripts/sweep_panel.py), the ICIR loss
+    # beyond (as a pair of seeds on the whole market, +0.06 of ICIR for -0.003 of rank IC
+    # against the daily correlation; on 60 stocks it lost, docs/results.md).
     AUTO_SCHEDULE = {"loss": "pairwise", "max_epochs": 20, "val_fraction": 0.2, "average_last": 1}
     AUTO_MARKET_SCHEDULE = {"loss": "icir", "max_epochs": 12, "val_fraction": 0.0, "average_last": 6}
 
