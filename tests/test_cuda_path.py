@@ -1,7 +1,7 @@
 """The CUDA path, where a GPU is present (skipped elsewhere; CI has none): a panel Transformer
 fitted on the GPU predicts on the CPU after save -> load what it predicted on the GPU, a
-GPU walk-forward keeps to its cut-offs, and translation decodes alike with and without the
-key/value cache on the GPU."""
+planted signal is recovered by a fit on the GPU, and translation decodes alike with and
+without the key/value cache on the GPU."""
 
 from __future__ import annotations
 

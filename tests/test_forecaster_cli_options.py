@@ -36,7 +36,7 @@ VALUES = {
     "model__cross_stock": (True, True),
     "model__market": ("gate", "gate"),
     "model__loss": ("listnet", "listnet"),
-    "model__icir_floor": ("0.3", 0.3),
+    "model__icir_floor": ("0.6", 0.6),  # not the default, so reaching the run is seen
     "model__max_epochs": ("3", 3),
     "model__days_per_batch": ("4", 4),
     "model__lr": ("0.002", 0.002),
