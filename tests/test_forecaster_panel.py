@@ -183,3 +183,39 @@ def test_panel_fingerprint_follows_the_values(two):
     changed[code].iloc[3, changed[code].columns.get_loc("close")] += 0.01
     assert data_fingerprint(Panel.from_frames(changed)) != first
     assert data_fingerprint(two) != first  # frames and a Panel are fingerprinted apart
+
+
+def test_distribution_and_price_volume_features_match_their_definitions():
+    from scipy import stats
+
+    rng = np.random.default_rng(3)
+    n = 80
+    z = rng.normal(0, 0.02, n)  # one common factor
+    own = rng.normal(0, 0.01, n)
+    closes = {"sh.600001": 10 * np.exp(np.cumsum(z)), "sh.600002": 10 * np.exp(np.cumsum(2 * z)),
+              "sh.600003": 10 * np.exp(np.cumsum(z + own))}
+    volume = rng.uniform(1e5, 1e6, n)
+    turnover = np.r_[np.ones(n - 5), 2 * np.ones(5)]
+    frames = {c: bars(c, v, v, volume=volume, turnover=turnover) for c, v in closes.items()}
+    p = Panel.from_frames(frames)
+    ret, last = p.returns(), slice(n - 20, n)
+    # Skewness: scipy's bias-corrected sample skewness of the last 20 returns.
+    np.testing.assert_allclose(feature(p, "skewness_20d")[-1],
+                               stats.skew(ret[last], axis=0, bias=False), rtol=1e-6)
+    # Idiosyncratic volatility: the std of the residuals of a regression on the universe's
+    # equal-weight return.
+    market = ret[last].mean(axis=1)
+    for j in range(3):
+        slope, intercept = np.polyfit(market, ret[last, j], 1)
+        resid = ret[last, j] - slope * market - intercept
+        np.testing.assert_allclose(feature(p, "idio_volatility_20d")[-1, j], resid.std(ddof=1), atol=1e-9)
+    ivol = feature(p, "idio_volatility_20d")[-1]
+    assert ivol[2] > 2 * ivol[0]  # its own noise
+    # Price-volume correlation: log close against log volume over 20 days.
+    logp = p.log_adjusted("close")[last, 0]
+    np.testing.assert_allclose(feature(p, "price_volume_corr_20d")[-1, 0],
+                               np.corrcoef(logp, np.log(volume[last]))[0, 1], rtol=1e-6)
+    # Abnormal turnover: the last 5 days at twice the turnover of the 55 before.
+    np.testing.assert_allclose(feature(p, "abnormal_turnover")[-1], np.log(2 / (65 / 60)), rtol=1e-9)
+    np.testing.assert_allclose(feature(p, "abnormal_turnover")[-6], 0.0, atol=1e-12)
+    assert np.isnan(feature(p, "abnormal_turnover")[:44]).all()  # fewer than 45 of 60 days

@@ -411,3 +411,24 @@ def test_training_budget_is_chosen_from_the_panel_size():
     assert set_by_hand.budget(1294, 1200) == {"epoch_stock_days": 50_000, "stocks_per_batch": 100,
                                               "days_per_batch": 4, "max_epochs": 3, "val_fraction": 0.1,
                                               "average_last": 1, "loss": "mse"}
+
+
+def test_whole_market_features_for_the_transformer_and_the_feature_regressions_alike(
+        frames, one_thread, monkeypatch):
+    from forecaster.features.factors import DEFAULT_FEATURES, MARKET_ONLY_FEATURES
+    from forecaster.models.panel.sizing import SizeRules
+
+    panel = Panel.from_frames(frames)  # 30 stocks
+    small = PanelTransformer(**TINY, n_seeds=1).fit(panel)
+    gbm = FeatureRegressor("ridge").fit(panel)
+    assert small.features_ == gbm.features_ and not set(MARKET_ONLY_FEATURES) & set(small.features_)
+    assert set(small.features_) <= set(DEFAULT_FEATURES)
+    # With the whole-market threshold below 30 stocks, both add the four market-only features.
+    wide = SizeRules(market_above=10)
+    monkeypatch.setattr(PanelTransformer, "rules", wide)
+    monkeypatch.setattr(FeatureRegressor, "rules", wide)
+    big = PanelTransformer(**TINY, n_seeds=1, loss="pairwise").fit(panel)
+    gbm = FeatureRegressor("ridge").fit(panel)
+    assert big.features_ == gbm.features_ == small.features_[:17] + MARKET_ONLY_FEATURES + small.features_[17:]
+    assert big.nets_[0].input_proj.in_features == len(small.features_) + 4
+    assert big.net_config_.market == "gate" and big.net_config_.d_ff == TINY["d_ff"]

@@ -20,7 +20,6 @@ from sklearn.linear_model import Ridge
 
 from forecaster.checks import check_choice
 from forecaster.features.factors import (
-    DEFAULT_FEATURES,
     FACTORS,
     available_features,
     factor_score,
@@ -30,6 +29,7 @@ from forecaster.features.factors import (
 from forecaster.features.labels import EXECUTIONS, normalise_per_day, tradeable_label
 from forecaster.features.processors import make_processor
 from forecaster.models.panel.model import as_panel, scores_to_series
+from forecaster.models.panel.sizing import SizeRules
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,8 @@ class FeatureRegressor(BaseEstimator):
     Args:
         estimator: ``"gbm"``, ``"lightgbm"`` or ``"ridge"``.
         horizon, execution: the label, as for the panel Transformer.
-        features: names from :data:`forecaster.features.factors.FEATURES` (``None``: all available).
+        features: names from :data:`forecaster.features.factors.FEATURES` (``None``: the panel
+            Transformer's default at the panel's size, where the columns allow).
         norm: feature processor (``"robust"`` or ``"rank"``), fitted on the training slice.
         max_rows: training rows kept (the latest), bounding the cost on large panels: when
             it binds, features and their processor are computed from those rows' days only.
@@ -109,6 +110,8 @@ class FeatureRegressor(BaseEstimator):
 
     is_return_forecast = False
     input_kind = "panel"
+    # ``features=None`` is resolved as the panel Transformer's: the same features at each size.
+    rules = SizeRules()
 
     def __init__(self, estimator="gbm", horizon=1, execution="next_open", features=None, norm="robust",
                  max_rows=400_000, random_state=0, n_jobs=None):
@@ -172,7 +175,7 @@ class FeatureRegressor(BaseEstimator):
         check_choice("execution", self.execution, EXECUTIONS)
         panel = as_panel(data)
         names = (tuple(self.features) if self.features is not None
-                 else available_features(panel, DEFAULT_FEATURES))
+                 else available_features(panel, self.rules.default_features(panel.n_stocks)))
         label, _ = tradeable_label(panel, self.horizon, self.execution)
         y = normalise_per_day(label, "rank")
         y[: min(lookback(names), panel.n_days)] = np.nan

@@ -22,7 +22,6 @@ from sklearn.exceptions import NotFittedError
 from forecaster.checks import check_choice, check_int
 from forecaster.data.panel import Panel
 from forecaster.features.factors import (
-    DEFAULT_FEATURES,
     FEATURES,
     available_features,
     feature_tensor,
@@ -33,6 +32,7 @@ from forecaster.features.processors import NORMS, make_processor, processor_from
 from forecaster.metrics import daily_ic
 from forecaster.models.panel.dataset import SequenceData, build_sequences, day_blocks
 from forecaster.models.panel.network import MARKET_MODES, PanelNetConfig, PanelTransformerNet
+from forecaster.models.panel.sizing import BUDGET_KEYS, SizeRules
 from forecaster.models.persistence import content_errors, load_model, save_model
 from forecaster.models.training import LoopConfig, train_days
 from seq2seq.core import resolve_device
@@ -74,9 +74,10 @@ class PanelTransformer(BaseEstimator):
     the last 6 epochs' weights averaged. On the Shenzhen market that added 0.001 to 0.019 of
     rank IC in each of four test years (docs/results.md): early stopping held the most recent
     fifth of the history out of training and chose its epoch on one noisy stretch of days.
-    The loss there rewards a steady daily correlation (``loss=None`` resolves to ``"icir"``)
-    and the feed-forward layers are twice as wide (``d_ff=None``). At every size two networks
-    from two seeds are averaged (``n_seeds=2``).
+    The loss there rewards a steady daily correlation (``loss=None`` resolves to ``"icir"``),
+    the feed-forward layers are twice as wide (``d_ff=None``) and four more features are
+    computed (``features=None``). At every size two networks from two seeds are averaged
+    (``n_seeds=2``). :mod:`forecaster.models.panel.sizing` holds these rules.
 
     Args:
         window: days each attention layer looks back over (the stack sees
@@ -87,8 +88,11 @@ class PanelTransformer(BaseEstimator):
             score head each, their per-day losses averaged with the forecast's
             (multi-horizon training); the forecast is ``horizon``'s head alone.
         execution: ``"next_open"`` or ``"close"`` (how the label is earned).
-        features: names from :data:`forecaster.features.factors.FEATURES`; ``None`` uses every one the
-            data's columns allow.
+        features: names from :data:`forecaster.features.factors.FEATURES`; ``None``: those of
+            ``DEFAULT_FEATURES`` the data's columns allow, and past 500 stocks four more
+            (``MARKET_ONLY_FEATURES``: 20-day skewness, idiosyncratic volatility, price-volume
+            correlation and 5/60-day abnormal turnover; on the Shenzhen market +0.003 of mean
+            rank IC over four test years, on the 60 CSI 300 stocks -0.010, docs/results.md).
         norm: ``"robust"`` (pooled robust z-score fitted on training days, clipped at 3) or
             ``"rank"`` (per-day ranks across stocks).
         label_norm: per-day label normalisation for training (``"rank"``, ``"zscore"``).
@@ -199,45 +203,15 @@ class PanelTransformer(BaseEstimator):
         self.random_state = random_state
         self.progress = progress
 
-    # Whole-market breadth, in stocks: past it, steps draw a subset of the stocks, the schedule
-    # is fixed, the loss is the daily correlation, the feed-forward layers are wider and the
-    # market gate is on (docs/scale.md, docs/results.md).
-    AUTO_MARKET_ABOVE = 500
-    # The encoder's feed-forward width when ``d_ff`` is not set, up to and past that breadth.
-    AUTO_D_FF, AUTO_MARKET_D_FF = 64, 128
-    # Sizes past which the training budget is bounded when not set (docs/scale.md).
-    AUTO_EPOCH_ABOVE = 400_000  # training stock-days of a fold
-    AUTO_EPOCH_STOCK_DAYS = 200_000
-    AUTO_STOCKS_PER_BATCH = 250
-    # Steps draw 250 of a block's stocks, so an epoch visits blocks again (other stocks):
-    # 600,000 stock-days, measured on the Shenzhen market (docs/scale.md).
-    AUTO_MARKET_EPOCH_STOCK_DAYS = 600_000
-    # Up to AUTO_MARKET_ABOVE stocks: early stopping on a validation tail; beyond, a fixed
-    # schedule on every training day with the last epochs' weights averaged (docs/results.md).
-    # The loss too: pairwise up to AUTO_MARKET_ABOVE (scripts/sweep_panel.py), the ICIR loss
-    # beyond (as a pair of seeds on the whole market, +0.06 of ICIR for -0.003 of rank IC
-    # against the daily correlation; on 60 stocks it lost, docs/results.md).
-    AUTO_SCHEDULE = {"loss": "pairwise", "max_epochs": 20, "val_fraction": 0.2, "average_last": 1}
-    AUTO_MARKET_SCHEDULE = {"loss": "icir", "max_epochs": 12, "val_fraction": 0.0, "average_last": 6}
+    # What ``None`` resolves to, by the panel's size (forecaster.models.panel.sizing).
+    rules = SizeRules()
 
     def budget(self, n_stocks: int, n_fit_days: int) -> dict:
         """``{epoch_stock_days, stocks_per_batch, days_per_batch, loss, max_epochs, val_fraction,
         average_last}`` a fit on ``n_stocks`` x ``n_fit_days`` training days uses: the
-        parameters where set, otherwise chosen from the size (``None``: unbounded). A 60- or
-        240-stock panel trains exactly as before."""
-        market = n_stocks > self.AUTO_MARKET_ABOVE
-        schedule = {k: v if getattr(self, k) is None else getattr(self, k)
-                    for k, v in (self.AUTO_MARKET_SCHEDULE if market else self.AUTO_SCHEDULE).items()}
-        epoch, per_step, days = self.epoch_stock_days, self.stocks_per_batch, int(self.days_per_batch)
-        subsample = per_step is None and market
-        if subsample:
-            per_step, days = self.AUTO_STOCKS_PER_BATCH, 4 * days
-        if epoch is None and subsample:
-            epoch = self.AUTO_MARKET_EPOCH_STOCK_DAYS
-        elif epoch is None and n_stocks * n_fit_days > self.AUTO_EPOCH_ABOVE:
-            epoch = self.AUTO_EPOCH_STOCK_DAYS
-        return {"epoch_stock_days": epoch, "stocks_per_batch": per_step, "days_per_batch": days,
-                **schedule}
+        parameters where set, otherwise chosen from the size by :attr:`rules` (``None``:
+        unbounded)."""
+        return self.rules.budget({k: getattr(self, k) for k in BUDGET_KEYS}, n_stocks, n_fit_days)
 
     # ------------------------------------------------------------------ validation
     def _loop_config(self, n_stocks: int = 1) -> LoopConfig:
@@ -253,20 +227,13 @@ class PanelTransformer(BaseEstimator):
 
     def market_mode(self, n_stocks: int) -> str:
         """The market context a fit on ``n_stocks`` uses (``market="auto"`` resolved)."""
-        if self.market != "auto":
-            return self.market
-        return "gate" if n_stocks > self.AUTO_MARKET_ABOVE else "none"
-
-    def _d_ff(self, n_stocks: int) -> int:
-        """The feed-forward width a fit on ``n_stocks`` uses (``d_ff=None`` resolved)."""
-        if self.d_ff is not None:
-            return self.d_ff
-        return self.AUTO_MARKET_D_FF if n_stocks > self.AUTO_MARKET_ABOVE else self.AUTO_D_FF
+        return self.rules.market_mode(self.market, n_stocks)
 
     def _net_config(self, n_features: int, n_stocks: int = 0) -> PanelNetConfig:
         market = self.market_mode(n_stocks)
+        d_ff = self.rules.feed_forward(self.d_ff, n_stocks)
         return PanelNetConfig(n_features=n_features, window=self.window, d_model=self.d_model,
-                              n_heads=self.n_heads, n_layers=self.n_layers, d_ff=self._d_ff(n_stocks),
+                              n_heads=self.n_heads, n_layers=self.n_layers, d_ff=d_ff,
                               dropout=self.dropout, positional=self.positional,
                               cross_stock=bool(self.cross_stock), market=market,
                               n_market=0 if market == "none" else 2 * n_features,
@@ -311,7 +278,7 @@ class PanelTransformer(BaseEstimator):
         self._validate_params()
         panel = as_panel(data)
         names = (tuple(self.features) if self.features is not None
-                 else available_features(panel, DEFAULT_FEATURES))
+                 else available_features(panel, self.rules.default_features(panel.n_stocks)))
         if not names:
             raise ValueError("no feature can be computed from the data's columns")
         device = resolve_device(self.device)

@@ -1,0 +1,102 @@
+"""What a :class:`~forecaster.models.panel.model.PanelTransformer` fit uses where a parameter
+is left ``None``: chosen from the panel's size, so that a 60-stock panel and a whole market
+both train well with no option set (docs/scale.md and docs/results.md hold the measurements).
+
+Two regimes, split at :attr:`SizeRules.market_above` stocks:
+
+- up to it (60 or 240 large caps): whole days in every step, early stopping on the latest
+  fifth of the training days, the pairwise loss, the base features;
+- past it (a whole market): each step draws a subset of a block's stocks, an epoch is a
+  fixed budget of stock-days, a fixed schedule with the last epochs' weights averaged, the
+  ICIR loss, wider feed-forward layers, the market gate and four more features (for gradient
+  boosting and ridge on the same features too).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from forecaster.features.factors import DEFAULT_FEATURES, MARKET_FEATURES
+
+# Parameters a fit's budget resolves (each ``None`` on the model means "chosen here").
+BUDGET_KEYS = ("epoch_stock_days", "stocks_per_batch", "days_per_batch", "loss", "max_epochs",
+               "val_fraction", "average_last")
+
+
+def _schedule(**values) -> dict:
+    return field(default_factory=lambda: dict(values))
+
+
+@dataclass(frozen=True)
+class SizeRules:
+    """The size thresholds and what ``None`` resolves to on each side of them.
+
+    Attributes:
+        market_above: stocks past which a panel is a whole market.
+        d_ff, market_d_ff: the feed-forward width up to and past that breadth (128 past it:
+            rank IC 0.0932 / ICIR 0.886 against 0.0909 / 0.859 with 64 on the Shenzhen market).
+        epoch_above: training stock-days of a fold past which an epoch is bounded (up to
+            500 stocks) at ``epoch_stock_days``.
+        stocks_per_batch: past ``market_above``, a step trains on this many of a block's
+            stocks over ``4 * days_per_batch`` days (the stock-days of ``days_per_batch`` days
+            of 1,000 stocks), and an epoch is ``market_epoch_stock_days`` (blocks visited
+            again, other stocks each time).
+        features, market_features: ``features=None`` resolved (before the data's columns
+            are consulted), for the Transformer and the feature regressions alike.
+        schedule, market_schedule: loss, epochs, validation share and weights averaged, up
+            to and past ``market_above``.
+    """
+
+    market_above: int = 500
+    d_ff: int = 64
+    market_d_ff: int = 128
+    epoch_above: int = 400_000
+    epoch_stock_days: int = 200_000
+    stocks_per_batch: int = 250
+    market_epoch_stock_days: int = 600_000
+    features: tuple = DEFAULT_FEATURES
+    market_features: tuple = MARKET_FEATURES
+    # Up to 500 stocks: early stopping on a validation tail and the pairwise loss
+    # (scripts/sweep_panel.py). Beyond: a fixed schedule on every training day, the last
+    # epochs' weights averaged, and the ICIR loss (as a pair of seeds, +0.06 of ICIR for -0.003
+    # of rank IC against the daily correlation; on 60 stocks it lost).
+    schedule: dict = _schedule(loss="pairwise", max_epochs=20, val_fraction=0.2, average_last=1)
+    market_schedule: dict = _schedule(loss="icir", max_epochs=12, val_fraction=0.0, average_last=6)
+
+    def is_market(self, n_stocks: int) -> bool:
+        """Whether ``n_stocks`` is past the whole-market threshold."""
+        return n_stocks > self.market_above
+
+    def budget(self, given: dict, n_stocks: int, n_fit_days: int) -> dict:
+        """``{BUDGET_KEYS: value}`` for a fit on ``n_stocks`` x ``n_fit_days`` training days:
+        ``given``'s value where it is not ``None``, otherwise the rule's (``None`` for
+        ``epoch_stock_days`` and ``stocks_per_batch``: unbounded)."""
+        market = self.is_market(n_stocks)
+        schedule = {k: v if given[k] is None else given[k]
+                    for k, v in (self.market_schedule if market else self.schedule).items()}
+        epoch, per_step = given["epoch_stock_days"], given["stocks_per_batch"]
+        days = int(given["days_per_batch"])
+        subsample = per_step is None and market
+        if subsample:
+            per_step, days = self.stocks_per_batch, 4 * days
+        if epoch is None and subsample:
+            epoch = self.market_epoch_stock_days
+        elif epoch is None and n_stocks * n_fit_days > self.epoch_above:
+            epoch = self.epoch_stock_days
+        return {"epoch_stock_days": epoch, "stocks_per_batch": per_step, "days_per_batch": days, **schedule}
+
+    def market_mode(self, market: str, n_stocks: int) -> str:
+        """``market="auto"`` resolved: the gate past the threshold, none up to it."""
+        if market != "auto":
+            return market
+        return "gate" if self.is_market(n_stocks) else "none"
+
+    def default_features(self, n_stocks: int) -> tuple[str, ...]:
+        """The features a model with ``features=None`` computes (where the columns allow)."""
+        return self.market_features if self.is_market(n_stocks) else self.features
+
+    def feed_forward(self, d_ff: int | None, n_stocks: int) -> int:
+        """``d_ff=None`` resolved."""
+        if d_ff is not None:
+            return d_ff
+        return self.market_d_ff if self.is_market(n_stocks) else self.d_ff
