@@ -429,6 +429,7 @@ def test_whole_market_features_for_the_transformer_and_the_feature_regressions_a
     monkeypatch.setattr(FeatureRegressor, "rules", wide)
     big = PanelTransformer(**TINY, n_seeds=1, loss="pairwise").fit(panel)
     gbm = FeatureRegressor("ridge").fit(panel)
-    assert big.features_ == gbm.features_ == small.features_[:17] + MARKET_ONLY_FEATURES + small.features_[17:]
+    expected = small.features_[:17] + MARKET_ONLY_FEATURES + small.features_[17:]  # FEATURES' order
+    assert big.features_ == gbm.features_ == expected
     assert big.nets_[0].input_proj.in_features == len(small.features_) + 4
     assert big.net_config_.market == "gate" and big.net_config_.d_ff == TINY["d_ff"]
