@@ -88,6 +88,42 @@ def test_point_metrics_ic_matches_scipy():
     assert out["rank_ic"] == pytest.approx(stats.spearmanr(f, y)[0], abs=1e-12)
 
 
+def test_grouped_point_metrics_equal_point_metrics_group_by_group():
+    """The vectorised per-group metrics (the report's thousands of (model, stock) rows) give
+    point_metrics' numbers, edge cases included: dropped NaN pairs, ties, zeros, a constant
+    forecast, one row, no valid row, a partly missing mean forecast, exact binomial p-values."""
+    from forecaster.metrics.forecast import grouped_point_metrics
+
+    rng = np.random.default_rng(0)
+    parts = []
+    for i in range(12):
+        n = int(rng.integers(1, 40)) if i > 2 else (1, 3, 25)[i]
+        f, y = rng.normal(size=n).round(1), rng.normal(size=n).round(1)  # rounded: ties and zeros
+        m = rng.normal(size=n)
+        f[rng.random(n) < 0.1] = np.nan
+        y[rng.random(n) < 0.1] = np.nan
+        m[rng.random(n) < 0.3] = np.nan
+        if i == 4:
+            f[:] = 0.25  # constant forecast: no IC
+        if i == 5:
+            y[:] = np.nan  # nothing scoreable
+        parts.append(pd.DataFrame({"model": "ab"[i % 2], "code": f"c{i // 2}", "forecast": f,
+                                   "actual": y, "mean_forecast": m}))
+    frame = pd.concat(parts, ignore_index=True).sample(frac=1.0, random_state=1)  # rows shuffled
+    got = grouped_point_metrics(frame, ["model", "code"])
+    groups = list(frame.groupby(["model", "code"], sort=True))
+    assert len(got) == len(groups) == 12
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for row, ((model, code), group) in zip(got.to_dict("records"), groups, strict=True):
+            want = point_metrics(group["forecast"].to_numpy(), group["actual"].to_numpy(),
+                                 group["mean_forecast"].to_numpy())
+            assert (row["model"], row["code"]) == (model, code)
+            for key, value in want.items():
+                assert row[key] == pytest.approx(value, rel=1e-9, abs=1e-12, nan_ok=True), (model, code, key)
+    assert got["n"].min() == 0 and got["pearson_ic"].isna().sum() >= 2  # the edge cases are there
+
+
 def test_constant_forecast_gives_nan_ic_without_warnings():
     with warnings.catch_warnings():
         warnings.simplefilter("error")

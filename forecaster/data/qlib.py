@@ -198,7 +198,7 @@ def qlib_predictions(predictions: pd.DataFrame, model: str = "transformer") -> p
     pred = predictions.reset_index() if "date" not in predictions.columns else predictions
     chosen = pred[pred["model"] == model]
     if chosen.empty:
-        raise ValueError(f"no predictions of model {model!r}; models: {sorted(set(pred['model']))}")
+        raise ValueError(f"no predictions of model {model!r}; models: {sorted(pred['model'].unique())}")
     index = pd.MultiIndex.from_arrays([pd.DatetimeIndex(chosen["date"]),
                                        [qlib_code(c) for c in chosen["code"]]],
                                       names=["datetime", "instrument"])

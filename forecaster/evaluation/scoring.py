@@ -132,7 +132,7 @@ def reference_model(models: dict, role: str) -> str | None:
 
 def _with_mean_forecast(pred: pd.DataFrame, mean_model: str | None) -> pd.DataFrame:
     """Attach the historical-mean forecast of each row (for R^2 against the mean)."""
-    if mean_model is None or mean_model not in set(pred["model"]):
+    if mean_model is None or mean_model not in set(pred["model"].unique()):
         return pred
     mean = pred.loc[pred["model"] == mean_model, ["date", "code", "forecast"]]
     return pred.merge(mean.rename(columns={"forecast": "mean_forecast"}), on=["date", "code"], how="left")
@@ -160,7 +160,8 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
     pred = pred[pred["actual"].notna()]  # suspended days are not scored (counted below)
     n_suspended = int(result.predictions["actual"].isna().sum())
     factors = [n for n, m in models.items() if not getattr(m, "is_return_forecast", True)]
-    returns_models = [n for n in models if n not in factors and n in set(pred["model"])]
+    present = set(pred["model"].unique())  # unique(): no Python object per row
+    returns_models = [n for n in models if n not in factors and n in present]
     panel = pred["code"].nunique() > 1
     overall = summarise(pred, by=("model",), horizon=horizon)
     per_fold = summarise(pred, by=("model", "fold"), horizon=horizon)

@@ -287,10 +287,18 @@ def _fit_and_forecast(fold: Fold, name: str, template, train: dict, test: dict, 
         output.skipped[(fold.fold, f"{name}:stocks")] = f"left out {sorted(left_out)}"
     frames = train["frames"]
     preds = model.predict({c: f for c, f in test["frames"].items() if c in frames and c not in left_out})
+    # One part per model and fold, not per stock: a whole market's thousands of small frames
+    # cost more to pickle, gather and index than their rows.
+    codes, days, values = [], [], []
     for code, pred in preds.items():
         point = point_forecast(pred).reindex(fold.test_days).dropna()
-        output.rows.append(pd.DataFrame({"code": code, "model": name, "fold": fold.fold,
-                                         "forecast": point.to_numpy()}, index=point.index))
+        codes.append(np.full(len(point), code, dtype=object))
+        days.append(point.index.to_numpy("datetime64[ns]"))
+        values.append(point.to_numpy(np.float64))
+    if codes:
+        output.rows.append(pd.DataFrame({"code": np.concatenate(codes), "model": name, "fold": fold.fold,
+                                         "forecast": np.concatenate(values)},
+                                        index=pd.DatetimeIndex(np.concatenate(days))))
     return model
 
 
