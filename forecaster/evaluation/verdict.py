@@ -44,7 +44,7 @@ def failure_line(model: str, result: WalkForwardResult) -> str:
     first = next(iter(sorted(result.failed.items())))
     return (f"FAILED model runs (recorded, the run went on): {parts}; first: fold {first[0][0]} "
             f"{first[0][1]}: {first[1]}" + (f" -- {model} failed on EVERY fold" if by_model.get(model)
-                                             and model not in set(result.predictions["model"].unique()) else ""))
+                                             and model not in result.predictions["model"].unique() else ""))
 
 
 def ic_meaning(config, horizon: int) -> str:

@@ -113,7 +113,8 @@ def grouped_point_metrics(predictions: pd.DataFrame, by: Sequence[str]) -> pd.Da
         if m is not None:
             has_mean = ~np.isnan(m)  # both SSEs over the same days, as in point_metrics
             sse_mean = total((y - m) ** 2, has_mean)
-            metrics["r2_oos_mean"] = np.where(sse_mean > 0, 1.0 - total(err * err, has_mean) / sse_mean, np.nan)
+            sse_model = total(err * err, has_mean)
+            metrics["r2_oos_mean"] = np.where(sse_mean > 0, 1.0 - sse_model / sse_mean, np.nan)
         directional = (f != 0) & (y != 0)
         n_dir = np.bincount(g[directional], minlength=n_groups)
         hits = total((np.sign(f) == np.sign(y)).astype(float), directional)
