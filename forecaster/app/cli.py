@@ -111,7 +111,7 @@ def _run(raw: dict, source: str, out: str, overwrite: bool = False) -> None:
     for line in report.verdict + report.notes:
         click.echo(f"- {line}")
     click.echo(f"report: {', '.join(f.name for f in files)} in {out}")
-    if "transformer" not in set(result.predictions["model"].unique()) and any(
+    if "transformer" not in result.predictions["model"].unique() and any(
             name == "transformer" for _, name in result.failed):
         click.echo("transformer failed on every fold (see 'failed' in metrics.json)", err=True)
         sys.exit(1)

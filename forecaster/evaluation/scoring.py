@@ -132,7 +132,7 @@ def reference_model(models: dict, role: str) -> str | None:
 
 def _with_mean_forecast(pred: pd.DataFrame, mean_model: str | None) -> pd.DataFrame:
     """Attach the historical-mean forecast of each row (for R^2 against the mean)."""
-    if mean_model is None or mean_model not in set(pred["model"].unique()):
+    if mean_model is None or mean_model not in pred["model"].unique():
         return pred
     mean = pred.loc[pred["model"] == mean_model, ["date", "code", "forecast"]]
     return pred.merge(mean.rename(columns={"forecast": "mean_forecast"}), on=["date", "code"], how="left")

@@ -5,6 +5,7 @@
 * :func:`summarise`, :func:`dm_table`, :func:`loss_differential` -- the same on a long frame of
   predictions (columns ``date, model, forecast, actual`` and optionally ``fold, code,
   mean_forecast``), per model / fold, with Diebold-Mariano tests.
+* :func:`grouped_point_metrics` -- :func:`point_metrics` of every group of such a frame at once.
 """
 
 from __future__ import annotations
