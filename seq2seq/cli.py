@@ -30,12 +30,23 @@ def _setup(verbose: bool, threads: int) -> None:
 
 
 def _device(name: str) -> torch.device:
+    """The device ``--device`` names, checked before any work: an unknown or unavailable one
+    is one ``Error:`` line (nothing read, trained or written)."""
     from .core import resolve_device
 
     try:
-        return resolve_device(name)
+        dev = resolve_device(name)
+        if dev.type not in ("cpu", "cuda", "mps"):
+            raise ValueError(f"unknown device {name!r}; use 'auto', 'cpu', 'cuda' or 'cuda:N'")
+        if dev.type == "mps" and not (getattr(torch.backends, "mps", None) is not None
+                                      and torch.backends.mps.is_available()):
+            raise ValueError(f"device {name!r} requested but MPS is not available; use --device auto or cpu")
+        if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"device {name!r} requested but there are {torch.cuda.device_count()} CUDA "
+                             "devices (cuda:0 is the first); use --device auto, cuda or cpu")
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--device") from exc
+        raise click.ClickException(f"--device: {exc}") from exc
+    return dev
 
 
 def _load(checkpoint: Path, device: torch.device):
@@ -110,9 +121,16 @@ def main() -> None:
 @click.option("--val-tgt", type=click.Path(dir_okay=False, path_type=Path), help="Validation references.")
 @click.option("--out-dir", default=DEFAULT_OUT, show_default=True,
               type=click.Path(file_okay=False, path_type=Path),
-              help="Where best.pt, last.pt, epoch<N>.pt and averaged.pt are written.")
+              help="Where best.pt, last.pt, epoch<N>.pt and averaged.pt are written. A folder that "
+                   "already holds files is refused, unless --resume continues the run there or "
+                   "--overwrite replaces it.")
 @click.option("--resume", type=click.Path(dir_okay=False, exists=True, path_type=Path),
-              help="Continue from a last.pt (model, tokenizers, optimizer and schedule are taken from it).")
+              help="Continue from a last.pt (model, tokenizers, optimizer and schedule are taken from it). "
+                   "The last.pt of --out-dir continues that run in its folder; one from elsewhere "
+                   "starts a run in --out-dir (which must then be empty, or --overwrite).")
+@click.option("--overwrite", is_flag=True,
+              help="--out-dir holds an earlier run: remove its files, once the options and data are "
+                   "checked and training starts (a folder with files a run does not write is refused).")
 @click.option("--tokenizer", "tokenizer_kind", type=click.Choice(["word", "bpe", "unigram"]), default="word",
               show_default=True, help="Word-level, or subwords trained with the 'tokenizers' library.")
 @click.option("--vocab-size", default=8000, show_default=True, type=click.IntRange(min=8),
@@ -187,6 +205,7 @@ def train(**opts) -> None:
 
     _setup(opts["verbose"], opts["threads"])
     device = _device(opts["device"])
+    target = _check_out_dir(opts)
     log = logging.getLogger("seq2seq.train")
     start = time.perf_counter()
     try:
@@ -273,6 +292,7 @@ def train(**opts) -> None:
             trainer.resume(opts["resume"], resume_payload)
         except CheckpointError as exc:
             raise click.ClickException(str(exc)) from exc
+    target.claim()  # every option and input checked: only now is an earlier run removed
     history = trainer.fit()
     minutes = (time.perf_counter() - start) / 60
     last = history[-1] if history else {}
@@ -290,6 +310,32 @@ def train(**opts) -> None:
         outs = translate_texts(model, src_tok, tgt_tok, sample, DecodeConfig(beam_size=1), device=device)
         for s, o in zip(sample, outs, strict=True):
             click.echo(f"  {s}  ->  {o}")
+
+
+def _check_out_dir(opts: dict):
+    """``train``'s --out-dir, checked before any work (:func:`seq2seq.core.check_output`): a
+    folder that holds files is refused unless --resume continues the run there (its checkpoint
+    lies in the folder) or --overwrite replaces it; an input of the run is never overwritten."""
+    from .core import OutputError, check_output
+
+    out, resume, overwrite = opts["out_dir"], opts["resume"], opts["overwrite"]
+    continues = resume is not None and resume.resolve().parent == out.resolve()
+    last = out / "last.pt"
+    try:
+        target = check_output(out, overwrite=overwrite, resume=continues, option="--out-dir",
+                              resume_with=f"--resume {last}" if last.is_file() else None)
+    except OutputError as exc:
+        note = (f" (--resume {resume} is not in {out}: it starts a new run there)"
+                if resume is not None and not continues else "")
+        raise click.ClickException(f"{exc}{note}") from exc
+    removed = {p.resolve() for p in target.earlier}
+    for option in ("train_src", "train_tgt", "val_src", "val_tgt", "resume"):
+        path = opts[option]
+        if target.overwrite and path is not None and path.resolve() in removed:
+            raise click.ClickException(
+                f"--out-dir {out}: --overwrite would remove --{option.replace('_', '-')} {path}, an "
+                "input of this run: move it out of the folder or choose another folder")
+    return target
 
 
 # ----------------------------------------------------------------------------------- translate
@@ -323,6 +369,27 @@ def _translate(loaded: list, sentences: list[str], decode, max_tokens: int, dev:
         raise click.ClickException(where) from exc
 
 
+def _warn_unknown(tokenizer, sentences: list[str], source: str | None, shown: int = 10) -> None:
+    """Warn (stderr) about each sentence most of whose tokens (more than half) the model does
+    not know: its translation is made up from context, not translated. Names the line (or
+    argument) of ``source`` and the fraction; after ``shown`` such lines, one count."""
+    from .tokenization import UNK_ID
+
+    flagged = 0
+    for i, ids in enumerate(tokenizer.encode_batch(sentences)):
+        unknown = sum(t == UNK_ID for t in ids)
+        if not ids or 2 * unknown <= len(ids):
+            continue
+        flagged += 1
+        if flagged <= shown:
+            where = f"argument {i + 1}" if source is None else f"{source}: line {i + 1}"
+            click.echo(f"Warning: {where}: {unknown} of {len(ids)} tokens ({unknown / len(ids):.0%}) "
+                       "are unknown to the model; its translation is unreliable", err=True)
+    if flagged > shown:
+        click.echo(f"Warning: {flagged - shown} more lines are mostly unknown tokens "
+                   f"({flagged} of {len(sentences)} in all)", err=True)
+
+
 def _write_lines(path: Path, lines: list[str]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
@@ -345,7 +412,8 @@ def translate(text, checkpoints, input_file, output, max_tokens, beam, length_pe
               max_len_extra, device, threads, verbose) -> None:
     """Translate TEXT arguments, a file, or stdin (one sentence per line).
 
-    A line longer than the model's maximum length is an error naming its line number."""
+    A line longer than the model's maximum length is an error naming its line number; a line
+    whose tokens are mostly (more than half) unknown to the model gets a warning on stderr."""
     from .text import DataError, read_lines
 
     _setup(verbose, threads)
@@ -365,6 +433,7 @@ def translate(text, checkpoints, input_file, output, max_tokens, beam, length_pe
     else:
         source, sentences = "<stdin>", _stdin_lines()
     loaded = _load_ensemble(checkpoints, dev)
+    _warn_unknown(loaded[0].src_tokenizer, sentences, source)
     outs = _translate(loaded, sentences, decode, max_tokens, dev, source) if sentences else []
     if output is not None:
         _write_lines(output, outs)

@@ -88,6 +88,10 @@ def test_bad_invocations_end_in_one_clear_line(tmp_path, folder):
 
 
 def test_output_folder_refused_overwritten_or_resumed(tmp_path):
+    import seq2seq.core
+
+    # One rule for both commands: the forecaster's names are seq2seq.core's.
+    assert (check_output, OutputError) == (seq2seq.core.check_output, seq2seq.core.OutputError)
     out = tmp_path / "report"
     assert check_output(out).claim() == out and out.is_dir()  # new: created
     (out / "stock_metrics.csv").write_text("old\n")

@@ -97,6 +97,7 @@ VALUES = {
     "backtest__rebalance_tolerance": ("0.2", 0.2),
     "backtest__predictions_format": ("parquet", "parquet"),
     "data__on_bad": ("drop", "drop"),
+    "data__strict": (True, True),
     "data__index_constituents": (True, True),
     "data__cache": (True, True),
     "data__trust_code_column": (True, True),

@@ -76,3 +76,51 @@ def test_read_holdings(tmp_path):
     path.write_text("code,amount\n")
     with pytest.raises(HoldingsError, match="missing"):
         read_holdings(path, codes)
+
+
+def _signal_day_panel():
+    """Six synthetic stocks whose signal (last) day has: syn.000001 closed at limit-up,
+    syn.000002 closed at limit-down, syn.000003 suspended; the others trade normally."""
+    frames = synthetic_panel(n_stocks=6, n_days=80, seed=3)
+    for code, factor in (("syn.000001", 1.1), ("syn.000002", 0.9)):
+        f = frames[code]
+        close = round(f["preclose"].iloc[-1] * factor + 1e-9, 2)
+        f.loc[f.index[-1], "close"] = close
+        f.loc[f.index[-1], ["high", "low"]] = [max(close, f["high"].iloc[-1]), min(close, f["low"].iloc[-1])]
+    f = frames["syn.000003"]
+    f.loc[f.index[-1], ["volume", "amount", "trade_status", "suspended"]] = [0.0, 0.0, 0.0, True]
+    return Panel.from_frames(frames)
+
+
+@pytest.mark.parametrize("at_limit", ["block", "limit_order"])
+def test_orders_apply_the_next_days_limits(at_limit):
+    from forecaster.data.exchange import limit_prices
+    from forecaster.portfolio.orders import book_orders_for_panel
+
+    panel = _signal_day_panel()
+    # the limit-up stock is the best score; the held limit-down and suspended stocks the worst
+    scores = pd.Series([3.0, -3.0, -2.0, 2.0, 1.0, 0.0], index=list(panel.codes))
+    book = Book({"syn.000002": 1000, "syn.000003": 1000}, 1e6)
+    config = BacktestConfig(strategy=StrategyConfig(rule="top_k", top_k=3), capital=1e6)
+    orders = book_orders_for_panel(scores, panel, book, config, at_limit=at_limit).set_index("code")
+    close = panel["close"][-1]
+    assert (orders["signal_date"] == panel.dates[-1].date()).all()
+    for i, code in enumerate(panel.codes):  # each order carries the next day's limit prices
+        if code in orders.index and np.isfinite(close[i]):
+            limits = (orders.loc[code, "limit_up"], orders.loc[code, "limit_down"])
+            assert limits == limit_prices(close[i], 0.1)
+    up, down, suspended = orders.loc["syn.000001"], orders.loc["syn.000002"], orders.loc["syn.000003"]
+    assert up["side"] == "buy" and down["side"] == "sell" and suspended["side"] == "sell"
+    if at_limit == "block":
+        assert up["status"] == "blocked" and up["held_after"] == 0
+        assert "closed at limit-up" in up["reason"]
+        assert "likely to open at the limit; would queue" in up["reason"]
+        assert down["status"] == "blocked" and "closed at limit-down" in down["reason"]
+        assert down["held_after"] == 1000
+    else:  # placed as limit orders at the limit price
+        assert up["status"] == "limit_order" and up["reference_price"] == up["limit_up"] and up["shares"] > 0
+        assert down["status"] == "limit_order" and down["reference_price"] == down["limit_down"]
+    assert suspended["status"] == "blocked" and "suspended" in suspended["reason"]
+    plain = orders.loc[["syn.000004", "syn.000005"]]
+    assert plain["status"].isin(["order", "partial"]).all() and (plain["side"] == "buy").all()
+    assert (plain["reference_price"].to_numpy() == close[[3, 4]]).all()

@@ -15,7 +15,7 @@ import pandas as pd
 
 from forecaster.app import daily
 from forecaster.app.options import DATE, experiment_options, raw_sections
-from forecaster.app.outputs import check_output
+from forecaster.app.outputs import check_apart, check_output
 from forecaster.data import DataError
 from seq2seq.core import atomic_write
 
@@ -72,7 +72,14 @@ def _run(raw: dict, source: str, out: str, overwrite: bool = False) -> None:
     from forecaster.data import DataError
     from forecaster.evaluation.fold_store import ResumeError
 
-    check_output(out, overwrite=overwrite, resume=bool(raw.get("walk_forward", {}).get("resume")))
+    resume = bool(raw.get("walk_forward", {}).get("resume"))
+    data = raw.get("data", {})
+    # A resumed run may read its own experiment.toml (the same experiment, rewritten as it was).
+    own = (source != "<options>" and resume
+           and Path(source).resolve() == (Path(out) / "experiment.toml").resolve())
+    check_apart([out], [data.get("path"), data.get("intraday"),
+                        None if source == "<options>" or own else source])
+    check_output(out, overwrite=overwrite, resume=resume)
     try:
         exp, loaded = prepare(raw, source)
     except (ConfigError, DataError, FileNotFoundError) as exc:
@@ -111,9 +118,9 @@ def _run(raw: dict, source: str, out: str, overwrite: bool = False) -> None:
     for line in report.verdict + report.notes:
         click.echo(f"- {line}")
     click.echo(f"report: {', '.join(f.name for f in files)} in {out}")
-    if "transformer" not in result.predictions["model"].unique() and any(
-            name == "transformer" for _, name in result.failed):
-        click.echo("transformer failed on every fold (see 'failed' in metrics.json)", err=True)
+    if "transformer" not in result.predictions["model"].unique():
+        click.echo("Error: the transformer produced no forecast on any fold (see the first line of "
+                   "the verdict and 'failed'/'skipped' in metrics.json)", err=True)
         sys.exit(1)
 
 

@@ -11,7 +11,7 @@ import click
 import pandas as pd
 
 from forecaster.app.options import DATE, experiment_options, raw_sections
-from forecaster.app.outputs import check_output
+from forecaster.app.outputs import check_apart, check_output
 from forecaster.data import DataError, default_series_path, load_csv
 from forecaster.data.intraday import is_bar_frame
 from forecaster.features.series import log_returns
@@ -74,9 +74,14 @@ def _run_info(run: Path) -> dict:
 
 def _open_run(run: str, data: str | None, device: str):
     """``(run, info, model)`` of a run folder (a panel or a single-stock model)."""
+    from forecaster.app.experiment import ConfigError, check_device
     from forecaster.models.panel.model import PanelTransformer
     from forecaster.models.stock.estimator import CausalTransformerForecaster
 
+    try:
+        check_device(device)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc).split("device: ", 1)[-1], param_hint="--device") from None
     run = Path(run)
     info = _run_info(run)
     cls = PanelTransformer if info.get("kind") == "panel" else CausalTransformerForecaster
@@ -115,7 +120,13 @@ def train(data, out, overwrite, end, **options):
     Transformer; default: the embedded synthetic series). Options and defaults are those of
     `forecaster backtest` (one definition).
     """
-    from forecaster.app.experiment import ConfigError, check_model_params
+    from forecaster.app.experiment import (
+        ConfigError,
+        check_device,
+        check_features,
+        check_model_params,
+        model_class,
+    )
     from forecaster.models.presets import single_stock_transformer
 
     raw = raw_sections(options)
@@ -126,9 +137,16 @@ def train(data, out, overwrite, end, **options):
         raise click.ClickException("--intraday needs DATA to be a folder of daily files (a panel)")
     features = raw.get("features", {}).get("names")
     panel = bool(data) and Path(data).is_dir()
+    check_apart([out], [data, intraday])
     target = check_output(out, overwrite=overwrite)  # before the training, not after it
     try:
         params = check_model_params(raw.get("model", {}), panel, "<options>")
+        check_features(features, panel)
+        check_device(params.get("device", "auto"))
+        try:  # every model option before the data is read
+            model_class(panel)(**params)._validate_params()
+        except ValueError as exc:
+            raise ConfigError(f"<options>: [model] {exc}") from None
         if panel:
             from forecaster.models.panel.model import PanelTransformer
 
@@ -147,7 +165,9 @@ def train(data, out, overwrite, end, **options):
                                              **({"features": features} if features else {}), **params)
             model.fit(frame)
             source = str(path.resolve())
-    except (ConfigError, ValueError) as exc:
+    except ConfigError as exc:  # names the option itself
+        raise click.ClickException(str(exc)) from exc
+    except ValueError as exc:
         raise click.ClickException(f"{data or 'embedded series'}: {exc}") from exc
     run = target.claim()
     model.save(run / MODEL_FILE)
@@ -202,9 +222,13 @@ def train(data, out, overwrite, end, **options):
 @click.option("--stale-after", type=click.IntRange(min=1), default=20, show_default=True,
               help="Warn when the signal day is more than this many trading days after the model's "
                    "training end.")
+@click.option("--at-limit", type=click.Choice(["block", "limit_order"]), default="block", show_default=True,
+              help="A buy of a stock that closed at limit-up on the signal day (a sell of one at "
+                   "limit-down) likely opens there and would queue: block it, or place it as a limit "
+                   "order at the limit price (status limit_order).")
 @experiment_options(("strategy", "costs", "market", "backtest", "data"),
                     only={"backtest": ("capital", "rebalance_tolerance"), "data": ("intraday",)})
-def predict(data, run, out, device, holdings, stale_after, **options):
+def predict(data, run, out, device, holdings, stale_after, at_limit, **options):
     """Panel run: tomorrow's ranked list of DATA's stocks (default: the training folder) --
     code, score, rank, quintile and whether it can be bought at the next open -- as CSV and
     PNG; with --holdings or --capital, also the orders for the next open (orders.csv: side,
@@ -222,19 +246,29 @@ def predict(data, run, out, device, holdings, stale_after, **options):
         from forecaster.portfolio.next_day import ranked_list
         from forecaster.reporting.plots import plot_ranked_list
 
-        _, grid = _load_panel(data or info["data"], info.get("on_bad", "raise"),
-                              intraday=intraday)
+        source = data or info["data"]
+        out = Path(out) if out else run / "next_day.csv"
+        orders_file = out.with_name("orders.csv")
+        want_orders = bool(holdings) or "capital" in raw.get("backtest", {})
+        check_apart([out, out.with_suffix(".png")] + ([orders_file] if want_orders else []),
+                    [source, holdings, intraday, run / MODEL_FILE, run / RUN_FILE])
+        _, grid = _load_panel(source, info.get("on_bad", "raise"), intraday=intraday)
+        _check_signal_day(model.train_end_, grid)
         _warn_if_stale(model.train_end_, grid.dates, stale_after)
         try:
             table = ranked_list(model, grid)
+            orders = _orders(table, grid, holdings, raw, at_limit) if want_orders else None
         except ValueError as exc:
             raise click.ClickException(str(exc)) from exc
-        out = Path(out) if out else run / "next_day.csv"
-        table.to_csv(out, index=False)
+        # Every input is validated: the outputs are written together (the signal day in each).
+        with atomic_write(out, "w") as f:
+            table.to_csv(f, index=False)
         png = plot_ranked_list(table, out.with_suffix(".png"), signal_date=grid.dates[-1],
                                train_end=model.train_end_)
-        if holdings or "capital" in raw.get("backtest", {}):
-            _write_orders(table, grid, holdings, raw, out.with_name("orders.csv"))
+        if orders is not None:
+            with atomic_write(orders_file, "w") as f:
+                orders.to_csv(f, index=False)
+            click.echo(_orders_line(orders, orders_file))
         last = grid.dates[-1].date()
         buy = table[table["buyable"]].head(10)
         click.echo(f"signal day {last}; for the next trading day's open, best buyable scores:")
@@ -247,11 +281,13 @@ def predict(data, run, out, device, holdings, stale_after, **options):
     if holdings or raw or given:
         raise click.ClickException("--holdings, --intraday and the strategy options are for panel runs "
                                    "(a folder of stocks); this run holds a one-stock model")
+    out = Path(out) if out else run / "predictions.csv"
+    check_apart([out], [data or info["csv"], run / MODEL_FILE, run / RUN_FILE])
     path, frame = _load(data or info["csv"], info.get("on_bad", "raise"))
     _warn_if_stale(model.train_end_, frame.index, stale_after)
     table = _predictions_table(model, frame)
-    out = Path(out) if out else run / "predictions.csv"
-    table.to_csv(out, index_label="date")
+    with atomic_write(out, "w") as f:
+        table.to_csv(f, index_label="date")
     nxt = model.predict_next(frame)
     value = nxt.iloc[0] if isinstance(nxt, pd.Series) else nxt.iloc[0].to_dict()
     test = table[~table["in_training"] & table["actual"].notna() & ~table["suspended"]]
@@ -286,7 +322,32 @@ def _warn_if_stale(train_end: pd.Timestamp, dates: pd.DatetimeIndex, limit: int)
         click.echo(line, err=True)
 
 
-def _write_orders(table: pd.DataFrame, grid, holdings: str | None, raw: dict, out: Path) -> None:
+def _check_signal_day(train_end: pd.Timestamp, grid) -> None:
+    """The data's last day is the day the list is for: refuse one before the model's training
+    end (the list would be in-sample), one in the future (a typo'd date), and one on which
+    fewer than half of the stocks that traded the day before have a bar (files that end on
+    different days)."""
+    signal = grid.dates[-1]
+    if signal.normalize() < train_end.normalize():
+        raise click.ClickException(
+            f"the data's last day {signal.date()} is before the model's training end {train_end.date()}: "
+            "its scores would be for days the model was trained on; pass data up to the latest day")
+    today = pd.Timestamp.now().normalize()
+    if signal.normalize() > today:
+        late = [c for c, on in zip(grid.codes, grid.listed[-1], strict=True) if on]
+        raise click.ClickException(
+            f"the data's last day {signal.date()} is in the future (today is {today.date()}); a mistyped "
+            f"date? {len(late)} stock(s) have a bar that day: {', '.join(late[:10])}")
+    if grid.n_days > 1:
+        now, before = int(grid.listed[-1].sum()), int(grid.listed[-2].sum())
+        if now * 2 < before:
+            raise click.ClickException(
+                f"only {now} of the {before} stocks that have a bar on {grid.dates[-2].date()} have one on "
+                f"the data's last day {signal.date()}: the files end on different days; update the "
+                "others (or remove the later rows) so the list is for one signal day")
+
+
+def _orders(table: pd.DataFrame, grid, holdings: str | None, raw: dict, at_limit: str) -> pd.DataFrame:
     """Tomorrow's orders from the ranked list's scores and the book (:mod:`forecaster.portfolio.orders`)."""
     import dataclasses
 
@@ -303,15 +364,20 @@ def _write_orders(table: pd.DataFrame, grid, holdings: str | None, raw: dict, ou
     capital = bt.get("capital")
     book = read_holdings(holdings, grid.codes, capital) if holdings else Book({}, float(config.capital))
     scores = table.set_index("code")["score"]
-    orders = book_orders_for_panel(scores, grid, book, config)
-    with atomic_write(out, "w") as f:
-        orders.to_csv(f, index=False)
-    live = orders[orders["status"].isin(["order", "partial"])]
-    click.echo(f"orders for the next open ({strategy.rule}, top {strategy.top_k}; cash {book.cash:,.0f}, "
-               f"{sum(1 for v in book.shares.values() if v)} position(s)): "
-               f"{int((live['side'] == 'sell').sum())} sell, {int((live['side'] == 'buy').sum())} buy, "
-               f"{int((orders['status'] == 'blocked').sum())} blocked; estimated costs "
-               f"{live['est_costs'].sum():,.0f}; wrote {out}")
+    orders = book_orders_for_panel(scores, grid, book, config, at_limit=at_limit)
+    orders.attrs["summary"] = (f"{strategy.rule}, top {strategy.top_k}; cash {book.cash:,.0f}, "
+                               f"{sum(1 for v in book.shares.values() if v)} position(s)")
+    return orders
+
+
+def _orders_line(orders: pd.DataFrame, out: Path) -> str:
+    live = orders[orders["status"].isin(["order", "partial", "limit_order"])]
+    at_limit = int((orders["status"] == "limit_order").sum())
+    return (f"orders for the next open ({orders.attrs.get('summary', '')}): "
+            f"{int((live['side'] == 'sell').sum())} sell, {int((live['side'] == 'buy').sum())} buy"
+            + (f" ({at_limit} limit order(s) at the limit price, may not fill)" if at_limit else "")
+            + f", {int((orders['status'] == 'blocked').sum())} blocked; estimated costs "
+            f"{live['est_costs'].sum():,.0f}; wrote {out}")
 
 
 @click.command()

@@ -60,6 +60,10 @@ class DataConfig:
         path: a CSV (one stock) or a folder of CSVs (a panel), plain or ``.csv.gz``; empty: the
             embedded synthetic series. Relative paths are read from the experiment file's folder.
         on_bad: bad rows: ``"raise"`` (stop with an error) or ``"drop"`` (drop and count them).
+        strict: implausible rows (a high below the low, an open or close outside low..high, a
+            price beyond the board's daily limit that no preclose explains, a file whose
+            adjustflag differs from the other files') stop with an error naming the file, line
+            and date; otherwise they are kept, counted and named in the load summary.
         index_constituents: the folder holds an index's current constituents, so the report
             states the survivorship bias as a fact (otherwise as a condition).
         cache: keep a columnar copy of a folder's CSVs in ``FOLDER/.forecaster_cache`` and
@@ -79,6 +83,7 @@ class DataConfig:
 
     path: str = ""
     on_bad: str = "raise"
+    strict: bool = False
     index_constituents: bool = False
     cache: bool = False
     trust_code_column: bool = False
@@ -383,11 +388,35 @@ def build_models(exp: Experiment) -> dict:
         if exp.models.baselines:
             models.update(default_baselines(window=net.window, horizon=horizon,
                                             seed=exp.models.seed_recipe and horizon == 1))
+    check_features(exp.features.names, exp.panel, exp.source)
     try:
         models["transformer"]._validate_params()
     except ValueError as exc:
         raise ConfigError(f"{exp.source}: [model] {exc}") from exc
+    check_device(exp.model.get("device", "auto"), exp.source)
     return models
+
+
+def check_features(names, panel: bool, source: str = "<options>") -> None:
+    """``[features] names`` against the features the model knows (an error names that key,
+    not ``[model]``)."""
+    if not names:
+        return
+    try:
+        model_class(panel)(features=tuple(names))._validate_params()
+    except ValueError as exc:
+        raise ConfigError(f"{source}: [features] names: {exc}") from exc
+
+
+def check_device(device, source: str = "<options>") -> None:
+    """An unknown or unavailable device is refused before any work (otherwise every fold's
+    Transformer would fail and the run would go on without it)."""
+    from seq2seq.core import resolve_device
+
+    try:
+        resolve_device(device)
+    except ValueError as exc:
+        raise ConfigError(f"{source}: [model] device: {exc}") from exc
 
 
 # ------------------------------------------------------------------ writing

@@ -1,89 +1,22 @@
-"""Output folders (a report folder, a run folder) are never silently overwritten or mixed.
+"""Output folders are never silently overwritten or mixed: the rule is
+:mod:`seq2seq.core.outputs` (one implementation for ``forecaster`` and ``seq2seq``),
+re-exported here under its earlier name."""
 
-A folder that already holds files is refused unless the caller resumes the same run or asks
-to overwrite it; overwriting removes the earlier run's files first, and only when every file
-there is one a run writes (a folder of other files is never emptied). The folder is checked
-for being writable before any work starts, so a long training never ends in a write error.
-"""
+from seq2seq.core.outputs import OutputError, OutputFolder, check_output
 
-from __future__ import annotations
-
-import shutil
-import tempfile
-from dataclasses import dataclass
-from pathlib import Path
+__all__ = ["OutputError", "OutputFolder", "check_apart", "check_output"]
 
 
-class OutputError(ValueError):
-    """An output folder that cannot be used: names the folder and what to do."""
+def check_apart(outputs, inputs, option: str = "--out") -> None:
+    """No command writes over one of its own inputs: refuse when an output file or folder is
+    an input, lies inside an input folder (a CSV written into the data folder would be read as
+    a stock next time), or holds an input (an overwrite would delete it). Empty entries are
+    ignored."""
+    from pathlib import Path
 
-
-# What the toolkit writes into report and run folders (and their temporary files while
-# written); anything else in a folder means it is not only ours.
-_SUFFIXES = {".csv", ".png", ".json", ".html", ".toml", ".parquet", ".pt", ".pkl", ".tmp", ".log"}
-_FOLDERS = {"folds"}
-
-
-@dataclass(frozen=True)
-class OutputFolder:
-    """A checked output folder. :meth:`claim` then makes it ready to write: the earlier
-    run's files removed when overwriting."""
-
-    path: Path
-    earlier: tuple[Path, ...]
-    overwrite: bool
-
-    def claim(self) -> Path:
-        """Remove the earlier run's files (only when overwriting) and return the folder."""
-        if self.overwrite:
-            for entry in self.earlier:
-                if entry.is_dir():
-                    shutil.rmtree(entry)
-                else:
-                    entry.unlink(missing_ok=True)
-        self.path.mkdir(parents=True, exist_ok=True)
-        return self.path
-
-
-def _ours(entry: Path) -> bool:
-    if entry.is_dir():
-        return entry.name in _FOLDERS
-    return entry.suffix.lower() in _SUFFIXES
-
-
-def check_output(folder: str | Path, *, overwrite: bool = False, resume: bool = False,
-                 option: str = "--out") -> OutputFolder:
-    """Check ``folder`` before any work starts: creatable, writable, and either empty, resumed
-    (``resume``: the same run continues there) or to be overwritten (``overwrite``).
-
-    Raises :class:`OutputError` naming the folder, the files found and the flags that would
-    allow it. Nothing is removed here: :meth:`OutputFolder.claim` does that when writing starts.
-    """
-    path = Path(folder)
-    if overwrite and resume:
-        raise OutputError("--overwrite and --resume contradict each other: resume continues the "
-                          "earlier run, overwrite removes it")
-    if path.exists() and not path.is_dir():
-        raise OutputError(f"{option} {path}: exists and is not a folder")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path):
-            pass
-    except OSError as exc:
-        raise OutputError(f"{option} {path}: cannot write there ({exc.strerror or exc}); choose a "
-                          "writable folder") from exc
-    entries = tuple(sorted(path.iterdir()))
-    if not entries or resume:
-        return OutputFolder(path, (), False)
-    names = ", ".join(e.name + ("/" if e.is_dir() else "") for e in entries[:8])
-    names += f" and {len(entries) - 8} more" if len(entries) > 8 else ""
-    if not overwrite:
-        raise OutputError(f"{option} {path}: already holds an earlier run ({len(entries)} entries: "
-                          f"{names}); pass --overwrite to remove its files and write a new run "
-                          "there, --resume to continue it, or choose another folder")
-    foreign = [e.name for e in entries if not _ours(e)]
-    if foreign:
-        raise OutputError(f"{option} {path}: holds files a run does not write ({', '.join(foreign[:8])}"
-                          f"{' ...' if len(foreign) > 8 else ''}); --overwrite only empties folders of "
-                          "earlier runs: move them or choose another folder")
-    return OutputFolder(path, entries, True)
+    ins = [Path(p).resolve() for p in inputs if p]
+    for out in (Path(p).resolve() for p in outputs if p):
+        for inp in ins:
+            if out == inp or inp in out.parents or out in inp.parents:
+                raise OutputError(f"{option} {out}: would write over or inside the input {inp}; choose "
+                                  "an output outside the inputs")

@@ -28,7 +28,7 @@ from forecaster.data.intraday import attach_intraday, is_bar_frame
 from forecaster.data.panel import Panel
 from forecaster.data.qlib import is_qlib_folder, qlib_frames
 from forecaster.evaluation.scoring import Report, score_run
-from forecaster.evaluation.walkforward import WalkForwardResult, walk_forward
+from forecaster.evaluation.walkforward import WalkForwardResult, fold_store, make_folds, walk_forward
 from forecaster.reporting.report import write_report
 from seq2seq.core import atomic_write
 
@@ -71,7 +71,8 @@ def load_data(data: DataConfig) -> Loaded:
                       f"{path}: Qlib data folder, {len(frames)} stocks, {rows} rows (prices unadjusted "
                       "from $factor)")
     if path and Path(path).is_dir():
-        loaded = load_dir(path, on_bad=on_bad, cache=data.cache, trust_code_column=data.trust_code_column)
+        loaded = load_dir(path, on_bad=on_bad, cache=data.cache, trust_code_column=data.trust_code_column,
+                          strict=data.strict)
         bars = [c for c, f in loaded.frames.items() if is_bar_frame(f)]
         if bars:
             raise DataError(f"{path}: {len(bars)} file(s) hold minute bars (e.g. {bars[0]}); a panel "
@@ -80,8 +81,12 @@ def load_data(data: DataConfig) -> Loaded:
         # stocks, rows, suspended days, dropped rows, trusted code columns, entries not read
         summary, frames = loaded.summary(), loaded.frames
         if data.intraday:
+            if not Path(data.intraday).is_dir():
+                what = "is a file" if Path(data.intraday).is_file() else "does not exist"
+                raise DataError(f"--intraday {data.intraday}: {what}; expected a folder of minute-bar "
+                                "files (one per stock, beside the daily folder DATA)")
             minute = load_dir(data.intraday, on_bad=on_bad, cache=data.cache,
-                              trust_code_column=data.trust_code_column)
+                              trust_code_column=data.trust_code_column, strict=data.strict)
             try:
                 frames, line = attach_intraday(frames, minute.frames)
             except ValueError as exc:
@@ -91,7 +96,8 @@ def load_data(data: DataConfig) -> Loaded:
     if data.intraday:
         raise ConfigError("--intraday needs DATA to be a folder of daily files (a panel)")
     file = Path(path) if path else default_series_path()
-    frame, report = load_csv(file, on_bad=on_bad, trust_code_column=data.trust_code_column)
+    frame, report = load_csv(file, on_bad=on_bad, trust_code_column=data.trust_code_column,
+                             strict=data.strict)
     return Loaded({str(frame["code"].iloc[0]): frame}, str(file.resolve()), report.summary())
 
 
@@ -114,6 +120,7 @@ def prepare(raw: Mapping[str, Mapping], source: str = "<options>") -> tuple[Expe
         walk.setdefault("retrain_every", 21)
     exp = resolve(raw, len(loaded.frames), source)
     _check_dates(exp, loaded)
+    build_models(exp)  # every model option (the device too) checked before any output or work
     return exp, loaded
 
 
@@ -138,12 +145,17 @@ def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: 
 
     A folder that already holds files is refused (:func:`forecaster.app.outputs.check_output`)
     unless the run resumes there or ``overwrite`` removes the earlier run's files first."""
-    out = check_output(out, overwrite=overwrite, resume=exp.walk_forward.resume).claim()
+    # Everything is validated before the folder is touched: a refused run (a bad option, a
+    # resume of another run, no fold) leaves an earlier report exactly as it was.
+    folder = check_output(out, overwrite=overwrite, resume=exp.walk_forward.resume)
+    models = build_models(exp)
+    make_folds(loaded.panel.dates, exp.walk_forward)  # raises when no fold fits the calendar
+    store = fold_store(loaded.frames, models, exp.walk_forward, folder.path / "folds")
+    store.check(exp.walk_forward.resume)
+    out = folder.claim()
     with atomic_write(out / EXPERIMENT_FILE, "w") as f:  # first: the run is reproducible even if cut
         f.write(to_toml(exp))
-    models = build_models(exp)
-    result = walk_forward(loaded.frames, models, exp.walk_forward, checkpoint_dir=out / "folds",
-                          panel=loaded.panel)
+    result = walk_forward(loaded.frames, models, exp.walk_forward, panel=loaded.panel, store=store)
     report = score_run(result, loaded.panel, models, "transformer", exp.backtest,
                           exp.walk_forward.horizon, index_constituents=exp.data.index_constituents)
     files = write_report(report, result, out, extra={"data": loaded.source,

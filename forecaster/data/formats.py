@@ -7,6 +7,28 @@ Canonical frame: a ``DatetimeIndex`` named ``date`` and lower snake-case columns
 Minute exports (``intraday=True``) give a *bar frame* instead: a ``DatetimeIndex`` named
 ``time`` (each bar's closing stamp) and the session columns of
 :mod:`forecaster.data.intraday`.
+
+Minute layouts, each detected from its header and first row (examples are real exports):
+
+- baostock (``query_history_k_data_plus``, frequency 5/15/30/60):
+  ``date,time,code,open,...`` with ``time`` = ``20230103103000000`` (the bar's close);
+- akshare ``stock_zh_a_hist_min_em``: ``时间,开盘,收盘,最高,最低,成交量,成交额,...``
+  (``2024-01-02 09:35:00``); akshare ``stock_zh_a_minute`` (Sina):
+  ``day,open,high,low,close,volume`` (``2024-01-02 09:35:00``);
+- efinance ``get_quote_history(klt=5)``: ``股票名称,股票代码,日期,开盘,收盘,...`` with
+  ``日期`` = ``2023-01-03 09:35``;
+- 通达信 (TDX) exports: GBK, a title line (``000665 湖北广电 5分钟线 不复权``), a tab-separated
+  header (``日期 时间 开盘 最高 最低 收盘 成交量 成交额``), comma- or tab-separated rows with
+  ``时间`` as ``HHMM`` (``2022-03-03,0935,7.30,...``) and a footer ``数据来源:通达信``
+  (:mod:`forecaster.data.minute_formats` reads the title and footer);
+- one date-time column named ``datetime``, ``timestamps``, ``timestamp``, ``time``, ``dt``,
+  ``date``, ``trade_time`` or ``day`` with ``open,high,low,close`` (``volume``/``vol``,
+  ``amount``/``money``; ``symbol``/``code``/``ts_code`` optional): Kronos, backtrader,
+  vn.py, jqdata and tushare users' files (``2024-11-25 09:35:00,11.33,...``);
+- ``date`` plus ``time`` as ``HH:MM[:SS]`` or ``HHMM`` (``2024-01-02,09:35:00,...``).
+
+Volume units of minute files are checked against ``amount / (volume x price)``
+(:mod:`forecaster.data.minute_bars`); ``scale`` gives the unit assumed without an amount.
 """
 
 from __future__ import annotations
@@ -30,6 +52,11 @@ class CsvFormat:
             ``time``).
         probe: ``(column, pattern)`` the first row's value must match as well (a daily
             baostock export may carry a ``time`` column holding the date).
+        time_column: a separate time-of-day column (source name) whose value follows the
+            date column's, separated by a space, before ``date_format`` parses both.
+
+    ``date_format`` may list alternatives separated by ``|``; the first that parses a file's
+    first row is used for all its rows (:meth:`formats`).
     """
 
     name: str
@@ -40,11 +67,22 @@ class CsvFormat:
     scale: dict[str, float] = field(default_factory=dict)
     intraday: bool = False
     probe: tuple[str, str] | None = None
+    time_column: str = ""
+
+    @property
+    def formats(self) -> tuple[str, ...]:
+        """The alternatives of ``date_format``."""
+        return tuple(self.date_format.split("|"))
 
     @property
     def key(self) -> str:
         """The canonical name of the column the rows are keyed by (``date`` or ``time``)."""
         return "time" if self.intraday else "date"
+
+    def source(self, canonical: str) -> str:
+        """The name this format gives a canonical column (``turnover`` -> baostock's ``turn``);
+        the canonical name where the format has none."""
+        return next((src for src, dst in self.columns.items() if dst == canonical), canonical)
 
     def matches(self, header: set[str], first: dict | None = None) -> bool:
         if not all(m in header for m in self.markers):
@@ -94,7 +132,7 @@ AKSHARE_MINUTE = CsvFormat(
         "涨跌额": "change", "振幅": "amplitude", "换手率": "turnover", "股票代码": "code",
     },
     date_column="时间",
-    date_format="%Y-%m-%d %H:%M:%S",
+    date_format="%Y-%m-%d %H:%M:%S|%Y-%m-%d %H:%M",
     markers=("时间",),
     scale={"volume": 100.0},
     intraday=True,
@@ -148,24 +186,76 @@ OHLCV = CsvFormat(
     markers=("date",),
 )
 
-# Minute formats first: a baostock minute export has the daily export's markers too.
-FORMATS: tuple[CsvFormat, ...] = (BAOSTOCK_MINUTE, AKSHARE_MINUTE, TUSHARE, AKSHARE, YAHOO, BAOSTOCK, OHLCV)
+# A value holding a date and a time of day (2024-01-02 09:35[:00], 2024/01/02T09:35, 20240102093500).
+DATETIME = r"\d{4}[-/]?\d{2}[-/]?\d{2}[ T]?\d{1,2}:?\d{2}(:?\d{2})?(\.\d+)?"
+STAMP_FORMATS = ("%Y-%m-%d %H:%M:%S|%Y-%m-%d %H:%M|%Y/%m/%d %H:%M:%S|%Y/%m/%d %H:%M|%Y-%m-%dT%H:%M:%S|"
+                 "%Y%m%d%H%M%S|%Y%m%d %H:%M:%S|%Y-%m-%d %H:%M:%S.%f")
+# A time of day: 09:35, 09:35:00, 0935 (TDX), 935.
+CLOCK = r"\d{1,2}:\d{2}(:\d{2})?|\d{3,4}"
+DATE_CLOCK_FORMATS = ("%Y-%m-%d %H:%M:%S|%Y-%m-%d %H:%M|%Y-%m-%d %H%M|%Y/%m/%d %H:%M:%S|%Y/%m/%d %H:%M|"
+                      "%Y/%m/%d %H%M|%Y%m%d %H:%M:%S|%Y%m%d %H:%M|%Y%m%d %H%M")
+
+# 通达信 (TDX) exports, read after their title line and footer (forecaster.data.minute_formats);
+# volume in shares as TDX writes it for stocks (checked against the amount).
+_TDX_COLUMNS = {"开盘": "open", "最高": "high", "最低": "low", "收盘": "close", "成交量": "volume",
+                "成交额": "amount"}
+TDX_MINUTE = CsvFormat(name="tdx_minute", columns={"日期": "time", "时间": "_clock", **_TDX_COLUMNS},
+                       date_column="日期", date_format=DATE_CLOCK_FORMATS, markers=("日期", "时间", "开盘"),
+                       intraday=True, probe=("时间", CLOCK), time_column="时间")
+TDX = CsvFormat(name="tdx", columns={"日期": "date", **_TDX_COLUMNS}, date_column="日期",
+                date_format="%Y-%m-%d|%Y/%m/%d", markers=("日期", "开盘"))
+
+# efinance's get_quote_history(code, klt=1/5/15/30/60): volume in lots as Eastmoney serves it.
+EFINANCE_MINUTE = CsvFormat(
+    name="efinance_minute",
+    columns={"股票代码": "code", "日期": "time", "开盘": "open", "收盘": "close", "最高": "high",
+             "最低": "low", "成交量": "volume", "成交额": "amount", "振幅": "amplitude",
+             "涨跌幅": "pct_chg", "涨跌额": "change", "换手率": "turnover"},
+    date_column="日期", date_format=STAMP_FORMATS, markers=("股票代码", "日期"), scale={"volume": 100.0},
+    intraday=True, probe=("日期", DATETIME))
+
+_PRICE_NAMES = {"open": "open", "high": "high", "low": "low", "close": "close", "volume": "volume",
+                "vol": "volume", "amount": "amount", "money": "amount", "symbol": "code", "code": "code",
+                "ts_code": "code", "adjustflag": "adjust_flag"}
+# ``date`` plus ``time`` as a time of day.
+DATE_CLOCK_MINUTE = CsvFormat(name="date_time_minute", columns={"date": "time", "time": "_clock", **_PRICE_NAMES},
+                              date_column="date", date_format=DATE_CLOCK_FORMATS,
+                              markers=("date", "time", "open", "close"), intraday=True,
+                              probe=("time", CLOCK), time_column="time")
+# One date-time column: each name it goes by is a format of its own (named ``minute_<name>``).
+STAMP_NAMES = ("datetime", "timestamps", "timestamp", "time", "dt", "date", "trade_time", "day")
+STAMP_MINUTE = tuple(
+    CsvFormat(name=f"minute_{name}", columns={name: "time", **_PRICE_NAMES}, date_column=name,
+              date_format=STAMP_FORMATS, markers=(name, "open", "close"), intraday=True,
+              probe=(name, DATETIME))
+    for name in STAMP_NAMES)
+MINUTE_FORMATS = (BAOSTOCK_MINUTE, TDX_MINUTE, EFINANCE_MINUTE, AKSHARE_MINUTE, DATE_CLOCK_MINUTE,
+                  *STAMP_MINUTE)
+
+# Minute formats first: a baostock minute export has the daily export's markers too, and a
+# date-time column looks like a date column by name.
+FORMATS: tuple[CsvFormat, ...] = (*MINUTE_FORMATS, TUSHARE, AKSHARE, YAHOO, BAOSTOCK, OHLCV)
+
+FORMATS_BY_NAME = {f.name: f for f in (*FORMATS, TDX)}
 
 REQUIRED = ("open", "high", "low", "close")
 PRICE_COLUMNS = ("open", "high", "low", "close", "preclose", "adj_close")
 
 
-def detect_format(header: list[str], path: str, first: dict | None = None) -> CsvFormat:
+def detect_format(header: list[str], path: str, first: dict | None = None, tdx: bool = False) -> CsvFormat:
     """Pick the format whose marker columns are all in ``header`` (and whose probe matches the
-    ``first`` data row, where given)."""
+    ``first`` data row, where given); ``tdx``: the file is a TDX export (title line, footer)."""
     names = set(header)
-    for fmt in FORMATS:
+    for fmt in (TDX_MINUTE, TDX) if tdx else FORMATS:
         if fmt.matches(names, first):
             return fmt
-    expected = "; ".join(f"{f.name}: {', '.join(f.markers)}" for f in FORMATS)
+    daily = "; ".join(f"{f.name}: {', '.join(f.markers)}" for f in FORMATS if not f.intraday)
     raise ValueError(
         f"{path}: unrecognised header {header!r}; expected the columns of one of these exports "
-        f"({expected})"
+        f"(daily: {daily}; minute bars: baostock's date,time,code (time like 20230103103000000), "
+        "akshare's 时间, efinance's 股票代码,日期 (a date and time), TDX's 日期,时间 (HHMM), date plus "
+        "time (HH:MM[:SS] or HHMM), or one date-time column named "
+        f"{'/'.join(STAMP_NAMES)}, each with open,high,low,close)"
     )
 
 

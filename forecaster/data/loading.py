@@ -7,6 +7,10 @@ rows are dropped and counted in the :class:`LoadReport`. Files may be gzip-compr
 that stock's rows: a code column that says otherwise is an error unless the caller trusts the
 column (``trust_code_column``). :func:`load_dir` reads a folder, in parallel processes when it
 holds many files, and names what in the folder it did not read (:attr:`FolderLoad.skipped`).
+Rows that parse but cannot be (impossible bars, jumps beyond the daily limit, an adjustflag
+unlike the other files') are kept and counted, and stocks whose files lack columns the others
+have are named (:mod:`forecaster.data.quality`); with ``strict`` the first implausible row is
+an error.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from joblib import Parallel, delayed
 
 from forecaster.checks import check_choice
 from forecaster.data.formats import (
+    FORMATS_BY_NAME,
     PRICE_COLUMNS,
     REQUIRED,
     CsvFormat,
@@ -35,6 +40,16 @@ from forecaster.data.formats import (
     detect_format,
 )
 from forecaster.data.intraday import add_session_columns, bar_minutes, session_minutes
+from forecaster.data.quality import (
+    KINDS,
+    Flag,
+    adjust_counts,
+    adjust_mismatches,
+    as_flags,
+    bar_flags,
+    lacking_columns,
+    quality_clauses,
+)
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +58,9 @@ ON_BAD = ("raise", "drop")
 DEFAULT_PATTERN = ("*.csv", "*.csv.gz")
 # Folders with fewer files load in this process (starting workers costs more than it saves).
 PARALLEL_MIN_FILES = 64
+# The version of the checks of forecaster.data.quality a cache's reports hold (a cache built
+# by older checks is rebuilt).
+QUALITY_CHECKS = 1
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -60,6 +78,11 @@ class LoadReport:
             column was trusted (``trust_code_column``): the code the name says; else ``""``.
         bar_minutes, trading_days: minute bars (0 for daily files): the bars' length and the
             days they cover.
+        flags: implausible rows, kept as they are (:class:`~forecaster.data.quality.Flag`: the
+            first of each kind and how many): impossible bars, jumps beyond the daily limit, and
+            (for :func:`load_csv`) rows whose adjustflag differs from the file's others.
+        adjust_flags: ``{adjustflag: [rows, line, date]}`` of the file's ``adjustflag`` column
+            (the first row of each value), compared across a folder by :func:`load_dir`.
     """
 
     path: str
@@ -77,6 +100,11 @@ class LoadReport:
     name_code: str = ""
     bar_minutes: int = 0
     trading_days: int = 0
+    flags: list[Flag] = field(default_factory=list)
+    adjust_flags: dict[str, list] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.flags = as_flags(self.flags)  # a cache stores them as dicts
 
     def summary(self) -> str:
         how = f"{self.encoding}, {self.compression}" if self.compression else self.encoding
@@ -91,6 +119,7 @@ class LoadReport:
         parts.append(f"{self.suspended_days} suspended days, {self.st_days} ST days")
         if self.missing_values:
             parts.append("empty cells " + ", ".join(f"{c}={n}" for c, n in self.missing_values.items()))
+        parts.extend(f"{f.rows} row(s) with {KINDS[f.kind]}, kept: first {f.describe()}" for f in self.flags)
         parts.extend(self.warnings)
         return "; ".join(parts)
 
@@ -141,7 +170,7 @@ class _Cleaner:
 
 
 def load_csv(path: str | Path, on_bad: str = "raise", code: str | None = None,
-             trust_code_column: bool = False) -> tuple[pd.DataFrame, LoadReport]:
+             trust_code_column: bool = False, strict: bool = False) -> tuple[pd.DataFrame, LoadReport]:
     """Load one stock's daily bars from a baostock, tushare, akshare or Yahoo-style CSV.
 
     Args:
@@ -157,6 +186,10 @@ def load_csv(path: str | Path, on_bad: str = "raise", code: str | None = None,
             ``300001.SZ.csv``, ``300001.csv``) whose code column says another is an error
             naming both codes (default); with ``True`` the column's code is used and a warning
             names both. Rows with different codes are an error either way.
+        strict: implausible rows (:mod:`forecaster.data.quality`: impossible bars, prices
+            beyond the daily limit that no preclose explains, rows whose adjustflag differs
+            from the file's others) raise :class:`DataError` naming the first; by default they
+            are kept and counted (:attr:`LoadReport.flags`, the summary and the log).
 
     Returns:
         ``(frame, report)``: the canonical frame (``DatetimeIndex`` named ``date``, sorted,
@@ -164,17 +197,33 @@ def load_csv(path: str | Path, on_bad: str = "raise", code: str | None = None,
     """
     check_choice("on_bad", on_bad, ON_BAD)
     frame, report = _load(Path(path), on_bad, code, trust_code_column)
+    column = {report.path: FORMATS_BY_NAME[report.format].source("adjust_flag")}
+    report.flags.extend(adjust_mismatches({report.path: report.adjust_flags}, column)[1].values())
+    if strict:
+        _raise_flagged(report.path, report.flags)
     _log_report(report)
     return frame, report
 
 
-def _log_report(report: LoadReport) -> None:
-    """Say what a load dropped or was warned about (the loaders' one place that logs it)."""
+def _raise_flagged(path: str, flags: list[Flag]) -> None:
+    """``strict``: the first flag as a :class:`DataError`."""
+    if flags:
+        flag = flags[0]
+        raise DataError(f"{path}: {flag.describe()} ({flag.rows} such row(s): {KINDS[flag.kind]}; strict "
+                        "loading stops here, without strict they are kept and counted in the load summary)")
+
+
+def _log_report(report: LoadReport, flags: bool = True) -> None:
+    """Say what a load dropped or was warned about (the loaders' one place that logs it);
+    ``flags``: its implausible rows too (a strict load raises on them instead)."""
     if report.dropped:
         log.warning("%s", report.summary())
     else:
         for warning in report.warnings:
             log.warning("%s", warning)
+        for flag in report.flags if flags else ():
+            log.warning("%s: %d row(s) with %s, kept: first %s", report.path, flag.rows, KINDS[flag.kind],
+                        flag.describe())
 
 
 def _load(path: Path, on_bad: str, code: str | None, trust_code_column: bool
@@ -207,7 +256,7 @@ def _load(path: Path, on_bad: str, code: str | None, trust_code_column: bool
     if raw.empty:
         raise DataError(f"{path}: has a header but no data rows")
     file_code = _file_code(raw, fmt, path, trust_code_column, report)
-    frame = _canonicalise(raw, fmt, path, on_bad, report)
+    frame, lines = _canonicalise(raw, fmt, path, on_bad, report)
     if len(frame) < 2:
         raise DataError(f"{path}: {len(frame)} usable row(s); at least 2 trading days are needed")
     if file_code is not None:
@@ -216,6 +265,9 @@ def _load(path: Path, on_bad: str, code: str | None, trust_code_column: bool
         named = code_in_name(path.name)
         frame["code"] = code or (canonical_code(named) if named else data_stem(path.name))
     report.rows_kept = len(frame)
+    # Implausible rows are kept as they are and counted (strict loads raise on them).
+    report.flags = bar_flags(frame, lines, str(frame["code"].iloc[0]), fmt.source, daily=not fmt.intraday)
+    report.adjust_flags = adjust_counts(frame, lines)
     return frame, report
 
 
@@ -264,7 +316,8 @@ def _file_code(raw: pd.DataFrame, fmt: CsvFormat, path: Path, trust: bool, repor
 
 
 def _canonicalise(raw: pd.DataFrame, fmt: CsvFormat, path: Path, on_bad: str,
-                  report: LoadReport) -> pd.DataFrame:
+                  report: LoadReport) -> tuple[pd.DataFrame, np.ndarray]:
+    """``(frame, lines)``: the canonical frame, sorted, and each of its rows' line in the file."""
     clean = _Cleaner(path, on_bad, report)
     src = raw.rename(columns=fmt.columns)
     keep = [c for c in dict.fromkeys(fmt.columns.values()) if c in src.columns]
@@ -317,7 +370,8 @@ def _canonicalise(raw: pd.DataFrame, fmt: CsvFormat, path: Path, on_bad: str,
 
     order = np.argsort(frame[key].to_numpy(), kind="stable")
     report.reordered_rows = int((order != np.arange(len(order))).sum())
-    frame = frame.iloc[order].set_index(key).drop(columns="_line")
+    frame = frame.iloc[order].set_index(key)
+    lines = frame.pop("_line").to_numpy()
     # (the code column is set to the file's one checked code by _load)
     if fmt.intraday:
         if len(frame):
@@ -325,7 +379,7 @@ def _canonicalise(raw: pd.DataFrame, fmt: CsvFormat, path: Path, on_bad: str,
             report.bar_minutes = bar_minutes(frame)
             report.suspended_days = int(frame.loc[frame["suspended"], "day"].nunique())
             report.trading_days = int(frame["day"].nunique())
-        return frame
+        return frame, lines
 
     suspended = np.zeros(len(frame), dtype=bool)
     if "trade_status" in frame.columns:
@@ -336,7 +390,7 @@ def _canonicalise(raw: pd.DataFrame, fmt: CsvFormat, path: Path, on_bad: str,
     report.suspended_days = int(suspended.sum())
     if "is_st" in frame.columns:
         report.st_days = int((frame["is_st"] == 1).sum())
-    return frame
+    return frame, lines
 
 
 
@@ -371,6 +425,12 @@ class FolderLoad(tuple):
             the patterns), sorted by name; hidden entries (``.forecaster_cache``) are left out.
         from_cache: the frames came from ``FOLDER/.forecaster_cache``.
         workers: processes that read the files (1: this process; 0: read from the cache).
+        lacking: ``{code: canonical columns}`` of the columns features need that other files
+            have and the stock's file lacks
+            (:func:`~forecaster.data.quality.lacking_columns`).
+        usual_adjust: the adjustflag most files hold (``""`` without the column);
+            adjust: ``{code: Flag}`` of the files holding another
+            (:func:`~forecaster.data.quality.adjust_mismatches`).
     """
 
     def __new__(cls, frames: dict, reports: dict, *, folder: str | Path = "",
@@ -379,7 +439,26 @@ class FolderLoad(tuple):
         self = super().__new__(cls, (frames, reports))
         self.frames, self.reports, self.folder = frames, reports, str(folder)
         self.skipped, self.from_cache, self.workers = list(skipped), from_cache, workers
+        self.lacking = lacking_columns(frames)
+        self.usual_adjust, self.adjust = adjust_mismatches(
+            {code: r.adjust_flags for code, r in reports.items()},
+            {code: FORMATS_BY_NAME[r.format].source("adjust_flag") for code, r in reports.items()})
         return self
+
+    def flagged(self) -> list[tuple[str, Flag]]:
+        """``[(path, flag)]``: every file's implausible rows (:attr:`LoadReport.flags`) and
+        the adjustflags unlike the folder's, by file."""
+        out = []
+        for code, report in self.reports.items():
+            out.extend((report.path, f) for f in report.flags)
+            if code in self.adjust:
+                out.append((report.path, self.adjust[code]))
+        return out
+
+    def quality(self, max_named: int = 20) -> list[str]:
+        """The load summary's clauses on what the files lack or hold that cannot be
+        (:func:`~forecaster.data.quality.quality_clauses`)."""
+        return quality_clauses(self.reports, self.lacking, self.adjust, self.usual_adjust, max_named)
 
     def __getnewargs_ex__(self):
         return (self.frames, self.reports), {"folder": self.folder, "skipped": self.skipped,
@@ -387,7 +466,8 @@ class FolderLoad(tuple):
 
     def summary(self, max_named: int = 20) -> str:
         """One line: stocks, rows, suspended days, dropped rows, files whose code column was
-        trusted over their name, and the entries not read (named, the first ``max_named``)."""
+        trusted over their name, the entries not read (named, the first ``max_named``), and
+        :meth:`quality`'s clauses (columns lacking, implausible rows)."""
         reports = list(self.reports.values())
         dropped = sum(sum(r.dropped.values()) for r in reports)
         text = (f"{self.folder}: {len(self.frames)} stocks, {sum(r.rows_kept for r in reports)} rows, "
@@ -402,7 +482,7 @@ class FolderLoad(tuple):
         if self.skipped:
             text += (f"; skipped {len(self.skipped)} entr{'y' if len(self.skipped) == 1 else 'ies'} "
                      f"that are not data files: {_named([str(s) for s in self.skipped], max_named)}")
-        return text
+        return "; ".join([text, *self.quality(max_named)])
 
 
 def _named(items: list[str], limit: int) -> str:
@@ -439,7 +519,8 @@ def scan_dir(folder: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTER
 
 def load_dir(path: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTERN, on_bad: str = "raise",
              cache: bool = False, trust_code_column: bool = False, workers: int | None = None,
-             progress: bool | None = None, parallel_min_files: int = PARALLEL_MIN_FILES) -> FolderLoad:
+             progress: bool | None = None, parallel_min_files: int = PARALLEL_MIN_FILES,
+             strict: bool = False) -> FolderLoad:
     """Load every CSV (plain or ``.csv.gz``) in a folder as a panel.
 
     Args:
@@ -456,6 +537,11 @@ def load_dir(path: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTERN,
             process only.
         progress: a progress bar on stderr; ``None``: when stderr is a terminal.
         parallel_min_files: folders with fewer files are read in this process.
+        strict: implausible rows (impossible bars, prices beyond the daily limit that no
+            preclose explains, a file whose adjustflag differs from the other files') raise
+            :class:`DataError` naming the first file, line, date and what was expected; by
+            default they are kept, counted and named in the summary (:meth:`FolderLoad.quality`).
+            Stocks whose files lack columns the others have are named either way.
 
     Returns:
         a :class:`FolderLoad`: ``(frames, reports)``, both keyed by stock code (e.g.
@@ -468,7 +554,8 @@ def load_dir(path: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTERN,
     check_choice("on_bad", on_bad, ON_BAD)
     folder = Path(path)
     if not folder.is_dir():
-        raise FileNotFoundError(f"{folder}: no such folder")
+        what = "is a file, not a folder" if folder.is_file() else "no such folder"
+        raise FileNotFoundError(f"{folder}: {what}")
     patterns = _patterns(pattern)
     files, skipped = scan_dir(folder, patterns)
     if skipped:
@@ -477,19 +564,21 @@ def load_dir(path: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTERN,
     if not files:
         raise DataError(f"{folder}: no files match {', '.join(repr(p) for p in patterns)}"
                         + (f" (it holds {_named([str(s) for s in skipped], 20)})" if skipped else ""))
-    options = {"pattern": list(patterns), "on_bad": on_bad, "trust_code_column": trust_code_column}
+    options = {"pattern": list(patterns), "on_bad": on_bad, "trust_code_column": trust_code_column,
+               "checks": QUALITY_CHECKS}
     manifest = manifest_of(files, options, folder) if cache else None
     if cache:
         hit = read_cache(folder, manifest, LoadReport)
         if hit is not None:
             for report in hit[1].values():
-                _log_report(report)
-            return FolderLoad(*hit, folder=path, skipped=skipped, from_cache=True, workers=0)
+                _log_report(report, flags=not strict)
+            return _checked(FolderLoad(*hit, folder=path, skipped=skipped, from_cache=True, workers=0),
+                            strict)
     results, used = _load_files(folder, files, on_bad, trust_code_column, workers, progress,
                                 parallel_min_files)
     frames, reports = {}, {}
     for file, (frame, report) in zip(files, results, strict=True):
-        _log_report(report)
+        _log_report(report, flags=not strict)
         key = str(frame["code"].iloc[0])
         if key in frames:
             raise DataError(f"{file}: stock {key} also appears in {reports[key].path}; expected one "
@@ -498,7 +587,24 @@ def load_dir(path: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTERN,
     frames, reports = dict(sorted(frames.items())), dict(sorted(reports.items()))
     if cache:
         write_cache(folder, manifest, frames, reports)
-    return FolderLoad(frames, reports, folder=path, skipped=skipped, workers=used)
+    return _checked(FolderLoad(frames, reports, folder=path, skipped=skipped, workers=used), strict)
+
+
+def _checked(loaded: FolderLoad, strict: bool) -> FolderLoad:
+    """``strict``: the first implausible row of the folder as a :class:`DataError`; else the
+    folder-wide findings (columns lacking, adjustflags unlike the others') in the log (each
+    file's own flags were logged with its report)."""
+    if strict:
+        for path, flag in loaded.flagged():
+            _raise_flagged(path, [flag])
+    for code, columns in loaded.lacking.items():
+        source = FORMATS_BY_NAME[loaded.reports[code].format].source
+        log.warning("%s: lacks column(s) %s that other files have; features that need them are missing "
+                    "for %s", loaded.reports[code].path, ", ".join(sorted(map(source, columns))), code)
+    for code, flag in loaded.adjust.items():
+        log.warning("%s: %d row(s) with %s, kept: first %s", loaded.reports[code].path, flag.rows,
+                    KINDS[flag.kind], flag.describe())
+    return loaded
 
 
 def available_cores() -> int:

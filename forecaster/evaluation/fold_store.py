@@ -79,13 +79,15 @@ def _describe(value):
         return {str(k): _describe(v) for k, v in sorted(value.items())}
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
+    if isinstance(value, pd.Timestamp):  # [walk_forward] start/end: a date, as the TOML file writes it
+        return value.isoformat()
     return repr(value)
 
 
 def run_description(config, models: Mapping) -> dict:
     """What makes a run's numbers: the walk-forward configuration (without execution-only
     options such as ``n_jobs``) and each model's class and parameters."""
-    conf = {k: v for k, v in asdict(config).items() if k not in _EXECUTION_ONLY}
+    conf = {k: _describe(v) for k, v in asdict(config).items() if k not in _EXECUTION_ONLY}
     return {"walk_forward": conf, "models": {name: _describe(m) for name, m in models.items()}}
 
 
@@ -125,27 +127,17 @@ class FoldStore:
     def finished(self) -> list[Path]:
         return sorted(self.folder.glob("fold_*.pkl"))
 
-    def start(self, resume: bool) -> dict[int, FoldOutput]:
-        """Begin a run: with ``resume``, the finished folds of the stored run (after checking
-        it is this run); without, clear any fold files of an earlier run. Returns the folds
-        already done, by number."""
-        stored = self.folder / self.RUN_FILE
-        files = self.finished()
+    def check(self, resume: bool) -> None:
+        """Raise :class:`ResumeError` if ``start(resume)`` would refuse; reads, never writes
+        (a run validates this before it touches its folder)."""
         if not resume:
-            if files:
-                log.warning("%s: %d fold file(s) of an earlier run replaced (resume would have "
-                            "continued it)", self.folder, len(files))
-            for f in files:
-                f.unlink()
-            self._write_fingerprint()
-            return {}
+            return
+        stored = self.folder / self.RUN_FILE
         if not stored.is_file():
-            if files:
+            if self.finished():
                 raise ResumeError(f"{self.folder}: fold files without {self.RUN_FILE}; cannot tell which "
                                   "run they belong to (remove them or run without resume)")
-            log.warning("%s: nothing to resume, starting from the first fold", self.folder)
-            self._write_fingerprint()
-            return {}
+            return
         old = json.loads(stored.read_text())
         problems = []
         if old.get("data") != self.fingerprint["data"]:
@@ -158,6 +150,23 @@ class FoldStore:
             raise ResumeError(f"cannot resume the run in {self.folder}: " + " and ".join(problems)
                               + "; run without --resume to start afresh, or restore the data and "
                               "options of the interrupted run")
+
+    def start(self, resume: bool) -> dict[int, FoldOutput]:
+        """Begin a run: with ``resume``, the finished folds of the stored run (after checking
+        it is this run, :meth:`check`); without, clear any fold files of an earlier run.
+        Returns the folds already done, by number."""
+        self.check(resume)
+        files = self.finished()
+        if not resume or not (self.folder / self.RUN_FILE).is_file():
+            if resume:
+                log.warning("%s: nothing to resume, starting from the first fold", self.folder)
+            elif files:
+                log.warning("%s: %d fold file(s) of an earlier run replaced (resume would have "
+                            "continued it)", self.folder, len(files))
+            for f in files:
+                f.unlink()
+            self._write_fingerprint()
+            return {}
         done = {}
         for f in files:
             with open(f, "rb") as fh:

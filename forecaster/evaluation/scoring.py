@@ -22,7 +22,13 @@ from forecaster.data.exchange import board
 from forecaster.data.intraday import is_bar_calendar
 from forecaster.data.panel import Panel
 from forecaster.evaluation.universe import universe_counts, universe_line, universe_table
-from forecaster.evaluation.verdict import data_caveats, failure_line, ic_meaning, verdict_lines
+from forecaster.evaluation.verdict import (
+    data_caveats,
+    failure_line,
+    ic_meaning,
+    no_forecast_line,
+    verdict_lines,
+)
 from forecaster.evaluation.walkforward import WalkForwardResult
 from forecaster.features.labels import by_forecast_date, tradeable_label
 from forecaster.metrics import (
@@ -224,6 +230,9 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
     universe = universe_table(grid, result, model)
     if result.failed:
         verdict.append(failure_line(model, result))
+    missing = no_forecast_line(model, result)
+    if missing:
+        verdict.insert(0, missing)
     why = ("without a scoreable tradeable outcome (suspended or no bar on the entry or exit day, "
            "limit-up at the entry, or an exit beyond the data)" if result.config.label == "tradeable"
            else "on suspended days")

@@ -47,6 +47,18 @@ def failure_line(model: str, result: WalkForwardResult) -> str:
                                              and model not in result.predictions["model"].unique() else ""))
 
 
+def no_forecast_line(model: str, result: WalkForwardResult) -> str | None:
+    """The first verdict line when ``model`` produced no forecast at all (skipped or failed on
+    every fold): the run cannot say anything about it, and says why. ``None`` otherwise."""
+    if model in result.predictions["model"].unique():
+        return None
+    why = sorted((fold, reason) for (fold, name), reason in {**result.skipped, **result.failed}.items()
+                 if name == model)
+    first = f"; first: fold {why[0][0]}: {why[0][1]}" if why else ""
+    return (f"NO FORECAST from {model}: it was skipped or failed on every one of {len(result.folds)} "
+            f"fold(s), so this report cannot judge it{first}")
+
+
 def ic_meaning(config, horizon: int) -> str:
     if config.label != "tradeable":
         return "IC is measured on each day's close-to-close log return"

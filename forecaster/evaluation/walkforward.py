@@ -56,10 +56,11 @@ class WalkForwardConfig:
 
     Attributes:
         scheme: ``"expanding"`` (all history up to the cut-off) or ``"rolling"``.
-        train_days: calendar days before the first cut-off; the window length when rolling.
-        retrain_every: days between refits, i.e. days forecast per fold (63 ~ quarterly,
-            21 ~ monthly).
-        purge: days from a cut-off to its first forecast; ``None`` means ``horizon``.
+        train_days: trading days (days of the data's calendar, not calendar days) before the
+            first cut-off; the window length when rolling.
+        retrain_every: trading days between refits, i.e. days forecast per fold (63 ~
+            quarterly, 21 ~ monthly).
+        purge: trading days from a cut-off to its first forecast; ``None`` means ``horizon``.
         step: forecast every ``step``-th day of each block.
         horizon: the forecast horizon H of the models (days ahead).
         min_stock_days: a stock joins a fold only with this many days up to the cut-off.
@@ -162,8 +163,12 @@ def make_folds(calendar: pd.DatetimeIndex, config: WalkForwardConfig) -> list[Fo
             folds.append(Fold(len(folds), calendar[start], calendar[cut], calendar[block]))
         cut += config.retrain_every
     if not folds:
-        raise ValueError(f"no fold fits: {len(calendar)} days, train_days={config.train_days}, "
-                         f"purge={config.purge}")
+        first = config.start.date() if config.start else "the first day"
+        last = config.end.date() if config.end else "the last day"
+        within = f" between start {first} and end {last}" if config.start or config.end else ""
+        raise ValueError(f"no fold fits: the data hold {len(calendar)} trading days, and train_days="
+                         f"{config.train_days} (--train-days) plus purge={config.purge} leave no day to "
+                         f"forecast{within}; lower --train-days or give more data")
     return folds
 
 
@@ -346,9 +351,18 @@ def _fold_task(shared, fold: Fold, codes, config, kinds, models, threads: int, k
     return result
 
 
+def fold_store(data: Mapping[str, pd.DataFrame] | Panel, models: dict, config: WalkForwardConfig,
+               checkpoint_dir: str | Path) -> FoldStore:
+    """The store of a run's finished folds in ``checkpoint_dir``, fingerprinted by ``data``
+    (``{code: frame}`` or the Panel ``walk_forward`` would fingerprint) and the configuration;
+    ``store.check(config.resume)`` validates a resume without writing."""
+    return FoldStore(checkpoint_dir, {"data": data_fingerprint(data), "run": run_description(config, models)})
+
+
 def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models: dict,
                  config: WalkForwardConfig | None = None, keep_models: bool = False,
-                 checkpoint_dir: str | Path | None = None, panel: Panel | None = None) -> WalkForwardResult:
+                 checkpoint_dir: str | Path | None = None, panel: Panel | None = None,
+                 store: FoldStore | None = None) -> WalkForwardResult:
     """Run every model on every fold.
 
     Args:
@@ -369,6 +383,8 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
         panel: the :class:`~forecaster.data.panel.Panel` of ``data`` when the caller has built
             it already (the pipeline builds it once and hands it to the scoring and the
             backtests too); otherwise it is built here.
+        store: the run's :func:`fold_store`, when the caller built it to check a resume before
+            writing anything (instead of ``checkpoint_dir``).
 
     Raises:
         forecaster.evaluation.fold_store.ResumeError: resuming a run whose data or configuration differ.
@@ -390,13 +406,12 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
         # the one aligned panel: panel models' input and the labels
         grid = panel if panel is not None else Panel.from_frames(frames_in)
     folds = make_folds(grid.dates, config)
-    if config.resume and checkpoint_dir is None:
+    if config.resume and checkpoint_dir is None and store is None:
         raise ValueError("resume needs a checkpoint folder (the report folder of the interrupted run)")
     done: dict[int, FoldOutput] = {}
-    store = None
-    if checkpoint_dir is not None:
-        store = FoldStore(checkpoint_dir, {"data": data_fingerprint(frames_in or grid),
-                                           "run": run_description(config, models)})
+    if store is None and checkpoint_dir is not None:
+        store = fold_store(frames_in or grid, models, config, checkpoint_dir)
+    if store is not None:
         done = store.start(config.resume)
     members = fold_members(grid, folds, config.min_stock_days)
     empty = [f.fold for f in folds if not members[f.fold]]

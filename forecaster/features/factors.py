@@ -206,16 +206,57 @@ def feature_tensor(panel: Panel, names=DEFAULT_FEATURES, front: int = 0) -> np.n
     return out
 
 
+# The panel fields a feature needs beyond the prices (the others read open, high, low, close
+# and preclose only).
+NEEDS: dict[str, tuple[str, ...]] = {
+    "vwap_close": ("amount", "volume"), "volume_surprise": ("volume",), "log_turnover": ("turnover",),
+    "log_amount_20d": ("amount",), "turnover_20d": ("turnover",), "illiquidity_20d": ("amount",),
+    "price_volume_corr_20d": ("volume",), "abnormal_turnover": ("turnover",),
+    "book_to_price": ("pb_mrq",), "earnings_to_price": ("pe_ttm",), "sales_to_price": ("ps_ttm",),
+    **{n: (n,) for n in INTRADAY_FEATURES}}
+
+
 def available_features(panel: Panel, names=DEFAULT_FEATURES) -> tuple[str, ...]:
     """The features of ``names`` the panel's columns allow (a valuation-free export has no
     book-to-price)."""
-    needs = {"vwap_close": ("amount", "volume"), "volume_surprise": ("volume",),
-             "log_turnover": ("turnover",), "log_amount_20d": ("amount",),
-             "turnover_20d": ("turnover",), "illiquidity_20d": ("amount",),
-             "price_volume_corr_20d": ("volume",), "abnormal_turnover": ("turnover",),
-             "book_to_price": ("pb_mrq",), "earnings_to_price": ("pe_ttm",),
-             "sales_to_price": ("ps_ttm",), **{n: (n,) for n in INTRADAY_FEATURES}}
-    return tuple(n for n in names if all(panel.has(c) for c in needs.get(n, ())))
+    return tuple(n for n in names if all(panel.has(c) for c in NEEDS.get(n, ())))
+
+
+def missing_inputs(panel: Panel, names=DEFAULT_FEATURES) -> dict[str, tuple[str, ...]]:
+    """``{code: columns}``: the columns the features ``names`` need of which a stock has no
+    value on any day it trades while other stocks have them (its file lacks the column, or
+    holds it empty). Those features are NaN for the stock on every day, as missing values
+    are; :func:`missing_inputs_text` says so."""
+    trades = panel.tradeable()
+    active = trades.any(axis=0)
+    out: dict[str, list[str]] = {}
+    for column in sorted({c for n in names for c in NEEDS.get(n, ())}):
+        if column not in panel.fields:
+            continue
+        with np.errstate(invalid="ignore"):
+            has = (np.isfinite(panel.fields[column]) & trades).any(axis=0)
+        if has.any():
+            for j in np.flatnonzero(active & ~has):
+                out.setdefault(str(panel.codes[j]), []).append(column)
+    return {code: tuple(columns) for code, columns in out.items()}
+
+
+def missing_inputs_text(panel: Panel, names=DEFAULT_FEATURES, max_named: int = 20) -> str:
+    """What :func:`missing_inputs` finds, in words (grouped by the columns; ``""`` for
+    nothing): the stocks, the columns and the features of ``names`` missing for them."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for code, columns in missing_inputs(panel, names).items():
+        groups.setdefault(columns, []).append(code)
+    parts = []
+    for columns, codes in groups.items():
+        lost = [n for n in names if set(NEEDS.get(n, ())) & set(columns)]
+        one = len(codes) == 1
+        more = len(codes) - max_named
+        shown = ", ".join(codes[:max_named]) + (f" and {more} more" if more > 0 else "")
+        parts.append(f"{len(codes)} stock{'' if one else 's'} without any value of {', '.join(columns)} "
+                     f"that other stocks have: {shown}; features {', '.join(lost)} are missing (NaN) for "
+                     f"{'it' if one else 'them'}")
+    return "; ".join(parts)
 
 
 def cs_rank(values: np.ndarray) -> np.ndarray:

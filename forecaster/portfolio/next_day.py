@@ -15,7 +15,7 @@ import pandas as pd
 
 from forecaster.data.panel import Panel
 
-COLUMNS = ("code", "score", "rank", "quantile", "buyable", "reason", "last_close", "last_date")
+COLUMNS = ("signal_date", "code", "score", "rank", "quantile", "buyable", "reason", "last_close", "last_date")
 
 
 def ranked_list(model, panel: Panel, n_quantiles: int = 5, min_history: int | None = None) -> pd.DataFrame:
@@ -30,7 +30,8 @@ def ranked_list(model, panel: Panel, n_quantiles: int = 5, min_history: int | No
 
     Returns:
         One row per stock (``COLUMNS``), best score first; stocks without a score come last
-        with NaN score, rank and quantile.
+        with NaN score, rank and quantile. ``signal_date`` is the panel's last day (the scores'
+        day, the same on every row); ``last_date``/``last_close`` each stock's own last bar.
     """
     scores = model.predict_next(panel).reindex(panel.codes)
     last = panel.n_days - 1
@@ -52,9 +53,17 @@ def ranked_list(model, panel: Panel, n_quantiles: int = 5, min_history: int | No
     table = pd.DataFrame({
         "code": panel.codes, "score": scores.to_numpy(), "rank": rank.to_numpy(),
         "quantile": quantile.to_numpy(), "buyable": [not r for r in reason], "reason": reason,
-        "last_close": panel["close"][last], "last_date": panel.dates[last].date(),
+        "last_close": pd.DataFrame(panel["close"]).ffill().to_numpy()[last],
+        "last_date": _last_bar_dates(panel), "signal_date": panel.dates[last].date(),
     }, columns=list(COLUMNS))
     table = table.sort_values(["rank", "code"], na_position="last", kind="stable").reset_index(drop=True)
     table["rank"] = table["rank"].astype("Int64")
     table["quantile"] = table["quantile"].astype("Int64")
     return table
+
+
+def _last_bar_dates(panel: Panel) -> list:
+    """``[stocks]`` the date of each stock's last bar (``None`` for a stock with none)."""
+    seen = panel.listed.any(axis=0)
+    last = panel.n_days - 1 - np.argmax(panel.listed[::-1], axis=0)
+    return [panel.dates[j].date() if ok else None for j, ok in zip(last, seen, strict=True)]

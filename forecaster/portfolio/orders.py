@@ -10,9 +10,14 @@ the backtest would make on that day from that book. Everything held before the d
 sellable (T+1 binds only on shares bought the same day, which an order list never sells).
 
 Prices of the next open are unknown when the orders are made: :func:`book_orders_for_panel`
-uses the signal day's close as the reference price and its limits for the next day
-(``preclose`` = that close), and treats a stock without a bar or suspended on the signal day
-as suspended. Orders are estimates; the open decides the fills.
+takes the signal day's close as the next day's previous close, so each order carries the next
+day's limit-up and limit-down prices (board and ST rules as in the backtest). A stock that
+closed at limit-up on the signal day is likely to open there, where buys queue unfilled, and one
+that closed at limit-down likewise for sells: such orders are ``blocked`` ("likely to open at
+the limit; would queue"), or, with ``at_limit="limit_order"``, placed as limit orders at the
+limit price (status ``limit_order``: they may not fill). Every other order's reference price is
+the signal day's close; a stock without a bar or suspended on the signal day counts as
+suspended. Orders are estimates; the open decides the fills.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from forecaster.checks import check_choice
 from forecaster.data.exchange import limit_matrix
 from forecaster.data.formats import canonical_code
 from forecaster.data.panel import Panel
@@ -31,6 +37,9 @@ from forecaster.portfolio.strategy import weights_for_book
 
 ORDER_COLUMNS = ("code", "side", "shares", "requested", "reference_price", "value", "est_costs",
                  "status", "reason", "score", "rank", "held_before", "held_after")
+# What book_orders_for_panel adds: the day the scores were made on and the next day's limits.
+NEXT_DAY_COLUMNS = ("signal_date", "limit_up", "limit_down")
+AT_LIMIT = ("block", "limit_order")
 
 
 class HoldingsError(ValueError):
@@ -86,12 +95,13 @@ def read_holdings(path, codes, capital: float | None = None) -> Book:
 
 
 def next_day_orders(scores: pd.Series, book: Book, config: BacktestConfig, *, date, price, value_price,
-                    up, down, suspended, signal_date=None) -> pd.DataFrame:
+                    up, down, suspended, signal_date=None, reasons: dict | None = None) -> pd.DataFrame:
     """Orders for one trading day from ``book``, by the backtest's rules.
 
     Args:
         scores: ``[stocks]`` the model's scores for ``date``, indexed by code (the order of
             the stocks of every other array).
+        reasons: ``{broker reason: text}`` replacing the default wording of blocked orders.
         book: the shares held before ``date`` and the cash.
         config: the strategy, costs and market rules (as the backtest's).
         date: the trading day (stamp duty regime).
@@ -124,7 +134,7 @@ def next_day_orders(scores: pd.Series, book: Book, config: BacktestConfig, *, da
         shares = t.requested if t.status == "blocked" else t.shares
         costs = t.commission + t.stamp_duty + t.transfer_fee + t.slippage_cost
         status = {"filled": "order", "partial": "partial"}.get(t.status, "blocked")
-        why = _reason(t.side, t.reason, status, w[i], before[i])
+        why = _reason(t.side, t.reason, status, w[i], before[i], reasons)
         rows.append((t.code, t.side, int(shares), int(t.requested), float(price[i]), shares * float(price[i]),
                      costs, status, why, f[i], rank.iloc[i], int(before[i]), int(broker.shares[i])))
     traded = set(trades["code"])
@@ -146,24 +156,67 @@ _BLOCKED = {"limit_up": "at limit-up: a buy would queue unfilled", "limit_down":
             "cash": "not enough cash", "t_plus_1": "bought today (T+1)", "no_position": "nothing held"}
 
 
-def _reason(side: str, broker_reason: str, status: str, weight: float, held: int) -> str:
+def _reason(side: str, broker_reason: str, status: str, weight: float, held: int,
+            reasons: dict | None = None) -> str:
     if status != "order":
-        return _BLOCKED.get(broker_reason, broker_reason)
+        return {**_BLOCKED, **(reasons or {})}.get(broker_reason, broker_reason)
     if side == "buy":
         return "enters the book" if held == 0 else "resized up to target"
     return "leaves the book" if weight == 0 else "resized down to target"
 
 
-def book_orders_for_panel(scores: pd.Series, panel: Panel, book: Book, config: BacktestConfig
-                          ) -> pd.DataFrame:
-    """:func:`next_day_orders` for the trading day after ``panel``'s last day, at the last
-    close (see the module docstring); ``scores`` indexed by the panel's codes."""
+def book_orders_for_panel(scores: pd.Series, panel: Panel, book: Book, config: BacktestConfig,
+                          at_limit: str = "block") -> pd.DataFrame:
+    """:func:`next_day_orders` for the trading day after ``panel``'s last day (see the module
+    docstring); ``scores`` indexed by the panel's codes.
+
+    Args:
+        at_limit: a buy of a stock that closed at limit-up on the signal day (a sell of one
+            that closed at limit-down): ``"block"`` (status ``blocked``) or ``"limit_order"``
+            (status ``limit_order``, at the limit price).
+
+    Returns:
+        ``ORDER_COLUMNS`` plus ``NEXT_DAY_COLUMNS``: the signal day and each stock's limit
+        prices for the next day.
+    """
+    check_choice("at_limit", at_limit, AT_LIMIT)
     last = panel.n_days - 1
     close = pd.DataFrame(panel["close"]).ffill().to_numpy()[last]
     listed, suspended = panel.listed[last], panel.suspended[last]
     next_day = panel.dates[-1] + pd.offsets.BDay(1)  # holidays unknown: the stamp-duty regime only
     up, down = limit_matrix(list(panel.codes), pd.DatetimeIndex([next_day]), close[None],
                             panel.st[last][None])
-    return next_day_orders(scores.reindex(panel.codes), book, config, date=next_day, price=close,
-                           value_price=np.nan_to_num(close), up=up[0], down=down[0],
-                           suspended=suspended | ~listed, signal_date=panel.dates[-1])
+    up, down = up[0], down[0]
+    closed_up = panel.at_limit_up("close")[last] & ~suspended
+    closed_down = panel.at_limit_down("close")[last] & ~suspended
+    # A stock that closed at a limit most likely opens at the next day's limit: that is its
+    # reference price, so the broker's own limit rule blocks the buy (the sell) there.
+    price = np.where(closed_up, up, np.where(closed_down, down, close))
+    broker_up, broker_down = up, down
+    if at_limit == "limit_order":
+        # Just beyond the limit, so the order goes through and its fill is capped at the limit.
+        broker_up = np.where(closed_up, up + 2e-9, up)
+        broker_down = np.where(closed_down, down - 2e-9, down)
+    table = next_day_orders(scores.reindex(panel.codes), book, config, date=next_day, price=price,
+                            value_price=np.nan_to_num(close), up=broker_up, down=broker_down,
+                            suspended=suspended | ~listed, signal_date=panel.dates[-1],
+                            reasons=_AT_LIMIT_REASONS)
+    where = pd.Index(panel.codes).get_indexer(table["code"])
+    at_limit_rows = (((table["side"] == "buy") & closed_up[where]) | ((table["side"] == "sell")
+                                                                      & closed_down[where]))
+    placed = at_limit_rows & table["status"].isin(["order", "partial"]).to_numpy()
+    table.loc[placed, "status"] = "limit_order"
+    table.loc[placed, "reason"] = np.where(
+        table.loc[placed, "side"] == "buy",
+        "closed at limit-up on the signal day: likely to open at the limit; a limit order there may queue "
+        "unfilled", "closed at limit-down on the signal day: likely to open at the limit; a limit order "
+        "there may queue unfilled")
+    table.insert(0, "signal_date", panel.dates[-1].date())
+    table["limit_up"] = up[where]
+    table["limit_down"] = down[where]
+    return table
+
+
+_AT_LIMIT_REASONS = {
+    "limit_up": "closed at limit-up on the signal day: likely to open at the limit; would queue",
+    "limit_down": "closed at limit-down on the signal day: likely to open at the limit; would queue"}

@@ -1,4 +1,5 @@
-"""The shared Transformer core: masks, positional encodings, attention, layers and stacks.
+"""The shared Transformer core: masks, positional encodings, attention, layers and stacks;
+and what both commands share: devices, precision, checkpoint files and output folders.
 
 Mask convention (everywhere): boolean, **True means "may attend"**.
 """
@@ -11,6 +12,7 @@ from .dropout import Dropout, dropout
 from .feedforward import FeedForward
 from .layers import Decoder, DecoderLayer, Encoder, EncoderLayer, LayerCache, StackCache
 from .masks import causal_mask, combine_masks, local_causal_mask, padding_mask
+from .outputs import OutputError, OutputFolder, check_output
 from .positions import (
     LearnedPositionalEncoding,
     RotaryEmbedding,
@@ -45,6 +47,9 @@ __all__ = [
     "CheckpointError",
     "content_digest",
     "atomic_write",
+    "OutputError",
+    "OutputFolder",
+    "check_output",
     "PRECISIONS",
     "autocast",
     "resolve_device",

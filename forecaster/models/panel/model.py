@@ -26,6 +26,7 @@ from forecaster.features.factors import (
     available_features,
     feature_tensor,
     lookback,
+    missing_inputs_text,
 )
 from forecaster.features.labels import EXECUTIONS, LABEL_NORMS
 from forecaster.features.processors import NORMS, make_processor, processor_from_state
@@ -55,6 +56,16 @@ def scores_to_series(scores: np.ndarray, panel: Panel, rows: np.ndarray) -> pd.S
     frame = pd.DataFrame(scores, index=pd.DatetimeIndex(dates, name="date"), columns=panel.codes)
     frame.columns.name = "code"
     return frame.stack().dropna().rename("forecast")
+
+
+def warn_missing_inputs(panel: Panel, names, when: str) -> None:
+    """Log the stocks without any value of a column their features need while other stocks
+    have it (a file without ``turn``/``amount`` among files with them): their features are
+    NaN, which the processor turns into 0, as any missing value."""
+    text = missing_inputs_text(panel, names)
+    if text:
+        log.warning("PanelTransformer %s: %s; the network reads them as 0 after normalisation (the "
+                    "training median, or a middle rank), as any missing value", when, text)
 
 
 def standardise_per_day(scores: np.ndarray) -> np.ndarray:
@@ -281,6 +292,7 @@ class PanelTransformer(BaseEstimator):
                  else available_features(panel, self.rules.default_features(panel.n_stocks)))
         if not names:
             raise ValueError("no feature can be computed from the data's columns")
+        warn_missing_inputs(panel, names, "fit")
         device = resolve_device(self.device)
         self.net_config_ = self._net_config(len(names), panel.n_stocks)
         # One feature tensor: the processor is fitted on it, then it is processed in place.
@@ -384,6 +396,7 @@ class PanelTransformer(BaseEstimator):
         if missing:  # computing them as empty would feed the network zeros in their place
             raise ValueError(f"the model was fitted on features {missing} that this data's columns do "
                              "not give (intraday features need the minute bars: --intraday DIR)")
+        warn_missing_inputs(panel, self.features_, "predict")
         return panel, self._sequences(panel, self.features_, self.processor_)
 
     def predict(self, data) -> pd.Series:
