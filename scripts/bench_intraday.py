@@ -2,13 +2,14 @@
 :mod:`forecaster.data.synthetic_bars`). Prints::
 
     load stocks=100 days=244 bars=1171200 cold_seconds=S cached_seconds=S
-    bars model=NAME ic=+0.000 rank_ic=+0.000 day_rank_ic=+0.000 planted=+0.000
+    bars model=NAME ic=+0.000 rank_ic=+0.000 position_rank_ic=+0.000 planted=+0.000
     panel model=NAME without=+0.0000 with=+0.0000 planted=+0.000
 
 ``load``: a folder of 100 stocks x one year of 5-minute bars written as baostock exports, read
 by ``load_dir`` cold (building the cache) and again from the cache. ``bars``: the single-stock
 walk-forward on one stock's 5-minute bars (monthly refits by trading day), per-bar IC over
-every bar and the mean of each day's rank IC, against the planted within-day AR coefficient
+every bar and the mean over the day's bar positions of each position's rank IC across days
+(:mod:`forecaster.metrics.bars`), against the planted within-day AR coefficient
 (bars 2.. of a day; the first two are unpredictable). ``panel``: the panel models' daily rank
 IC on the tradeable label without and with the intraday features (``--intraday``), the
 planted daily signal hidden in the last half hour.
@@ -22,9 +23,9 @@ import time
 from pathlib import Path
 
 from forecaster.data import attach_intraday, daily_bars, load_dir, synthetic_intraday, write_minute_csv
-from forecaster.evaluation.scoring import per_day_scores
 from forecaster.evaluation.walkforward import WalkForwardConfig, walk_forward
 from forecaster.metrics import daily_ic, ic_summary
+from forecaster.metrics.bars import bar_positions, position_summary
 from forecaster.models.panel.baselines import FeatureRegressor
 from forecaster.models.panel.model import PanelTransformer
 from forecaster.models.presets import single_stock_transformer
@@ -51,15 +52,15 @@ def bench_bars(n_days: int, bar_ic: float) -> None:
     config = WalkForwardConfig(train_days=n_days // 2, retrain_every=21, n_jobs=-1, label="close",
                                progress=False)
     pred = walk_forward(frame, models, config).predictions
-    per_day, _ = per_day_scores(pred.reset_index())
-    per_day = per_day.set_index("model")
+    by_position = position_summary(bar_positions(pred.reset_index())).set_index("model")
     for name, g in pred.groupby("model"):
         if g["forecast"].nunique() <= 1:
             continue
         ic = g["forecast"].corr(g["actual"])
         rank = g["forecast"].corr(g["actual"], method="spearman")
         print(f"bars model={name} ic={ic:+.3f} rank_ic={rank:+.3f} "
-              f"day_rank_ic={per_day.loc[name, 'rank_ic']:+.3f} planted={bar_ic:+.3f}", flush=True)
+              f"position_rank_ic={by_position.loc[name, 'position_rank_ic']:+.3f} planted={bar_ic:+.3f}",
+              flush=True)
 
 
 def bench_panel(n_stocks: int, n_days: int, signal_ic: float) -> None:

@@ -12,7 +12,10 @@ the report's ``metrics.json`` and prints::
 one ``model`` line per model (``excess_ann``: its default strategy after costs minus the
 equal-weight universe, annualised), then the Newey-West test of the Transformer's daily rank
 IC against the best other model (``diff`` = Transformer minus it), then size, wall time and
-peak RSS; then the rank IC by year and by board of every model (``year``/``board`` lines).
+peak RSS; then where the time went (``phase NAME minutes=M``: loading, the Panel, the folds'
+wall time, assembling the forecasts, statistics, backtests, report files; ``phase fit_predict
+model NAME cpu_minutes=M``: each model's fits and forecasts summed over folds, in the
+workers), then the rank IC by year and by board of every model (``year``/``board`` lines).
 Targets (issue 29): the Transformer above every model with p < 0.05, rank IC >= 0.095, ICIR
 >= 0.95, excess >= +0.10, under 45 minutes and 8 GB.
 """
@@ -92,6 +95,12 @@ def main() -> None:
           f"verdict best={best} diff=nan p=nan")
     print(f"market stocks={m['universe'].get('used', m['universe'].get('loaded'))} "
           f"wall_minutes={wall / 60:.1f} peak_rss_gb={peak / 2**30:.2f}")
+    timings = m.get("timings", {})
+    for phase, seconds in timings.items():
+        if phase != "models" and seconds is not None:
+            print(f"phase {phase} minutes={seconds / 60:.2f}")
+    for name, seconds in timings.get("models", {}).items():
+        print(f"phase fit_predict model {name} cpu_minutes={seconds / 60:.2f}")
     for kind in ("ic_by_year", "ic_by_board"):
         for name, groups in m.get(kind, {}).items():
             for group, s in groups.items():

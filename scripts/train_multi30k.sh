@@ -3,6 +3,9 @@
 #
 #   scripts/train_multi30k.sh [OUT_DIR] > runs/multi30k.log 2>&1    (OUT_DIR default runs/multi30k)
 #
+# An OUT_DIR that holds an earlier run is refused (seq2seq train's output-folder rule): add
+# --overwrite to replace it, or --resume OUT_DIR/last.pt to continue it.
+#
 # Trains a joint-BPE, shared-embedding 3+3-layer Transformer for at most MAX_MINUTES of training
 # (the epoch in progress is cut short at the limit; the learning rate decays linearly to zero
 # at that limit), in bfloat16 autocast where the CPU measures it faster (`--precision auto`,
@@ -48,5 +51,5 @@ echo "chosen checkpoint: $CKPT"
 
 $PY -m seq2seq.cli evaluate -c "$CKPT" --src "$DATA/test_2016_flickr.de.gz" \
   --ref "$DATA/test_2016_flickr.en.gz" --beam 5 --length-penalty 1.0 --threads "$THREADS" \
-  -o "$OUT/test_2016_flickr.hyp.en" --json "$OUT/test_scores.json"
+  -o "$OUT/test_2016_flickr.hyp.en.txt" --json "$OUT/test_scores.json"
 echo "total wall time: $(( ($(date +%s) - start) / 60 )) min $(( ($(date +%s) - start) % 60 )) s"

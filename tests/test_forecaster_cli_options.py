@@ -102,6 +102,8 @@ VALUES = {
     "data__cache": (True, True),
     "data__trust_code_column": (True, True),
     "data__intraday": ("minute_bars", "minute_bars"),
+    "data__universe": ("csi300", "csi300"),
+    "data__train_universe": ("csi300", "csi300"),
     "data__synthetic_stocks": ("40", 40),
     "data__synthetic_days": ("500", 500),
     "data__synthetic_ic": ("0.03", 0.03),

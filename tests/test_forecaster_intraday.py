@@ -42,7 +42,8 @@ def test_baostock_and_akshare_minute_exports_load_as_the_same_bars(bars, tmp_pat
     a, ra = load_csv(tmp_path / "a.csv", code="syn.000001")
     assert (rb.format, ra.format) == ("baostock_minute", "akshare_minute")
     assert rb.bar_minutes == ra.bar_minutes == 5 and rb.trading_days == 20
-    assert "5-minute bars over 20 trading days" in rb.summary()
+    assert "5-minute bars (48 a day, stamped at their close) over 20 trading days" in rb.summary()
+    assert "volume in shares" in rb.summary() and "volume in lots of 100 shares, converted" in ra.summary()
     for got in (a, b):
         assert got.index.name == "time" and len(got) == 20 * 48
         np.testing.assert_allclose(got["close"], frame["close"])
@@ -103,28 +104,30 @@ def _bars_of(rows):
 
 def test_daily_features_known_values():
     day = "2024-01-02 "
-    frame = _bars_of(
-        [
-            (day + "10:30", 10.0, 10.2, 400, 4060),
-            (day + "11:30", 10.2, 10.0, 100, 1010),
-            (day + "14:00", 10.0, 10.1, 100, 1005),
-            (day + "15:00", 10.1, 10.4, 400, 4120),
-        ]
-    )
+    rows = [(day + t, o, c, v, v * (o + c) / 2) for t, o, c, v in [
+        ("10:00", 10.0, 10.2, 300), ("10:30", 10.2, 10.1, 100), ("11:00", 10.1, 10.0, 100),
+        ("11:30", 10.0, 10.0, 100), ("13:30", 10.0, 10.1, 100), ("14:00", 10.1, 10.2, 100),
+        ("14:30", 10.2, 10.1, 100), ("15:00", 10.1, 10.4, 400)]]
+    frame = _bars_of(rows)  # 30-minute bars
     f = daily_features(frame).iloc[0]
-    r = np.log([10.0 / 10.2, 10.1 / 10.0, 10.4 / 10.1])  # the first bar's return left out
+    closes = np.array([r[2] for r in rows])
+    r = np.r_[np.log(10.2 / 10.0), np.log(closes[1:] / closes[:-1])]  # the first bar's from its open
     assert f["intraday_vol"] == pytest.approx(np.sqrt((r**2).sum()))
-    assert f["last30_return"] == pytest.approx(np.log(10.4 / 10.1))  # the 14:00 close is the last by 14:30
-    assert f["vwap_deviation"] == pytest.approx(np.log(10.4 / (10195 / 1000)))
-    assert (f["open_volume_share"], f["close_volume_share"]) == (pytest.approx(0.4), pytest.approx(0.4))
+    assert f["last30_return"] == pytest.approx(np.log(10.4 / 10.1))  # against the 14:30 close
+    vwap = sum(row[4] for row in rows) / 1300
+    assert f["vwap_deviation"] == pytest.approx(np.log(10.4 / vwap))
+    # the first and last 30 minutes, in minutes: here one bar each
+    assert (f["open_volume_share"], f["close_volume_share"]) == (pytest.approx(3 / 13), pytest.approx(4 / 13))
     daily = daily_bars(frame).iloc[0]
     assert (daily["open"], daily["close"], daily["high"], daily["low"], daily["volume"]) == (
-        10.0,
-        10.4,
-        10.4,
-        10.0,
-        1000,
-    )
+        10.0, 10.4, 10.4, 10.0, 1300)
+    # 60-minute bars do not close at 10:00 or 14:30: those features are missing, not 60-minute ones
+    hourly = _bars_of([(day + "10:30", 10.0, 10.2, 400, 4060), (day + "11:30", 10.2, 10.0, 100, 1010),
+                       (day + "14:00", 10.0, 10.1, 100, 1005), (day + "15:00", 10.1, 10.4, 400, 4120)])
+    g = daily_features(hourly).iloc[0]
+    assert np.isnan([g["last30_return"], g["open_volume_share"], g["close_volume_share"]]).all()
+    hr = np.log([10.2 / 10.0, 10.0 / 10.2, 10.1 / 10.0, 10.4 / 10.1])  # the first hour counts too
+    assert g["intraday_vol"] == pytest.approx(np.sqrt((hr**2).sum()))
 
 
 def test_daily_features_see_their_own_day_only(bars):
@@ -194,13 +197,18 @@ def test_backtest_of_a_minute_file_forecasts_bars_and_recovers_the_pattern(tmp_p
     )
     assert res.exit_code == 0, res.output
     metrics = json.loads((out / "metrics.json").read_text())
-    assert any("no trading backtest: A-share T+1" in n for n in metrics["notes"])
+    notes = " ".join(metrics["notes"])
+    assert "No trading backtest: A-share T+1" in notes and "5-minute bars (48 a day)" in notes
+    assert "session rule: bars stamped at their close" in notes and "0 suspended bar(s)" in notes
     assert not (out / "trades.csv").exists() and metrics["backtest"] == {}
-    per_day = pd.read_csv(out / "bar_day_metrics.csv").set_index("model")
+    assert not (out / "bar_day_metrics.csv").exists() and (out / "bar_position_ic.png").is_file()
+    positions = pd.read_csv(out / "bar_position_metrics.csv")
+    transformer = positions[positions["model"] == "transformer"].set_index("bar_close")
     overall = {r["model"]: r for r in metrics["overall"]}
     # planted AR(1) 0.3 on bars 2.. of a day (the first two of 48 are unpredictable)
     assert overall["transformer"]["pearson_ic"] > 0.18 and overall["ar5"]["pearson_ic"] > 0.18
-    assert per_day.loc["transformer", "n_days"] == 20 and per_day.loc["transformer", "rank_ic"] > 0.15
+    assert len(transformer) == 48 and transformer["n_days"].max() == 20
+    assert metrics["bars_by_position"]["mean"]["transformer"]["position_rank_ic"] > 0.15
     assert pd.Timestamp(pd.read_csv(out / "predictions.csv")["date"].iloc[0]).hour > 0
 
 

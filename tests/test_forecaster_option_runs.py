@@ -70,6 +70,8 @@ ELSEWHERE = {
     "walk_forward__address": "an existing Ray cluster (tests/test_forecaster_backends.py runs backend "
                              "'ray' on a local one)",
     "data__intraday": "set by the folder run below (a folder of minute bars, not a fixed value)",
+    "data__universe": "a universe file the test writes (tests/test_forecaster_universe.py)",
+    "data__train_universe": "a universe file the test writes (tests/test_forecaster_universe.py)",
 }
 
 
@@ -121,6 +123,10 @@ def test_a_panel_backtest_with_every_panel_option_then_run_resumes_it(tmp_path, 
     assert forecast.min() >= pd.Timestamp("2018-07-02") and forecast.max() <= pd.Timestamp("2018-12-28")
     trades = pd.read_csv(out / "trades.csv")
     assert (trades.loc[trades["side"] == "buy", "shares"] % 200 == 0).all()  # --lot-size 200
+    timings = json.loads((out / "metrics.json").read_text())["timings"]  # where the run's time went
+    phases = ("load", "panel", "folds", "assembly", "statistics", "backtests", "report")
+    assert all(timings[k] >= 0 for k in phases) and timings["models"]["transformer"] > 0
+    assert timings["models"]["transformer"] <= timings["folds"]  # one worker: within the folds' wall time
     # `run` with the report's own experiment file resumes it: every fold from the store
     res = CliRunner().invoke(main, ["run", str(out / "experiment.toml"), "--out", str(out), "--resume"])
     assert res.exit_code == 0, res.output
@@ -190,8 +196,9 @@ def test_every_predict_option_is_run(tmp_path, one_thread):
             "--capital", "250000", "--rebalance-tolerance", "0.1"]
     names = {p.name for p in predict.params}
     given = {p.name for p in predict.params for o in p.opts + p.secondary_opts if o in args}
-    # --intraday: tests/test_forecaster_intraday.py predicts with a run trained on minute bars
-    assert given | {"data", "data__intraday"} == names, names - given
+    # --intraday: tests/test_forecaster_intraday.py predicts with a run trained on minute bars;
+    # --universe: tests/test_forecaster_universe.py predicts for an index's members
+    assert given | {"data", "data__intraday", "data__universe"} == names, names - given
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
     assert "Warning" in res.output and "--stale-after" in res.output  # 5 < the days after 2018-10-31

@@ -136,3 +136,15 @@ def test_a_failing_predict_writes_nothing(run, tmp_path):
     assert res.exit_code == 0, res.output
     table, orders = pd.read_csv(out), pd.read_csv(tmp_path / "orders.csv")
     assert table["signal_date"].nunique() == 1 and (orders["signal_date"] == table["signal_date"][0]).all()
+
+
+def test_a_stock_without_a_features_columns_is_named_in_the_list(run, tmp_path):
+    folder = _variant(run, "lacking", lambda i, f: f.drop(columns=["turn", "amount"]) if i == 0 else f)
+    out = tmp_path / "list.csv"
+    res = _invoke("predict", "--run", run / "run", folder, "--out", out)
+    assert res.exit_code == 0, res.output
+    assert "lacks columns amount, turn that the others have" in res.output
+    table = pd.read_csv(out, keep_default_na=False).set_index("code")
+    first = sorted(table.index)[0]
+    assert "log_turnover" in table.loc[first, "missing_features"].split(",")
+    assert (table.drop(index=first)["missing_features"] == "").all()

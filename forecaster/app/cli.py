@@ -240,7 +240,8 @@ def export_qlib(report, model, out):
 @click.option("--frequency", type=click.Choice(["d", "1", "5", "15", "30", "60"]), default="d",
               show_default=True, help="d daily, or minutes a bar (1 with akshare only).")
 @click.option("--adjustflag", type=click.Choice(["1", "2", "3"]), default="3", show_default=True,
-              help="3 unadjusted, 2 forward-, 1 backward-adjusted.")
+              help="3 unadjusted, 2 forward-, 1 backward-adjusted (what that means for returns is printed "
+                   "after the fetch: minute bars have no preclose).")
 @click.option("--codes-file", type=click.Path(exists=True, dir_okay=False),
               help="Fetch the codes in this file (one a line, or a CSV with a code column) into --out.")
 @click.option("--pause", type=float, default=0.5, show_default=True,
@@ -250,7 +251,7 @@ def export_qlib(report, model, out):
 def fetch(codes, start, end, out, source, frequency, adjustflag, codes_file, pause, resume):
     """Download bars of CODES (e.g. sh.600000) with baostock or akshare, as files that
     `forecaster backtest` reads: one code to the CSV --out, several to the folder --out."""
-    from forecaster.data.fetch import FetchError, fetch_bars, fetch_folder, read_codes
+    from forecaster.data.fetch import FetchError, adjustment_note, fetch_bars, fetch_folder, read_codes
 
     codes = list(codes) + (read_codes(codes_file) if codes_file else [])
     if not codes:
@@ -259,11 +260,13 @@ def fetch(codes, start, end, out, source, frequency, adjustflag, codes_file, pau
     try:
         if len(codes) == 1 and not codes_file and not Path(out).is_dir():
             click.echo(f"wrote {fetch_bars(codes[0], first, last, out, source, frequency, adjustflag)}")
+            click.echo(adjustment_note(frequency, adjustflag))
             return
         done = fetch_folder(codes, first, last, out, source, frequency, adjustflag, pause, resume)
     except FetchError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(done.summary())
+    click.echo(adjustment_note(frequency, adjustflag))
     if done.failed:
         raise click.ClickException(f"{len(done.failed)} of {len(codes)} code(s) failed; run again to "
                                    "retry them (the others are kept)")

@@ -227,7 +227,7 @@ def train(data, out, overwrite, end, **options):
                    "limit-down) likely opens there and would queue: block it, or place it as a limit "
                    "order at the limit price (status limit_order).")
 @experiment_options(("strategy", "costs", "market", "backtest", "data"),
-                    only={"backtest": ("capital", "rebalance_tolerance"), "data": ("intraday",)})
+                    only={"backtest": ("capital", "rebalance_tolerance"), "data": ("intraday", "universe")})
 def predict(data, run, out, device, holdings, stale_after, at_limit, **options):
     """Panel run: tomorrow's ranked list of DATA's stocks (default: the training folder) --
     code, score, rank, quintile and whether it can be bought at the next open -- as CSV and
@@ -240,9 +240,12 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, **options):
     run, info, model = _open_run(run, data, device)
     raw = raw_sections(options)
     # the minute bars of a run trained with --intraday: newer ones if given, else the run's
-    given = raw.pop("data", {}).get("intraday")
+    data_options = raw.pop("data", {})
+    given = data_options.get("intraday")
     intraday = given or info.get("intraday", "")
+    universe = data_options.get("universe")
     if info.get("kind") == "panel":
+        from forecaster.features.factors import missing_features
         from forecaster.portfolio.next_day import ranked_list
         from forecaster.reporting.plots import plot_ranked_list
 
@@ -255,8 +258,16 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, **options):
         _, grid = _load_panel(source, info.get("on_bad", "raise"), intraday=intraday)
         _check_signal_day(model.train_end_, grid)
         _warn_if_stale(model.train_end_, grid.dates, stale_after)
+        if universe:
+            n_all = grid.n_stocks
+            grid = _members_only(grid, universe, source)
         try:
             table = ranked_list(model, grid)
+            if universe:  # the day's members only: the list, its ranks and quantiles
+                table = _members_table(table, grid)
+            # a stock scored without some of its features (its file lacks their columns) says so
+            lacking = missing_features(grid, model.features_)
+            table["missing_features"] = [",".join(lacking.get(c, ())) for c in table["code"]]
             orders = _orders(table, grid, holdings, raw, at_limit) if want_orders else None
         except ValueError as exc:
             raise click.ClickException(str(exc)) from exc
@@ -277,8 +288,11 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, **options):
         blocked = table[~table["buyable"]]
         click.echo(f"{len(table)} stocks ranked; {len(blocked)} cannot be bought at the open (see 'reason'); "
                    f"model trained up to {info['train_end']}; wrote {out} and {png}")
+        if universe:
+            click.echo(f"universe {universe}: {len(table)} of the {n_all} stocks of the data are members on "
+                       f"the signal day {last}; only they are ranked and traded")
         return
-    if holdings or raw or given:
+    if holdings or raw or given or universe:
         raise click.ClickException("--holdings, --intraday and the strategy options are for panel runs "
                                    "(a folder of stocks); this run holds a one-stock model")
     out = Path(out) if out else run / "predictions.csv"
@@ -345,6 +359,36 @@ def _check_signal_day(train_end: pd.Timestamp, grid) -> None:
                 f"only {now} of the {before} stocks that have a bar on {grid.dates[-2].date()} have one on "
                 f"the data's last day {signal.date()}: the files end on different days; update the "
                 "others (or remove the later rows) so the list is for one signal day")
+
+
+def _members_only(grid, universe: str, source: str):
+    """``grid`` with the point-in-time membership of ``--universe`` (a file, or a market of
+    the Qlib folder ``source``); no member on the signal day is an error."""
+    from forecaster.data.universe import resolve_universe
+
+    try:
+        members = resolve_universe(universe, source).mask(grid.dates, grid.codes)
+    except DataError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if not members[-1].any():
+        raise click.ClickException(f"--universe {universe}: no stock of the data is a member on the signal "
+                                   f"day {grid.dates[-1].date()}")
+    grid.members = members
+    return grid
+
+
+def _members_table(table: pd.DataFrame, grid) -> pd.DataFrame:
+    """The ranked list cut to the signal day's members, ranks and quantiles recomputed
+    among them."""
+    import numpy as np
+
+    member = dict(zip(map(str, grid.codes), grid.members[-1], strict=True))
+    kept = table[table["code"].map(member).astype(bool)].reset_index(drop=True)
+    n_scored = int(kept["score"].notna().sum())
+    rank = kept["score"].rank(ascending=False, method="first")
+    kept["rank"] = rank.astype("Int64")
+    kept["quantile"] = (np.floor((n_scored - rank) * 5 / max(n_scored, 1)) + 1).astype("Int64")
+    return kept
 
 
 def _orders(table: pd.DataFrame, grid, holdings: str | None, raw: dict, at_limit: str) -> pd.DataFrame:

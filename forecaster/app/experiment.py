@@ -79,6 +79,16 @@ class DataConfig:
             beside a folder of daily files: each day's realised volatility, last-30-minute
             return, VWAP deviation and first/last-bar volume shares, from that day's bars,
             join the panel's features.
+        universe: the stocks scored and traded, by day: a Qlib instruments file
+            (``CODE<TAB>start<TAB>end``, several spans per stock), a CSV ``code,start,end`` or a
+            list of codes (always members); inside a Qlib data folder a market's name
+            (``csi300``: ``instruments/csi300.txt``). Scores, IC, quantiles, verdict, backtest
+            (benchmark: the day's members, equal weight) and predict's list and orders cover
+            only the day's members; models still train on every stock (see
+            ``train_universe``). Empty: every stock.
+        train_universe: the stock-days models learn from, in the same forms as ``universe``
+            (only the labels of the day's members are learnt; features see every stock).
+            Empty: every stock of the data (the whole market's breadth).
     """
 
     path: str = ""
@@ -92,6 +102,8 @@ class DataConfig:
     synthetic_ic: float = 0.05
     synthetic_seed: int = 0
     intraday: str = ""
+    universe: str = ""
+    train_universe: str = ""
 
     def __post_init__(self):
         if self.on_bad not in ("raise", "drop"):
@@ -332,6 +344,9 @@ def read_toml(path: str | Path) -> dict:
     data = raw.get("data", {})
     for key in ("path", "intraday"):
         if isinstance(data.get(key), str) and data[key] and not Path(data[key]).is_absolute():
+            data[key] = str((path.parent / data[key]).resolve())
+    for key in ("universe", "train_universe"):  # a file beside the experiment (else a market's name)
+        if isinstance(data.get(key), str) and data[key] and (path.parent / data[key]).is_file():
             data[key] = str((path.parent / data[key]).resolve())
     return raw
 

@@ -5,6 +5,7 @@ and ``forecaster run`` both call :func:`run_experiment`."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -26,8 +27,10 @@ from forecaster.app.outputs import check_output
 from forecaster.data import DataError, default_series_path, load_csv, load_dir, synthetic_panel
 from forecaster.data.intraday import attach_intraday, is_bar_frame
 from forecaster.data.panel import Panel
-from forecaster.data.qlib import is_qlib_folder, qlib_frames
+from forecaster.data.qlib import is_qlib_folder, read_qlib
+from forecaster.data.universe import Universe, coverage_line, resolve_universe
 from forecaster.evaluation.scoring import Report, score_run
+from forecaster.evaluation.universe import restrict_to_members
 from forecaster.evaluation.walkforward import WalkForwardResult, fold_store, make_folds, walk_forward
 from forecaster.reporting.report import write_report
 from seq2seq.core import atomic_write
@@ -47,10 +50,17 @@ class Loaded:
     frames: dict[str, pd.DataFrame]
     source: str
     summary: str
+    seconds: float = 0.0  # reading the files
+    panel_seconds: float = 0.0  # aligning them into the Panel
+    universe: Universe | None = None  # [data] universe: the stocks scored and traded, by day
+    train_universe: Universe | None = None  # [data] train_universe: the stock-days learnt
 
     @cached_property
     def panel(self) -> Panel:
-        return Panel.from_frames(self.frames)  # the one place a run builds its Panel
+        started = time.perf_counter()
+        panel = Panel.from_frames(self.frames)  # the one place a run builds its Panel
+        self.panel_seconds = time.perf_counter() - started
+        return panel
 
 
 def load_data(data: DataConfig) -> Loaded:
@@ -65,11 +75,13 @@ def load_data(data: DataConfig) -> Loaded:
                       f"signal_ic={data.synthetic_ic}, seed={data.synthetic_seed})",
                       f"synthetic panel: {len(frames)} stocks, {rows} rows (generated, not market data)")
     if path and is_qlib_folder(path):
-        frames = qlib_frames(path)
-        rows = sum(len(f) for f in frames.values())
+        started = time.perf_counter()
+        qlib = read_qlib(path, cache=data.cache)
+        frames, rows = qlib.frames, sum(len(f) for f in qlib.frames.values())
+        notes = "".join(f"; {note}" for note in qlib.notes)
         return Loaded(frames, str(Path(path).resolve()),
                       f"{path}: Qlib data folder, {len(frames)} stocks, {rows} rows (prices unadjusted "
-                      "from $factor)")
+                      f"from $factor), read in {time.perf_counter() - started:.1f} s{notes}")
     if path and Path(path).is_dir():
         loaded = load_dir(path, on_bad=on_bad, cache=data.cache, trust_code_column=data.trust_code_column,
                           strict=data.strict)
@@ -109,7 +121,12 @@ def prepare(raw: Mapping[str, Mapping], source: str = "<options>") -> tuple[Expe
     for key in ("path", "intraday"):
         if data.get(key):
             data[key] = str(Path(data[key]).resolve())
+    for key in ("universe", "train_universe"):  # a file (a market's name stays a name)
+        if data.get(key) and Path(data[key]).is_file():
+            data[key] = str(Path(data[key]).resolve())
+    started = time.perf_counter()
     loaded = load_data(build_section("data", data, source))
+    loaded.seconds = time.perf_counter() - started
     frame = next(iter(loaded.frames.values()))
     if len(loaded.frames) == 1 and is_bar_frame(frame):
         # Minute bars: folds count trading days, and a file of bars rarely spans the two
@@ -120,8 +137,26 @@ def prepare(raw: Mapping[str, Mapping], source: str = "<options>") -> tuple[Expe
         walk.setdefault("retrain_every", 21)
     exp = resolve(raw, len(loaded.frames), source)
     _check_dates(exp, loaded)
+    load_universes(exp.data, loaded)
     build_models(exp)  # every model option (the device too) checked before any output or work
     return exp, loaded
+
+
+def load_universes(data: DataConfig, loaded: Loaded) -> None:
+    """Read ``[data] universe`` and ``train_universe`` into ``loaded`` (before any output:
+    a bad file stops the run with its line); a universe with no stock in the data is an error."""
+    for key, option in (("universe", "--universe"), ("train_universe", "--train-universe")):
+        spec = getattr(data, key)
+        if not spec:
+            continue
+        if len(loaded.frames) < 2:
+            raise ConfigError(f"{option} needs a panel (a folder of stocks); the data hold one stock")
+        universe = resolve_universe(spec, data.path or None, option)
+        if not any(code in loaded.frames for code in universe.spans):
+            raise DataError(f"{option} {spec}: none of its {len(universe.spans)} codes (e.g. "
+                            f"{', '.join(universe.codes[:3])}) is a stock of the data "
+                            f"(e.g. {', '.join(list(loaded.frames)[:3])})")
+        setattr(loaded, key, universe)
 
 
 def _check_dates(exp: Experiment, loaded: Loaded) -> None:
@@ -136,6 +171,21 @@ def _check_dates(exp: Experiment, loaded: Loaded) -> None:
     if wf.end is not None and wf.end < first:
         raise ConfigError(f"{exp.source}: [walk_forward] end {wf.end.date()} is before the data's "
                           f"first day {first.date()}")
+
+
+def run_timings(loaded: Loaded, result: WalkForwardResult, report: Report, scoring: float) -> dict:
+    """Where a run's time went, in seconds: loading the files, building the Panel, the
+    walk-forward's folds (wall) and each model's fits and forecasts within them (summed over
+    folds, in the workers: with several workers these add up to more than the wall time), the
+    assembly of the forecasts, the statistics, the backtests (``report`` is added when the
+    report files are written)."""
+    models: dict[str, float] = {}
+    for (_, name), seconds in result.seconds.items():
+        models[name] = models.get(name, 0.0) + seconds
+    return {"load": loaded.seconds, "panel": loaded.panel_seconds, **result.timings,
+            "statistics": report.timings.get("statistics", scoring),
+            "backtests": report.timings.get("backtests"),
+            "models": dict(sorted(models.items(), key=lambda kv: -kv[1]))}
 
 
 def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: bool = False
@@ -155,9 +205,36 @@ def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: 
     out = folder.claim()
     with atomic_write(out / EXPERIMENT_FILE, "w") as f:  # first: the run is reproducible even if cut
         f.write(to_toml(exp))
-    result = walk_forward(loaded.frames, models, exp.walk_forward, panel=loaded.panel, store=store)
-    report = score_run(result, loaded.panel, models, "transformer", exp.backtest,
+    grid = loaded.panel
+    learn = (loaded.train_universe.mask(grid.dates, grid.codes) if loaded.train_universe is not None
+             else None)
+    result = walk_forward(loaded.frames, models, exp.walk_forward, panel=grid, store=store,
+                          train_members=learn)
+    universe = {}
+    if loaded.universe is not None:
+        # The one place a run's forecasts are cut to the day's members: everything scored,
+        # backtested and written below covers only them (models trained as walk_forward did).
+        grid.members = loaded.universe.mask(grid.dates, grid.codes)
+        result, n_outside = restrict_to_members(result, grid)
+        if result.predictions.empty:
+            raise DataError(f"--universe {exp.data.universe}: no forecast falls on a day a stock of the "
+                            "data is a member")
+        days = pd.DatetimeIndex(result.predictions.index.unique()).sort_values()
+        universe = loaded.universe.coverage(days, grid.codes)
+        universe["forecast_rows_outside"] = n_outside
+    started = time.perf_counter()
+    report = score_run(result, grid, models, "transformer", exp.backtest,
                           exp.walk_forward.horizon, index_constituents=exp.data.index_constituents)
-    files = write_report(report, result, out, extra={"data": loaded.source,
-                                                     "experiment": experiment_dict(exp)})
+    scoring = time.perf_counter() - started
+    if universe:
+        report.notes.insert(0, coverage_line(universe) + f"; {universe['forecast_rows_outside']} forecast "
+                            "rows of non-members were not scored")
+    if loaded.train_universe is not None:
+        report.notes.insert(0, f"models learnt only the labels of the members of "
+                            f"{loaded.train_universe.name} ({loaded.train_universe.source}) on each day")
+    extra = {"data": loaded.source, "experiment": experiment_dict(exp),
+             "timings": run_timings(loaded, result, report, scoring)}
+    if universe:
+        extra["index_universe"] = universe
+    files = write_report(report, result, out, extra=extra)
     return result, report, [out / EXPERIMENT_FILE, *files]

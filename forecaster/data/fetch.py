@@ -37,6 +37,29 @@ BAOSTOCK_MINUTE_FIELDS = "date,time,code,open,high,low,close,volume,amount,adjus
 AKSHARE_ADJUST = {"3": "", "2": "qfq", "1": "hfq"}
 
 
+def adjustment_note(frequency: str, adjustflag: str) -> str:
+    """What the prices of a fetch are and what that means for returns (``forecaster fetch``
+    prints it)."""
+    bars = "daily bars" if frequency == "d" else f"{frequency}-minute bars"
+    if adjustflag == "3" and frequency == "d":
+        return (f"{bars}, unadjusted (adjustflag 3): the prices traded; returns come from preclose, "
+                "the previous close adjusted for ex-rights (baostock writes it; akshare does not, so "
+                "an ex-rights day's gap would be read as a return)")
+    if adjustflag == "3":
+        return (f"{bars}, unadjusted (adjustflag 3): the prices traded. A minute file has no "
+                "preclose, so a day when the stock goes ex-rights (a dividend, bonus shares, a split) "
+                "opens with a price gap that is not a return: loading flags gaps beyond the price "
+                "limit as likely corporate actions and leaves them out of training and scoring, but "
+                "smaller ones (most cash dividends) stay. Put the stock's daily file (with preclose: "
+                "--frequency d) beside the bars for right first-bar returns, or fetch --adjustflag 2 "
+                "for gap-free returns on prices that are not the traded ones")
+    kind, anchor = ("forward", "today's") if adjustflag == "2" else ("backward", "the listing's")
+    later = " and change when a new corporate action comes" if adjustflag == "2" else ""
+    return (f"{bars}, {kind}-adjusted (adjustflag {adjustflag}): prices scaled to {anchor} prices, "
+            "so returns across ex-rights days are right, but earlier prices are not the ones traded "
+            f"(price limits and lot sizes do not apply to them){later}")
+
+
 class FetchError(RuntimeError):
     """The library is missing, offline, or refused the query."""
 
@@ -126,8 +149,9 @@ def fetch_bars(code: str, start: str, end: str, out: str | Path, source: str = "
             ``stock_zh_a_hist_min_em``).
         frequency: ``"d"`` daily, or minutes a bar: ``"5"``, ``"15"``, ``"30"``, ``"60"`` (and
             ``"1"`` with akshare, which serves only recent days of those).
-        adjustflag: ``"3"`` unadjusted (default; returns come from ``preclose``), ``"2"``
-            forward-adjusted, ``"1"`` backward-adjusted.
+        adjustflag: ``"3"`` unadjusted (default), ``"2"`` forward-adjusted, ``"1"``
+            backward-adjusted; what each means for returns: :func:`adjustment_note` (daily
+            unadjusted bars return from their ``preclose``; minute bars have none).
     """
     _check(source, frequency, adjustflag, start, end)
     code = canonical_code(code)

@@ -218,7 +218,8 @@ _PRICE_NAMES = {"open": "open", "high": "high", "low": "low", "close": "close", 
                 "vol": "volume", "amount": "amount", "money": "amount", "symbol": "code", "code": "code",
                 "ts_code": "code", "adjustflag": "adjust_flag"}
 # ``date`` plus ``time`` as a time of day.
-DATE_CLOCK_MINUTE = CsvFormat(name="date_time_minute", columns={"date": "time", "time": "_clock", **_PRICE_NAMES},
+DATE_CLOCK_MINUTE = CsvFormat(name="date_time_minute",
+                              columns={"date": "time", "time": "_clock", **_PRICE_NAMES},
                               date_column="date", date_format=DATE_CLOCK_FORMATS,
                               markers=("date", "time", "open", "close"), intraday=True,
                               probe=("time", CLOCK), time_column="time")
@@ -281,6 +282,9 @@ def canonical_code(raw: str) -> str:
 DATA_SUFFIXES = (".csv.gz", ".csv")
 # File names that are a stock code: sz.300001, sz300001, 300001.SZ or a bare 300001.
 _CODE_NAME = re.compile(r"(?:(?:sh|sz|bj)\.?\d{6}|\d{6}\.(?:sh|sz|bj)|\d{6})", re.IGNORECASE)
+# ... or a code and what the file holds: TDX's SZ#000665#5min, 300708_5min, sh600000-1min.
+_TDX_NAME = re.compile(r"(sh|sz|bj)#(\d{6})#.*", re.IGNORECASE)
+_CODE_AND_MORE = re.compile(r"((?:sh|sz|bj)\.?\d{6}|\d{6}\.(?:sh|sz|bj)|\d{6})[_#-].*", re.IGNORECASE)
 
 
 def data_stem(name: str) -> str:
@@ -298,9 +302,17 @@ def code_in_name(name: str) -> str | None:
 
     ``sz.300001.csv(.gz)``, ``sz300001.csv`` and ``300001.SZ.csv`` give ``sz.300001``
     (:func:`canonical_code`); a bare ``300001.csv`` gives ``300001`` (no exchange: the name
-    does not say which); ``yahoo.csv`` or ``syn.000001.csv`` give ``None``.
+    does not say which); ``yahoo.csv`` or ``syn.000001.csv`` give ``None``. A code followed by
+    what the file holds names that code too: TDX's ``SZ#000665#5min.csv`` gives ``sz.000665``,
+    ``300708_5min.csv`` gives ``300708``.
     """
     stem = data_stem(name)
+    tdx = _TDX_NAME.fullmatch(stem)
+    if tdx:
+        return f"{tdx.group(1).lower()}.{tdx.group(2)}"
     if not _CODE_NAME.fullmatch(stem):
-        return None
+        more = _CODE_AND_MORE.fullmatch(stem)
+        if not more:
+            return None
+        stem = more.group(1)
     return stem if stem.isdigit() else canonical_code(stem)

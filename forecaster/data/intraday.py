@@ -1,22 +1,32 @@
 """Minute bars: the A-share session, bar frames and the daily features computed from them.
 
-A *bar frame* (what :func:`forecaster.data.load_csv` returns for a baostock 5/15/30/60-minute
-or an akshare minute export) is indexed by ``time``, each bar's closing stamp, and holds
-``open, high, low, close`` (``volume``, ``amount`` where exported) plus the session columns:
+A *bar frame* (what :func:`forecaster.data.load_csv` returns for a minute export, in any of
+the layouts of :mod:`forecaster.data.formats`) is indexed by ``time``, each bar's closing
+stamp, and holds ``open, high, low, close`` (``volume`` in shares, ``amount`` where
+exported) plus the session columns:
 
 - ``day``: the trading day the bar belongs to;
 - ``bar``: its position within the day (0 = the day's first bar);
-- ``first_bar``: the day's first bar, whose return (from the previous day's last close)
-  carries the overnight move and the opening auction, not a few minutes of trading;
+- ``first_bar``: the day's first bar, whose return (from the previous day's last close, or
+  the daily file's ``preclose``) carries the overnight move and the opening auction, not a few
+  minutes of trading;
 - ``time_of_day``: trading minutes since 09:30 at the bar's close, over the session's 240
   (the lunch break 11:30-13:00 is not trading time), in ``[0, 1]``;
-- ``preclose``: the previous bar's close (the first bar of the file: its own open);
-- ``suspended``: the whole day traded no volume.
+- ``preclose``: the previous bar's close (the first bar of the file: its own open; a first
+  bar after an overnight gap flagged as a likely corporate action: its own open too);
+- ``suspended``: the bar did not trade (all-zero prices as baostock writes a suspended
+  stock's bars, or zero volume at the previous close): never a target;
+- ``gap_excluded``: a day's first bar whose overnight gap no price limit explains (a likely
+  ex-rights day; :mod:`forecaster.data.minute_returns`): never a target either.
+
+The session rule: bars close within 09:30-11:30 and 13:00-15:00 (the opening call auction
+is merged into the first bar), stamped at their close.
 
 :func:`daily_features` turns a folder of bar frames into daily features of a panel
 (realised volatility, the last half hour's return, the close against the day's VWAP, and the
-share of the day's volume in its first and last bars, where the opening and closing call
-auctions trade), each from the bars of its own day only.
+share of the day's volume in its first and last half hours, where the call auctions trade),
+each from the bars of its own day only and each defined in minutes, not bars: a feature the
+bar length cannot measure (the last 30 minutes of 60-minute bars) is missing, and said so.
 """
 
 from __future__ import annotations
@@ -28,19 +38,25 @@ MORNING = ("09:30", "11:30")
 AFTERNOON = ("13:00", "15:00")
 SESSION_MINUTES = 240
 LAST_MINUTES = 30  # "the last half hour": bars closing after 14:30
+OPEN_MINUTES = 30  # "the first half hour": bars closing by 10:00
+SESSION_RULE = ("bars stamped at their close within 09:30-11:30 and 13:00-15:00 (the lunch break is "
+                "not trading time; the opening call auction is part of the day's first bar)")
 
 # name -> what it is; each is a column of the daily frame built by daily_features and a feature
 # of forecaster.features.factors.
 INTRADAY_FEATURES: dict[str, str] = {
-    "intraday_vol": "realised volatility: sqrt of the sum of squared bar log returns, the "
-                    "overnight (first-bar) return left out",
-    "last30_return": "log return of the last 30 minutes (close against the close at 14:30)",
+    "intraday_vol": "realised volatility: sqrt of the sum of squared bar log returns, the first bar's "
+                    "from its own open (the overnight gap left out)",
+    "last30_return": "log return of the last 30 minutes (close against the close at 14:30; missing "
+                     "where the bars do not close at 14:30)",
     "vwap_deviation": "log(close / VWAP of the day's bars)",
-    "open_volume_share": "share of the day's volume in its first bar (the opening auction and "
-                         "the first minutes)",
-    "close_volume_share": "share of the day's volume in its last bar (the closing auction and "
-                          "the last minutes)",
+    "open_volume_share": "share of the day's volume in its first 30 minutes (the opening auction and "
+                         "bars closing by 10:00; missing where the bars do not close at 10:00)",
+    "close_volume_share": "share of the day's volume in its last 30 minutes (bars closing after 14:30, "
+                          "the closing auction; missing where the bars do not close at 14:30)",
 }
+# The features that need a bar closing at a given session minute (bar lengths dividing 30).
+NEEDS_HALF_HOURS = ("last30_return", "open_volume_share", "close_volume_share")
 
 
 def is_bar_frame(frame: pd.DataFrame) -> bool:
@@ -64,9 +80,10 @@ def session_minutes(stamps: pd.DatetimeIndex) -> np.ndarray:
     return np.where(am, minute - 570, np.where(pm, minute - 780 + 120, -1.0))
 
 
-def add_session_columns(frame: pd.DataFrame) -> pd.DataFrame:
+def add_session_columns(frame: pd.DataFrame, suspended: np.ndarray | None = None) -> pd.DataFrame:
     """``frame`` (sorted bars indexed by ``time``, inside the session) with the session columns
-    of the module docstring."""
+    of the module docstring. ``suspended``: bars known to be suspended (all-zero prices given
+    the previous close); bars without volume at the previous close are suspended too."""
     stamps = pd.DatetimeIndex(frame.index)
     day = stamps.normalize()
     out = frame.copy()
@@ -78,12 +95,16 @@ def add_session_columns(frame: pd.DataFrame) -> pd.DataFrame:
     out["first_bar"] = new_day
     out["time_of_day"] = session_minutes(stamps) / SESSION_MINUTES
     close = out["close"].to_numpy(float)
-    out["preclose"] = np.r_[out["open"].iloc[0], close[:-1]]
+    previous = np.r_[out["open"].iloc[0], close[:-1]]
+    out["preclose"] = previous
+    stopped = np.zeros(len(out), bool) if suspended is None else np.asarray(suspended, bool).copy()
     if "volume" in out.columns:
-        day_volume = out.groupby("day")["volume"].transform("sum").to_numpy()
-        out["suspended"] = ~(day_volume > 0)
-    else:
-        out["suspended"] = False
+        prices = out[["open", "high", "low", "close"]].to_numpy(float)
+        flat = (np.abs(prices - previous[:, None]) < 1e-9).all(axis=1)
+        stopped |= (out["volume"].to_numpy(float) == 0) & flat
+    out["suspended"] = stopped
+    if "gap_excluded" not in out.columns:
+        out["gap_excluded"] = False
     return out
 
 
@@ -96,25 +117,37 @@ def bar_minutes(frame: pd.DataFrame) -> int:
     return int(pd.Series(gaps).mode().iloc[0]) if len(gaps) else 0
 
 
+def measurable(minutes: int) -> list[str]:
+    """The :data:`INTRADAY_FEATURES` that ``minutes``-long bars can measure (those of
+    :data:`NEEDS_HALF_HOURS` need bars closing at 10:00 and 14:30)."""
+    return [name for name in INTRADAY_FEATURES
+            if name not in NEEDS_HALF_HOURS or (minutes and LAST_MINUTES % minutes == 0)]
+
+
 def daily_features(frame: pd.DataFrame) -> pd.DataFrame:
     """The daily features of :data:`INTRADAY_FEATURES` from one stock's bar frame, one row per
     trading day (indexed by ``date``), each from that day's bars only (vectorised over bars).
 
-    A day without volume (suspended) has NaN volume shares; a day with a single bar has NaN
-    realised volatility.
+    Defined in minutes: ``last30_return`` and the volume shares need bars closing at 10:00 and
+    14:30 and are NaN where there are none (60-minute bars; a day missing that bar). A day
+    without volume (suspended) has NaN volume shares and VWAP deviation; a day whose bars did
+    not trade has NaN realised volatility.
     """
     if not is_bar_frame(frame):
         raise ValueError("daily_features needs a bar frame (minute bars indexed by 'time')")
     day = frame["day"]
-    log_ret = np.log(frame["close"] / frame["preclose"]).where(~frame["first_bar"])
+    first = frame["first_bar"].to_numpy(bool)
+    base = np.where(first, frame["open"].to_numpy(float), frame["preclose"].to_numpy(float))
+    log_ret = pd.Series(np.log(frame["close"].to_numpy(float) / base), index=frame.index)
+    if "suspended" in frame.columns:
+        log_ret = log_ret.where(~frame["suspended"].to_numpy(bool))
     grouped = pd.DataFrame({"day": day, "sq": log_ret**2, "n": log_ret.notna()}).groupby("day")
     rv = np.sqrt(grouped["sq"].sum()).where(grouped["n"].sum() > 0)
-    minutes = frame["time_of_day"] * SESSION_MINUTES
-    # the close at 14:30: the last bar closing by then (NaN on a day with none)
-    upto = frame["close"].where(minutes <= SESSION_MINUTES - LAST_MINUTES)
+    minutes = (frame["time_of_day"] * SESSION_MINUTES).round(6)
     by_day = frame.groupby("day")
     close = by_day["close"].last()
-    at_1430 = upto.groupby(day).last()
+    # the close at 14:30 exactly: NaN on a day (or at a bar length) without a bar closing then
+    at_1430 = frame["close"].where(minutes == SESSION_MINUTES - LAST_MINUTES).groupby(day).last()
     last30 = np.log(close / at_1430)
     out = pd.DataFrame({"intraday_vol": rv, "last30_return": last30})
     if "volume" in frame.columns:
@@ -125,8 +158,12 @@ def daily_features(frame: pd.DataFrame) -> pd.DataFrame:
             vwap = (frame["close"] * frame["volume"]).groupby(day).sum() / volume
         traded = volume > 0
         out["vwap_deviation"] = np.log(close / vwap).where(traded)
-        out["open_volume_share"] = (by_day["volume"].first() / volume).where(traded)
-        out["close_volume_share"] = (by_day["volume"].last() / volume).where(traded)
+        has_open = (minutes == OPEN_MINUTES).groupby(day).any()
+        has_last = (minutes == SESSION_MINUTES - LAST_MINUTES).groupby(day).any()
+        opening = frame["volume"].where(minutes <= OPEN_MINUTES, 0.0).groupby(day).sum()
+        closing = frame["volume"].where(minutes > SESSION_MINUTES - LAST_MINUTES, 0.0).groupby(day).sum()
+        out["open_volume_share"] = (opening / volume).where(traded & has_open)
+        out["close_volume_share"] = (closing / volume).where(traded & has_last)
     out.index = pd.DatetimeIndex(out.index, name="date")
     return out.replace([np.inf, -np.inf], np.nan)
 
@@ -142,7 +179,7 @@ def daily_bars(frame: pd.DataFrame) -> pd.DataFrame:
     for column in ("volume", "amount"):
         if column in frame.columns:
             out[column] = by_day[column].sum()
-    out["suspended"] = by_day["suspended"].first().astype(bool)
+    out["suspended"] = by_day["suspended"].all().astype(bool)
     if "code" in frame.columns:
         out["code"] = frame["code"].iloc[0]
     out.index = pd.DatetimeIndex(out.index, name="date")
@@ -153,26 +190,52 @@ def attach_intraday(frames: dict[str, pd.DataFrame], bars: dict[str, pd.DataFram
                     ) -> tuple[dict[str, pd.DataFrame], str]:
     """Daily frames ``{code: frame}`` with the :func:`daily_features` of each stock's bar
     frame joined by date, and a line saying what matched: stocks without bars, bar files
-    without a daily file, and trading days without bars (their intraday features stay NaN,
-    which the models treat as missing, never as zero)."""
+    without a daily file, trading days without bars (their intraday features stay NaN, which
+    the models treat as missing, never as zero), the first bars whose return now comes from
+    the daily ``preclose`` (:func:`~forecaster.data.minute_returns.pair_daily`), and the
+    features the bar length cannot measure.
+
+    Raises:
+        ValueError: a bar frame holds daily rows, or the files' bar lengths differ (the
+            features would partly measure each file's bar length).
+    """
+    from forecaster.data.minute_returns import pair_daily
+
     not_bars = [c for c, f in bars.items() if not is_bar_frame(f)]
     if not_bars:
         raise ValueError(f"intraday data must be minute bars; {len(not_bars)} file(s) hold daily "
                          f"rows, e.g. {not_bars[:3]}")
-    out, without, days_missing, days = {}, [], 0, 0
+    lengths: dict[int, list[str]] = {}
+    for code, frame in bars.items():
+        lengths.setdefault(bar_minutes(frame), []).append(code)
+    if len(lengths) > 1:
+        listed = "; ".join(f"{m}-minute bars: {len(c)} file(s), e.g. {', '.join(sorted(c)[:3])}"
+                           for m, c in sorted(lengths.items()))
+        raise ValueError(f"the minute-bar files have different bar lengths ({listed}); expected one bar "
+                         "length per folder, since the intraday features would partly measure each file's "
+                         "bar length: put each length in a folder of its own, or resample to one length")
+    minutes = next(iter(lengths), 0)
+    out, without, days_missing, days, paired = {}, [], 0, 0, 0
     for code, frame in frames.items():  # a join per stock, as files come
         if code not in bars:
             without.append(code)
             out[code] = frame
             continue
-        features = daily_features(bars[code]).reindex(frame.index)
+        minute, used = pair_daily(bars[code], frame)
+        paired += used["days"]
+        features = daily_features(minute).reindex(frame.index)
         trading = ~frame["suspended"].to_numpy(bool) if "suspended" in frame else np.ones(len(frame), bool)
         days += int(trading.sum())
         days_missing += int((features["intraday_vol"].isna().to_numpy() & trading).sum())
         out[code] = frame.drop(columns=[c for c in features.columns if c in frame.columns]).join(features)
     unused = sorted(set(bars) - set(frames))
-    line = (f"intraday features from minute bars for {len(frames) - len(without)} of {len(frames)} "
-            f"stocks; {days_missing} of {days} trading stock-days without bars (features left empty)")
+    line = (f"intraday features from {minutes}-minute bars for {len(frames) - len(without)} of {len(frames)} "
+            f"stocks; {days_missing} of {days} trading stock-days without bars (features left empty); "
+            f"{paired} first bars' returns from the daily files' preclose")
+    missing = [name for name in INTRADAY_FEATURES if name not in measurable(minutes)]
+    if missing:
+        line += (f"; {', '.join(missing)} left empty: {minutes}-minute bars do not close at 10:00 and "
+                 "14:30, so they cannot measure a half hour")
     if without:
         line += f"; no bars for {len(without)} stock(s), e.g. {without[:5]}"
     if unused:

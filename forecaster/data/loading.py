@@ -39,7 +39,10 @@ from forecaster.data.formats import (
     data_stem,
     detect_format,
 )
-from forecaster.data.intraday import add_session_columns, bar_minutes, session_minutes
+from forecaster.data.intraday import session_minutes
+from forecaster.data.minute_bars import BarError, auction_stamps, bar_clauses, normalise
+from forecaster.data.minute_formats import prepare_text
+from forecaster.data.minute_returns import gap_days, pair_daily
 from forecaster.data.quality import (
     KINDS,
     Flag,
@@ -58,9 +61,11 @@ ON_BAD = ("raise", "drop")
 DEFAULT_PATTERN = ("*.csv", "*.csv.gz")
 # Folders with fewer files load in this process (starting workers costs more than it saves).
 PARALLEL_MIN_FILES = 64
-# The version of the checks of forecaster.data.quality a cache's reports hold (a cache built
-# by older checks is rebuilt).
-QUALITY_CHECKS = 1
+# The version of the checks of forecaster.data.quality (and of forecaster.data.minute_bars) a
+# cache's reports hold (a cache built by older checks is rebuilt).
+QUALITY_CHECKS = 2
+# How a command-line user and an experiment file say on_bad="drop".
+DROP_HINT = "pass on_bad='drop' (--on-bad drop; [data] on_bad = \"drop\")"
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -83,6 +88,15 @@ class LoadReport:
             (for :func:`load_csv`) rows whose adjustflag differs from the file's others.
         adjust_flags: ``{adjustflag: [rows, line, date]}`` of the file's ``adjustflag`` column
             (the first row of each value), compared across a folder by :func:`load_dir`.
+        adjustment: what a TDX title says of the prices (``"unadjusted"``...), else ``""``.
+
+    Minute files (:mod:`forecaster.data.minute_bars`, :mod:`forecaster.data.minute_returns`):
+    ``stamped`` (``"close"``, or ``"start"``: re-stamped), ``auction_bars`` merged,
+    ``missing_bars`` on ``short_days``, ``zero_price_bars`` and ``suspended_bars``,
+    ``volume_unit`` and ``volume_ratio`` (``amount / (volume x close)``), ``gaps`` (days of the
+    overnight gaps flagged as likely corporate actions) or ``gap_check`` (why not checked), and
+    the daily file whose ``preclose`` the first bars return from (``daily_file``,
+    ``preclose_days``, ``exrights_days``; ``daily_note``: why one beside the file was not used).
     """
 
     path: str
@@ -102,21 +116,37 @@ class LoadReport:
     trading_days: int = 0
     flags: list[Flag] = field(default_factory=list)
     adjust_flags: dict[str, list] = field(default_factory=dict)
+    adjustment: str = ""
+    stamped: str = ""
+    auction_bars: int = 0
+    missing_bars: int = 0
+    short_days: int = 0
+    zero_price_bars: int = 0
+    suspended_bars: int = 0
+    volume_unit: str = ""
+    volume_ratio: float = 0.0
+    gaps: list[str] = field(default_factory=list)
+    gap_check: str = ""
+    daily_file: str = ""
+    preclose_days: int = 0
+    exrights_days: int = 0
+    daily_note: str = ""
 
     def __post_init__(self):
         self.flags = as_flags(self.flags)  # a cache stores them as dicts
 
     def summary(self) -> str:
         how = f"{self.encoding}, {self.compression}" if self.compression else self.encoding
-        parts = [f"{self.path}: {self.format} ({how}), {self.rows_kept}/{self.rows_read} rows kept"]
+        parts = [f"{self.path}: {self.format} ({how}{', ' + self.adjustment if self.adjustment else ''}), "
+                 f"{self.rows_kept}/{self.rows_read} rows kept"]
         if self.bar_minutes:
-            parts.append(f"{self.bar_minutes}-minute bars over {self.trading_days} trading days (the "
-                         "first bar's return is taken from its own open: no earlier close in the file)")
+            parts.extend(bar_clauses(self))
         if self.dropped:
             parts.append("dropped " + ", ".join(f"{n} {why}" for why, n in self.dropped.items()))
         if self.reordered_rows:
             parts.append(f"{self.reordered_rows} rows out of date order were sorted")
-        parts.append(f"{self.suspended_days} suspended days, {self.st_days} ST days")
+        if not self.bar_minutes:
+            parts.append(f"{self.suspended_days} suspended days, {self.st_days} ST days")
         if self.missing_values:
             parts.append("empty cells " + ", ".join(f"{c}={n}" for c, n in self.missing_values.items()))
         parts.extend(f"{f.rows} row(s) with {KINDS[f.kind]}, kept: first {f.describe()}" for f in self.flags)
@@ -153,7 +183,8 @@ class _Cleaner:
         self.path, self.on_bad, self.report = path, on_bad, report
 
     def bad_rows(self, frame: pd.DataFrame, bad: pd.Series, reason: str, column: str, expected: str,
-                 raw: pd.Series | None = None) -> pd.DataFrame:
+                 raw: pd.Series | None = None, name: str = "") -> pd.DataFrame:
+        """``name``: the column(s) as the file names them, where not ``repr(column)``."""
         if not bad.any():
             return frame
         if self.on_bad == "raise":
@@ -161,8 +192,8 @@ class _Cleaner:
             value = (raw if raw is not None else frame[column]).loc[first]
             shown = repr(value) if isinstance(value, str) else f"{float(value):g}"
             raise DataError(
-                f"{self.path}: line {frame.loc[first, '_line']}, column {column!r}: expected "
-                f"{expected}, got {shown} ({int(bad.sum())} such rows; pass on_bad='drop' "
+                f"{self.path}: line {frame.loc[first, '_line']}, column {name or repr(column)}: expected "
+                f"{expected}, got {shown} ({int(bad.sum())} such rows; {DROP_HINT} "
                 "to drop and count them)"
             )
         self.report.dropped[reason] = self.report.dropped.get(reason, 0) + int(bad.sum())
@@ -197,12 +228,43 @@ def load_csv(path: str | Path, on_bad: str = "raise", code: str | None = None,
     """
     check_choice("on_bad", on_bad, ON_BAD)
     frame, report = _load(Path(path), on_bad, code, trust_code_column)
+    if report.bar_minutes:
+        frame = _pair_beside(frame, report, Path(path), trust_code_column)
     column = {report.path: FORMATS_BY_NAME[report.format].source("adjust_flag")}
     report.flags.extend(adjust_mismatches({report.path: report.adjust_flags}, column)[1].values())
     if strict:
         _raise_flagged(report.path, report.flags)
     _log_report(report)
     return frame, report
+
+
+def _pair_beside(frame: pd.DataFrame, report: LoadReport, path: Path, trust: bool) -> pd.DataFrame:
+    """A minute file's bars with the first bars' returns from the daily ``preclose`` of a daily
+    file of the same stock beside it (named for the stock: ``SZ#000665#1day.csv`` beside
+    ``SZ#000665#5min.csv``), where there is one that fits
+    (:func:`~forecaster.data.minute_returns.pair_daily`); the report says which file was used,
+    or why one found was not."""
+    code = str(frame["code"].iloc[0])
+    notes = []
+    for other in scan_dir(path.parent)[0]:
+        named = code_in_name(other.name)
+        if other == path or named is None or not _codes_agree(named, code):
+            continue
+        try:
+            daily, daily_report = _load(other, "raise", None, trust)
+        except (DataError, OSError) as exc:
+            notes.append(f"{other.name} could not be read ({str(exc).split(': ', 1)[-1][:120]})")
+            continue
+        if daily_report.bar_minutes:
+            continue
+        paired, used = pair_daily(frame, daily)
+        if used["days"]:
+            report.daily_file, report.preclose_days = str(other), used["days"]
+            report.exrights_days, report.gaps = used["corrected"], gap_days(paired)
+            return paired
+        notes.append(f"{other.name} beside it: {used['note']}")
+    report.daily_note = "; ".join(notes)
+    return frame
 
 
 def _raise_flagged(path: str, flags: list[Flag]) -> None:
@@ -234,6 +296,8 @@ def _load(path: Path, on_bad: str, code: str | None, trust_code_column: bool
     text, encoding, compression = _read_text(path)
     if not text.strip():
         raise DataError(f"{path}: the file is empty; expected a header line and daily rows")
+    prepared = prepare_text(text)  # a TDX export: its title line and footer set apart
+    text = prepared.text
     try:
         raw = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, skipinitialspace=True)
     except pd.errors.ParserError as exc:
@@ -242,11 +306,12 @@ def _load(path: Path, on_bad: str, code: str | None, trust_code_column: bool
     # A pandas-written index column ("" or "Unnamed: 0") carries no data.
     raw = raw.loc[:, [c for c in raw.columns if c and not c.startswith("Unnamed:")]]
     try:
-        fmt = detect_format(list(raw.columns), str(path), raw.iloc[0].to_dict() if len(raw) else None)
+        fmt = detect_format(list(raw.columns), str(path), raw.iloc[0].to_dict() if len(raw) else None,
+                            tdx=prepared.tdx)
     except ValueError as exc:
         raise DataError(str(exc)) from None
     report = LoadReport(path=str(path), format=fmt.name, encoding=encoding, rows_read=len(raw),
-                        compression=compression)
+                        compression=compression, adjustment=prepared.adjustment)
     missing = [src for src, dst in fmt.columns.items() if dst in REQUIRED and src not in raw.columns]
     if missing:
         raise DataError(
@@ -255,15 +320,14 @@ def _load(path: Path, on_bad: str, code: str | None, trust_code_column: bool
         )
     if raw.empty:
         raise DataError(f"{path}: has a header but no data rows")
-    file_code = _file_code(raw, fmt, path, trust_code_column, report)
-    frame, lines = _canonicalise(raw, fmt, path, on_bad, report)
+    file_code = _file_code(raw, fmt, path, trust_code_column, report, prepared.header_line)
+    if file_code is None:
+        named = code_in_name(path.name)
+        file_code = code or (canonical_code(named) if named else data_stem(path.name))
+    frame, lines = _canonicalise(raw, fmt, path, on_bad, report, prepared.header_line, file_code)
     if len(frame) < 2:
         raise DataError(f"{path}: {len(frame)} usable row(s); at least 2 trading days are needed")
-    if file_code is not None:
-        frame["code"] = file_code
-    else:
-        named = code_in_name(path.name)
-        frame["code"] = code or (canonical_code(named) if named else data_stem(path.name))
+    frame["code"] = file_code
     report.rows_kept = len(frame)
     # Implausible rows are kept as they are and counted (strict loads raise on them).
     report.flags = bar_flags(frame, lines, str(frame["code"].iloc[0]), fmt.source, daily=not fmt.intraday)
@@ -277,8 +341,8 @@ def _codes_agree(named: str, column: str) -> bool:
     return named == column or (named.isdigit() and column.rpartition(".")[2] == named)
 
 
-def _file_code(raw: pd.DataFrame, fmt: CsvFormat, path: Path, trust: bool, report: LoadReport
-               ) -> str | None:
+def _file_code(raw: pd.DataFrame, fmt: CsvFormat, path: Path, trust: bool, report: LoadReport,
+               header_line: int = 1) -> str | None:
     """The one stock code of the file's code column (canonical), checked against the other
     rows and against the file's name; ``None`` when the file has no code column."""
     column = next((s for s, d in fmt.columns.items() if d == "code" and s in raw.columns), None)
@@ -293,9 +357,10 @@ def _file_code(raw: pd.DataFrame, fmt: CsvFormat, path: Path, trust: bool, repor
         found = sorted(set(codes))
         listed = ", ".join(c or "(empty)" for c in found[:10]) + (", ..." if len(found) > 10 else "")
         raise DataError(
-            f"{path}: line {i + 2}, column {column!r}: code {codes.iloc[i] or '(empty)'} but line 2 "
-            f"says {first or '(empty)'}; expected one stock per file ({int(other.sum())} of "
-            f"{len(codes)} rows differ from line 2; {len(found)} codes in the file: {listed})"
+            f"{path}: line {i + header_line + 1}, column {column!r}: code {codes.iloc[i] or '(empty)'} "
+            f"but line {header_line + 1} says {first or '(empty)'}; expected one stock per file "
+            f"({int(other.sum())} of {len(codes)} rows differ from line {header_line + 1}; {len(found)} "
+            f"codes in the file: {listed})"
         )
     named = code_in_name(path.name)
     if named is not None and not _codes_agree(named, first):
@@ -315,27 +380,39 @@ def _file_code(raw: pd.DataFrame, fmt: CsvFormat, path: Path, trust: bool, repor
     return first
 
 
-def _canonicalise(raw: pd.DataFrame, fmt: CsvFormat, path: Path, on_bad: str,
-                  report: LoadReport) -> tuple[pd.DataFrame, np.ndarray]:
-    """``(frame, lines)``: the canonical frame, sorted, and each of its rows' line in the file."""
+def _canonicalise(raw: pd.DataFrame, fmt: CsvFormat, path: Path, on_bad: str, report: LoadReport,
+                  header_line: int = 1, code: str = "") -> tuple[pd.DataFrame, np.ndarray]:
+    """``(frame, lines)``: the canonical frame, sorted, and each of its rows' line in the file
+    (``header_line``: the header's; ``code``: the stock's, for the minute files' gap check)."""
     clean = _Cleaner(path, on_bad, report)
     src = raw.rename(columns=fmt.columns)
     keep = [c for c in dict.fromkeys(fmt.columns.values()) if c in src.columns]
     frame = src[keep].copy()
-    frame["_line"] = np.arange(len(frame)) + 2  # header is line 1
+    frame["_line"] = np.arange(len(frame)) + header_line + 1
 
     key = fmt.key  # "date", or "time" for minute bars
     text_dates = frame[key].str.strip()
-    dates = pd.to_datetime(text_dates, format=fmt.date_format, errors="coerce")
+    if fmt.time_column:  # a date column and a time-of-day column (TDX's 0935: HHMM)
+        clock = frame.pop("_clock").str.strip()
+        clock = clock.where(~clock.str.fullmatch(r"\d{3}"), clock.str.zfill(4))
+        text_dates = text_dates + " " + clock
+    sample = text_dates.iloc[0] if len(text_dates) else ""
+    pattern = next((f for f in fmt.formats if not pd.isna(pd.to_datetime(sample, format=f, errors="coerce"))),
+                   fmt.formats[0])
+    dates = pd.to_datetime(text_dates, format=pattern, errors="coerce")
+    column = (f"{fmt.date_column!r} and {fmt.time_column!r}" if fmt.time_column
+              else repr(fmt.date_column) if fmt.intraday else "")
     frame = clean.bad_rows(frame, dates.isna(), "unparseable dates", key,
-                           f"a {'timestamp' if fmt.intraday else 'date'} like {fmt.date_format}",
-                           raw=text_dates)
+                           f"a {'timestamp' if fmt.intraday else 'date'} like "
+                           f"{' or '.join(fmt.formats) if pattern not in fmt.formats else pattern}",
+                           raw=text_dates, name=column)
     frame[key] = dates.loc[frame.index]
     if fmt.intraday:
-        outside = session_minutes(pd.DatetimeIndex(frame[key])) < 0
+        stamps = pd.DatetimeIndex(frame[key])
+        outside = (session_minutes(stamps) < 0) & ~auction_stamps(stamps)
         frame = clean.bad_rows(frame, pd.Series(outside, index=frame.index), "bars outside the session",
-                               key, "a bar closing within 09:30-11:30 or 13:00-15:00",
-                               raw=text_dates)
+                               key, "a bar closing within 09:30-11:30 or 13:00-15:00 (or an opening-auction "
+                               "bar from 09:15)", raw=text_dates, name=column)
 
     numeric = [c for c in frame.columns if c not in (key, "code", "_line")]
     for col in numeric:
@@ -345,15 +422,20 @@ def _canonicalise(raw: pd.DataFrame, fmt: CsvFormat, path: Path, on_bad: str,
         unparseable = values.isna() & ~empty
         frame = clean.bad_rows(frame, unparseable, "unparseable numbers", col, "a number", raw=text)
         values, empty = values.loc[frame.index], empty.loc[frame.index]
-        frame[col] = values.astype(float) * fmt.scale.get(col, 1.0)
+        # a minute file's volume unit is checked against its amount (minute_bars)
+        scale = 1.0 if fmt.intraday and col == "volume" else fmt.scale.get(col, 1.0)
+        frame[col] = values.astype(float) * scale
         if col in REQUIRED:
             frame = clean.bad_rows(frame, empty, "missing prices", col, "a price", raw=text)
         elif empty.any():
             report.missing_values[col] = int(empty.sum())
+    # a minute bar of all-zero prices is how baostock writes a suspended stock's bars (minute_bars)
+    zero_bar = (frame[list(REQUIRED)] == 0).all(axis=1) if fmt.intraday else False
     for col in PRICE_COLUMNS:
         if col in frame.columns:
             bad = frame[col] <= 0 if col in REQUIRED else (frame[col] <= 0) & frame[col].notna()
-            frame = clean.bad_rows(frame, bad, "non-positive prices", col, "a positive price")
+            frame = clean.bad_rows(frame, bad & ~zero_bar, "non-positive prices", col, "a positive price"
+                                   + (" (or all-zero prices: a suspended bar)" if fmt.intraday else ""))
 
     dup = frame[key].duplicated(keep="first")
     if dup.any() and on_bad == "raise":
@@ -363,8 +445,8 @@ def _canonicalise(raw: pd.DataFrame, fmt: CsvFormat, path: Path, on_bad: str,
         what = f"time {day}" if fmt.intraday else f"date {day.date()}"
         raise DataError(
             f"{path}: duplicate {what} on lines {lines}; expected one row per "
-            f"{'bar' if fmt.intraday else 'trading day'} ({int(dup.sum())} duplicated rows; pass "
-            "on_bad='drop' to keep the first of each)"
+            f"{'bar' if fmt.intraday else 'trading day'} ({int(dup.sum())} duplicated rows; {DROP_HINT} "
+            "to keep the first of each)"
         )
     frame = clean.bad_rows(frame, dup, f"duplicate {key}s", key, f"a unique {key}")
 
@@ -375,10 +457,7 @@ def _canonicalise(raw: pd.DataFrame, fmt: CsvFormat, path: Path, on_bad: str,
     # (the code column is set to the file's one checked code by _load)
     if fmt.intraday:
         if len(frame):
-            frame = add_session_columns(frame)
-            report.bar_minutes = bar_minutes(frame)
-            report.suspended_days = int(frame.loc[frame["suspended"], "day"].nunique())
-            report.trading_days = int(frame["day"].nunique())
+            frame, lines = _bars(frame, lines, fmt, path, report, code)
         return frame, lines
 
     suspended = np.zeros(len(frame), dtype=bool)
@@ -392,6 +471,25 @@ def _canonicalise(raw: pd.DataFrame, fmt: CsvFormat, path: Path, on_bad: str,
         report.st_days = int((frame["is_st"] == 1).sum())
     return frame, lines
 
+
+def _bars(frame: pd.DataFrame, lines: np.ndarray, fmt: CsvFormat, path: Path, report: LoadReport,
+          code: str) -> tuple[pd.DataFrame, np.ndarray]:
+    """A minute file's parsed rows as a bar frame (:func:`forecaster.data.minute_bars.normalise`),
+    its facts in the report."""
+    column = fmt.time_column or fmt.date_column
+    try:
+        frame, lines, facts = normalise(frame, lines, code, column, fmt.scale.get("volume", 1.0), fmt.name,
+                                        report.warnings)
+    except BarError as exc:
+        raise DataError(f"{path}: {exc}") from None
+    for name, value in vars(facts).items():
+        setattr(report, name, value)
+    report.warnings[:] = [w if w.startswith(str(path)) else f"{path}: {w}" for w in report.warnings]
+    suspended_day = frame.groupby("day")["suspended"].all()
+    report.suspended_days = int(suspended_day.sum())
+    report.trading_days = int(len(suspended_day))
+    report.gaps = gap_days(frame)
+    return frame, lines
 
 
 # ------------------------------------------------------------------ folders

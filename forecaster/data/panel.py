@@ -23,7 +23,7 @@ from forecaster.data.intraday import INTRADAY_FEATURES, is_bar_frame
 
 # Canonical columns carried into the panel when a frame has them.
 FIELDS = ("open", "high", "low", "close", "preclose", "volume", "amount", "turnover",
-          "pe_ttm", "pb_mrq", "ps_ttm", *INTRADAY_FEATURES)
+          "pe_ttm", "pb_mrq", "ps_ttm", *INTRADAY_FEATURES, "gap_excluded")
 
 
 @dataclass
@@ -39,6 +39,11 @@ class Panel:
         st: ``[D, N]`` under special treatment.
         limit_up, limit_down: ``[D, N]`` limit prices (inf / 0 on days without a limit,
             such as a new listing's first days; NaN without a bar).
+        members: ``[D, N]`` the stock belongs to the run's universe that day (an index's
+            point-in-time members, :mod:`forecaster.data.universe`); ``None``: every stock.
+            Backtests trade and benchmark only members; a non-member held is sold.
+        learn: ``[D, N]`` the stock-days whose labels a model may learn from
+            (:func:`forecaster.features.labels.tradeable_label` masks the others); ``None``: all.
     """
 
     dates: pd.DatetimeIndex
@@ -49,6 +54,8 @@ class Panel:
     st: np.ndarray
     limit_up: np.ndarray
     limit_down: np.ndarray
+    members: np.ndarray | None = None
+    learn: np.ndarray | None = None
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     # ------------------------------------------------------------------ construction
@@ -132,7 +139,9 @@ class Panel:
         return Panel(dates=self.dates[rows], codes=self.codes[cols],
                      fields={k: cut(v) for k, v in self.fields.items()}, listed=cut(self.listed),
                      suspended=cut(self.suspended), st=cut(self.st), limit_up=cut(self.limit_up),
-                     limit_down=cut(self.limit_down))
+                     limit_down=cut(self.limit_down),
+                     members=None if self.members is None else cut(self.members),
+                     learn=None if self.learn is None else cut(self.learn))
 
     def slice(self, start=None, end=None) -> Panel:
         """Days ``start..end`` (dates, both inclusive, either may be None) of every stock."""
@@ -159,9 +168,11 @@ class Panel:
         arrays = {f"field_{k}": v for k, v in self.fields.items()}
         arrays.update(listed=self.listed, suspended=self.suspended, st=self.st,
                       limit_up=self.limit_up, limit_down=self.limit_down)
+        masks = tuple(name for name in ("members", "learn") if getattr(self, name) is not None)
+        arrays.update({name: getattr(self, name) for name in masks})
         for name, values in arrays.items():
             np.save(folder / f"{name}.npy", values)
-        return PanelFiles(folder, self.dates, self.codes, tuple(self.fields))
+        return PanelFiles(folder, self.dates, self.codes, tuple(self.fields), masks)
 
     def listed_days(self) -> np.ndarray:
         """``[N]`` number of days each stock has a bar."""
@@ -229,6 +240,7 @@ class PanelFiles:
     dates: pd.DatetimeIndex
     codes: np.ndarray
     field_names: tuple[str, ...]
+    masks: tuple[str, ...] = ()  # of "members", "learn": those the panel had
 
     def open(self) -> Panel:
         """The panel with every array a read-only memory map of its file."""
@@ -238,4 +250,5 @@ class PanelFiles:
         return Panel(dates=self.dates, codes=self.codes,
                      fields={k: load(f"field_{k}") for k in self.field_names},
                      listed=load("listed"), suspended=load("suspended"), st=load("st"),
-                     limit_up=load("limit_up"), limit_down=load("limit_down"))
+                     limit_up=load("limit_up"), limit_down=load("limit_down"),
+                     **{name: load(name) for name in self.masks})

@@ -19,15 +19,21 @@ accumulated from ``preclose``), so a panel can go to Qlib and back.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
 from collections.abc import Mapping
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from forecaster.data.cache import CACHE_DIR, manifest_of, read_cache, write_cache
 from forecaster.data.formats import canonical_code
 from forecaster.data.loading import DataError
+from forecaster.data.qlib_conventions import change_scale, convention_notes, volume_divided, volume_steps
 
 log = logging.getLogger(__name__)
 
@@ -85,67 +91,165 @@ def _instruments(folder: Path, instruments: str | list[str]) -> list[str]:
     return codes
 
 
-def qlib_frames(provider_dir: str | Path, instruments: str | list[str] = "all", start=None, end=None
-                ) -> dict[str, pd.DataFrame]:
+def qlib_frames(provider_dir: str | Path, instruments: str | list[str] = "all", start=None, end=None,
+                cache: bool = False) -> dict[str, pd.DataFrame]:
     """``{code: frame}`` (canonical frames, as :func:`forecaster.data.load_csv` returns) of the
     ``instruments`` (a market file's name, or a list of codes) of a Qlib folder, days
-    ``start..end``. Stocks without a close file are an error naming the file."""
+    ``start..end``. Stocks without a close file are an error naming the file. See
+    :func:`read_qlib` (the conventions detected, the cache)."""
+    return read_qlib(provider_dir, instruments, start, end, cache).frames
+
+
+@dataclass
+class QlibLoad:
+    """What :func:`read_qlib` read: ``frames``, the ``notes`` on the folder's conventions
+    (:mod:`forecaster.data.qlib_conventions`) and whether it came from the cache."""
+
+    frames: dict[str, pd.DataFrame]
+    notes: list[str] = dataclass_field(default_factory=list)
+    cached: bool = False
+
+
+@dataclass
+class _Notes:  # the cache's per-"file" report: the load's notes
+    lines: list
+
+
+def read_qlib(provider_dir: str | Path, instruments: str | list[str] = "all", start=None, end=None,
+              cache: bool = False) -> QlibLoad:
+    """:func:`qlib_frames` with the notes on the folder's conventions. ``$change`` in percent
+    and ``$volume`` not divided by ``$factor`` are detected from the data and converted (or
+    stop with an error naming the field); upper-case feature folders are read as they are.
+    With ``cache``, a columnar copy is kept (:mod:`forecaster.data.cache`: rebuilt when a file
+    changes) in ``FOLDER/.forecaster_cache``, or, for a folder that cannot be written, in
+    :func:`cache_home`."""
     folder = Path(provider_dir)
     if not is_qlib_folder(folder):
         raise DataError(f"{folder}: not a Qlib data folder (expected calendars/day.txt and features/)")
+    manifest = where = None
+    if cache:
+        files = [folder / "calendars" / "day.txt", *sorted((folder / "instruments").glob("*.txt")),
+                 *sorted((folder / "features").glob("*/*.bin"))]
+        market = instruments if isinstance(instruments, str) else list(instruments)
+        options = {"qlib": 1, "instruments": market,
+                   "start": None if start is None else str(pd.Timestamp(start).date()),
+                   "end": None if end is None else str(pd.Timestamp(end).date())}
+        manifest = manifest_of(files, options, folder)
+        where = folder if _writable(folder) else cache_home(folder)
+        hit = read_cache(where, manifest, _Notes)
+        if hit is not None:
+            frames, reports = hit
+            notes = reports.pop(_NOTES, _Notes([])).lines
+            return QlibLoad(frames, [*notes, f"read from the cache in {where / CACHE_DIR}"], True)
+    loaded = _read_qlib(folder, instruments, start, end)
+    if cache:
+        where.mkdir(parents=True, exist_ok=True)
+        write_cache(where, manifest, loaded.frames, {_NOTES: _Notes(loaded.notes)})
+    return loaded
+
+
+_NOTES = "__qlib_notes__"
+
+
+def _writable(folder: Path) -> bool:
+    """Whether ``folder`` may take a cache: writable by us, and not marked read-only by its
+    mode (a shared data folder, which root could write all the same)."""
+    return os.access(folder, os.W_OK) and bool(folder.stat().st_mode & 0o222)
+
+
+def cache_home(folder: Path) -> Path:
+    """Where the cache of a read-only Qlib folder goes: ``$XDG_CACHE_HOME/forecaster`` (else
+    ``~/.cache/forecaster``), one folder per data folder (its name and a hash of its path)."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "forecaster"
+    digest = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:12]
+    return base / f"{folder.resolve().name}-{digest}"
+
+
+def _read_qlib(folder: Path, instruments, start, end) -> QlibLoad:
     calendar = pd.DatetimeIndex(pd.to_datetime(
         (folder / "calendars" / "day.txt").read_text(encoding="utf-8").split(), format="%Y-%m-%d"))
-    frames, outside = {}, []
+    names = {p.name.lower(): p.name for p in (folder / "features").iterdir()}
+    frames, outside, scales, steps, deferred, upper = {}, [], {}, [], [], 0
     for code in _instruments(folder, instruments):
-        fdir = folder / "features" / code.lower()
+        name = names.get(code.lower(), code.lower())
+        upper += name != code.lower()
+        fdir = folder / "features" / name
         columns = {}
-        for field in FIELDS:
-            path = fdir / f"{field}.day.bin"
+        for fname in FIELDS:
+            path = fdir / f"{fname}.day.bin"
             if not path.is_file():
-                if field in ("open", "close", "factor"):
+                if fname in ("open", "close", "factor"):
                     raise DataError(f"{path}: missing (a stock needs $open, $close and $factor)")
                 continue
             first, values = _read_bin(path, len(calendar))
-            columns[field] = pd.Series(values, index=calendar[first:first + len(values)])
+            columns[fname] = pd.Series(values, index=calendar[first:first + len(values)])
         table = pd.DataFrame(columns)
-        factor = table["factor"]
-        out = pd.DataFrame(index=table.index)
-        for field in PRICE_FIELDS:
-            if field in table:
-                out[field] = (table[field] / factor).round(4)
-        # $change (close / previous close - 1) gives the first day's preclose too
-        previous = (table["close"] / (1 + table["change"]) if "change" in table
-                    else table["close"].shift(1))
-        out["preclose"] = (previous / factor).round(4)
+        if "change" in table:
+            scales[code] = change_scale(table["close"], table["change"], str(fdir / "change.day.bin"))
         if "volume" in table:
-            out["volume"] = (table["volume"] * factor).round(0)
-        if "amount" in table:
-            out["amount"] = table["amount"]
-        bar = table["close"].notna() & table["open"].notna()  # NaN prices: Qlib's no-bar days
-        partial = int((table["close"].notna() != table["open"].notna()).sum())
-        if partial:
-            log.warning("%s: %d day(s) with only one of $open and $close left out as days without a bar",
-                        fdir, partial)
-        out = out[bar]
-        out["preclose"] = out["preclose"].fillna(out["close"])  # a first day without $change
-        if start is not None:
-            out = out.loc[pd.Timestamp(start):]
-        if end is not None:
-            out = out.loc[:pd.Timestamp(end)]
-        if out.empty:
-            outside.append(code)
+            steps += volume_steps(table["volume"], table["factor"])
+        if scales.get(code, 1.0) is None:
+            deferred.append((code, fdir, table))  # read with the folder's majority, below
             continue
-        canon = from_qlib_code(code)
-        out.insert(0, "code", canon)
-        out.index.name = "date"
-        out["suspended"] = (out["volume"] == 0).to_numpy() if "volume" in out else False
-        frames[canon] = out
+        if not _add_frame(frames, code, fdir, table, scales.get(code, 1.0), start, end):
+            outside.append(code)
+    known = [s for s in scales.values() if s is not None]
+    majority = 0.01 if known and sum(s == 0.01 for s in known) > len(known) / 2 else 1.0
+    for code, fdir, table in deferred:
+        if not _add_frame(frames, code, fdir, table, majority, start, end):
+            outside.append(code)
+    divided = volume_divided(steps, f"{folder}: $volume")
+    for frame in frames.values():
+        factor = frame.pop("_factor")
+        if divided is False and "volume" in frame:  # share volume already: undo the factor
+            frame["volume"] = (frame["volume"] / factor).round(0)
     if not frames:
         raise DataError(f"{folder}: no stock of {instruments!r} has a bar in {start}..{end}")
     if outside:
         log.warning("%s: %d instrument(s) without a bar in %s..%s left out: %s%s", folder, len(outside),
                     start, end, ", ".join(outside[:10]), " ..." if len(outside) > 10 else "")
-    return dict(sorted(frames.items()))
+    notes = convention_notes(scales, divided, len(steps), upper)
+    for note in notes:
+        log.info("%s: %s", folder, note)
+    return QlibLoad(dict(sorted(frames.items())), notes)
+
+
+def _add_frame(frames: dict, code: str, fdir: Path, table: pd.DataFrame, scale: float, start, end) -> bool:
+    """The canonical frame of one stock's ``table`` of Qlib fields into ``frames`` (with a
+    ``_factor`` column the caller removes); False when it has no bar in ``start..end``."""
+    factor = table["factor"]
+    out = pd.DataFrame(index=table.index)
+    for fname in PRICE_FIELDS:
+        if fname in table:
+            out[fname] = (table[fname] / factor).round(4)
+    # $change (close / previous close - 1) gives the first day's preclose too
+    previous = (table["close"] / (1 + table["change"] * scale) if "change" in table
+                else table["close"].shift(1))
+    out["preclose"] = (previous / factor).round(4)
+    if "volume" in table:
+        out["volume"] = (table["volume"] * factor).round(0)
+    if "amount" in table:
+        out["amount"] = table["amount"]
+    out["_factor"] = factor
+    bar = table["close"].notna() & table["open"].notna()  # NaN prices: Qlib's no-bar days
+    partial = int((table["close"].notna() != table["open"].notna()).sum())
+    if partial:
+        log.warning("%s: %d day(s) with only one of $open and $close left out as days without a bar",
+                    fdir, partial)
+    out = out[bar]
+    out["preclose"] = out["preclose"].fillna(out["close"])  # a first day without $change
+    if start is not None:
+        out = out.loc[pd.Timestamp(start):]
+    if end is not None:
+        out = out.loc[:pd.Timestamp(end)]
+    if out.empty:
+        return False
+    canon = from_qlib_code(code)
+    out.insert(0, "code", canon)
+    out.index.name = "date"
+    out["suspended"] = (out["volume"] == 0).to_numpy() if "volume" in out else False
+    frames[canon] = out
+    return True
 
 
 def load_qlib(provider_dir: str | Path, instruments: str | list[str] = "all", start=None, end=None):

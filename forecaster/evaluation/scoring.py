@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -21,6 +22,7 @@ import pandas as pd
 from forecaster.data.exchange import board
 from forecaster.data.intraday import is_bar_calendar
 from forecaster.data.panel import Panel
+from forecaster.evaluation.bar_scoring import bar_notes, bar_scores
 from forecaster.evaluation.universe import universe_counts, universe_line, universe_table
 from forecaster.evaluation.verdict import (
     data_caveats,
@@ -61,9 +63,10 @@ class Report:
     per calendar year of the forecast date, and per board (:func:`report_board`; the IC of a
     day within that board's stocks), one row per model and year or board (columns
     :data:`YEAR_COLUMNS`, :data:`BOARD_COLUMNS`). ``predictions_format``: how the report
-    folder stores the predictions (:attr:`BacktestConfig.predictions_format`). ``per_day``
-    (minute bars): :func:`per_day_scores`, and ``per_day_ic`` each day's rank IC over its bars
-    ``[days, models]``; ``overall`` then pools every bar.
+    folder stores the predictions (:attr:`BacktestConfig.predictions_format`). Minute bars:
+    ``overall`` pools every bar; ``bar_positions`` holds each model's IC and rank IC by bar of
+    the day across days, ``bar_summary`` their mean over the day's bars
+    (:mod:`forecaster.metrics.bars`).
     """
 
     model: str
@@ -86,13 +89,14 @@ class Report:
     ic_years: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(YEAR_COLUMNS)))
     ic_boards: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(BOARD_COLUMNS)))
     predictions_format: str = "auto"
-    per_day: pd.DataFrame = field(default_factory=pd.DataFrame)
-    per_day_ic: pd.DataFrame = field(default_factory=pd.DataFrame)
+    bar_positions: pd.DataFrame = field(default_factory=pd.DataFrame)
+    bar_summary: pd.DataFrame = field(default_factory=pd.DataFrame)
+    timings: dict = field(default_factory=dict)  # seconds of the scoring's phases
 
     @property
     def bars(self) -> bool:
-        """Whether the run forecast one stock's minute bars (scored per bar and per day)."""
-        return bool(len(self.per_day))
+        """Whether the run forecast one stock's minute bars (scored per bar and by bar of the day)."""
+        return bool(len(self.bar_summary))
 
     @property
     def universe_counts(self) -> dict:
@@ -112,6 +116,8 @@ class Report:
             table["q_spread"] = pd.Series({m: q["spread"] for m, q in self.quantiles.items()})
         if self.ic_close:
             table["rank_ic_close"] = pd.Series({m: v["mean_ic"] for m, v in self.ic_close.items()})
+        if self.bars:
+            table = table.join(self.bar_summary.set_index("model")[["position_ic", "position_rank_ic"]])
         dm = self.dm.set_index("baseline")["p_value"] if len(self.dm) else pd.Series(dtype=float)
         table[f"dm_p({self.model} vs)"] = dm
         bt = pd.DataFrame({m: r.metrics for m, r in self.backtests.items()}).T
@@ -161,6 +167,8 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
         index_constituents: the user says the stocks are an index's current constituents, so
             the survivorship caveat is stated as a fact (otherwise as a condition).
     """
+    started = time.perf_counter()
+    backtest_seconds = 0.0
     grid = data if isinstance(data, Panel) else Panel.from_frames(data)
     pred = _with_mean_forecast(result.predictions.reset_index(), reference_model(models, "mean"))
     pred = pred[pred["actual"].notna()]  # suspended days are not scored (counted below)
@@ -214,7 +222,7 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
     backtest = backtest or BacktestConfig.for_universe(grid.n_stocks)
     results = {}
     bars = not panel and is_bar_calendar(result.predictions.index)
-    per_day, per_day_ic = per_day_scores(pred) if bars else (pd.DataFrame(), pd.DataFrame())
+    positions, position_means = bar_scores(pred) if bars else (pd.DataFrame(), pd.DataFrame())
     for name, g in ([] if bars else result.predictions.reset_index().groupby("model")):
         forecast = g.pivot_table(index="date", columns="code", values="forecast", aggfunc="first")
         if not panel and name in factors:
@@ -223,7 +231,9 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
             # The same forecast for every stock (zero) ranks nothing: top-k would just pick
             # the first columns.
             continue
+        one = time.perf_counter()
         results[name] = run_backtest(grid, forecast, backtest)
+        backtest_seconds += time.perf_counter() - one
 
     verdict = verdict_lines(model, overall if model in returns_models else overall.iloc[:0], dm, ic,
                        results, ic_tests, horizon, gaps, reference_model(models, "zero"))
@@ -235,13 +245,10 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
         verdict.insert(0, missing)
     why = ("without a scoreable tradeable outcome (suspended or no bar on the entry or exit day, "
            "limit-up at the entry, or an exit beyond the data)" if result.config.label == "tradeable"
-           else "on suspended days")
+           else "on suspended bars or overnight gaps excluded (below)" if bars else "on suspended days")
     notes = [f"{n_suspended} forecast rows {why} were not scored"]
     if bars:
-        notes.append("minute bars: forecasts of the next bar's log return, scored over every bar "
-                     "(the tables) and day by day (bar_day_metrics.csv: each statistic within each "
-                     "trading day, averaged over days); no trading backtest: A-share T+1 rules out "
-                     "same-day round trips, so a strategy on these forecasts trades daily")
+        notes += bar_notes(grid, result.predictions)
     notes.append(universe_line(universe_counts(universe)))
     if any(gaps.values()):
         notes.append("empty cells in the tables (n/c in the printed table, blank in the CSVs) are "
@@ -250,30 +257,12 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
     if panel:
         notes.append(ic_meaning(result.config, horizon))
     notes += data_caveats([str(c) for c in grid.codes], panel, index_constituents)
+    timings = {"backtests": backtest_seconds,
+               "statistics": time.perf_counter() - started - backtest_seconds}
     return Report(model, overall, per_fold, per_stock, dm, ic, daily_ic_frame, results, verdict, notes,
                   ic_close, ic_tests, quantiles, pd.DataFrame(horizons).T, universe, dict(result.failed),
                   {m: g for m, g in gaps.items() if g}, ic_years, ic_boards, backtest.predictions_format,
-                  per_day, per_day_ic)
-
-
-def per_day_scores(pred: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Minute bars, day by day: every :func:`~forecaster.metrics.summarise` statistic computed
-    within each trading day's bars, then its mean over days, per model (``n_days`` days;
-    ``rank_ic_t``: the t-statistic of the daily rank ICs' mean, days taken as independent);
-    and each day's rank IC ``[days, models]``.
-
-    Args:
-        pred: long predictions with ``date`` (bar stamps), ``model``, ``forecast``, ``actual``.
-    """
-    days = pred.assign(day=pd.DatetimeIndex(pred["date"]).normalize()).drop(columns=["code"], errors="ignore")
-    daily = summarise(days, by=("model", "day"))
-    numeric = [c for c in daily.columns if c not in ("model", "day") and
-               pd.api.types.is_numeric_dtype(daily[c])]
-    table = daily.groupby("model")[numeric].mean()
-    ic = daily.groupby("model")["rank_ic"]
-    table["rank_ic_t"] = ic.mean() / ic.std() * np.sqrt(ic.count())
-    table["n_days"] = daily.groupby("model")["day"].nunique()
-    return table.reset_index(), daily.pivot(index="day", columns="model", values="rank_ic")
+                  positions, position_means, timings)
 
 
 def report_board(code: str) -> str:

@@ -9,6 +9,8 @@ label exists (the stock was tradeable on the entry and exit days).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
@@ -60,7 +62,9 @@ def universe_table(panel: Panel, result: WalkForwardResult, model: str) -> pd.Da
                "days": int(days[j]), "folds": len(mine_folds),
                "first_forecast": first_forecast.get(code, pd.NaT), "forecast_days": n_fc,
                "scored_days": n_sc}
-        if not mine_folds:
+        if code in result.outside:
+            reason = result.outside[code]
+        elif not mine_folds:
             upto = int(upto_cut[j])
             reason = (f"too few days before every cut-off: {upto} day(s) up to the last cut-off "
                       f"{last_cut.date()}, min_stock_days is {config.min_stock_days}")
@@ -105,3 +109,24 @@ def universe_line(counts: dict) -> str:
             line += f"; and {len(counts['left_out']) - 5} more (see universe.csv)"
     return line
 
+
+
+def restrict_to_members(result: WalkForwardResult, panel: Panel) -> tuple[WalkForwardResult, int]:
+    """``result`` with only the forecasts of stocks that are members of the run's universe
+    (``panel.members``) on the day forecast, and the number of forecast rows left out.
+    Models are trained on whatever the walk-forward gave them; everything scored after this
+    (IC, quantiles, verdict, backtests, predictions file) covers the day's members only. A
+    stock none of whose forecasts fell on a member day is named in ``result.outside``."""
+    if panel.members is None:
+        return result, 0
+    pred = result.predictions
+    day = panel.dates.get_indexer(pred.index)
+    col = pd.Index(panel.codes).get_indexer(pred["code"])
+    keep = np.zeros(len(pred), dtype=bool)
+    ok = (day >= 0) & (col >= 0)
+    keep[ok] = panel.members[day[ok], col[ok]]
+    forecast_codes = set(pred["code"].unique())
+    kept = pred[keep]
+    outside = {str(c): "not a member of the universe on any day it was forecast"
+               for c in sorted(forecast_codes - set(kept["code"].unique()))}
+    return dataclasses.replace(result, predictions=kept, outside=outside), int((~keep).sum())

@@ -20,6 +20,7 @@ where it was raised; the other models and folds go on.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import tempfile
 import time
@@ -201,6 +202,10 @@ class WalkForwardResult:
         seconds: ``{(fold, name): seconds}`` a model took to fit and forecast a fold (in its
             worker; folds resumed from a checkpoint written before this field have none).
         n_resumed: folds taken from a checkpoint rather than run.
+        timings: wall seconds of running the folds (``folds``) and of assembling their
+            forecasts with the labels (``assembly``).
+        outside: ``{code: reason}``, stocks whose every forecast lay outside the run's
+            universe (:func:`forecaster.evaluation.universe.restrict_to_members`).
     """
 
     predictions: pd.DataFrame
@@ -213,6 +218,8 @@ class WalkForwardResult:
     members: dict = field(default_factory=dict)
     n_resumed: int = 0
     seconds: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+    outside: dict = field(default_factory=dict)
 
 
 def point_forecast(pred) -> pd.Series:
@@ -362,7 +369,8 @@ def fold_store(data: Mapping[str, pd.DataFrame] | Panel, models: dict, config: W
 def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models: dict,
                  config: WalkForwardConfig | None = None, keep_models: bool = False,
                  checkpoint_dir: str | Path | None = None, panel: Panel | None = None,
-                 store: FoldStore | None = None) -> WalkForwardResult:
+                 store: FoldStore | None = None, train_members: np.ndarray | None = None
+                 ) -> WalkForwardResult:
     """Run every model on every fold.
 
     Args:
@@ -385,6 +393,9 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
             backtests too); otherwise it is built here.
         store: the run's :func:`fold_store`, when the caller built it to check a resume before
             writing anything (instead of ``checkpoint_dir``).
+        train_members: ``[days, stocks]`` bool on the panel's calendar: models learn only the
+            labels of these stock-days (a training universe; features still see every stock);
+            ``None``: every stock-day. The forecasts and their ``actual`` are not affected.
 
     Raises:
         forecaster.evaluation.fold_store.ResumeError: resuming a run whose data or configuration differ.
@@ -425,14 +436,20 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
     # store, or into files that every joblib worker maps while it cuts its fold (rather than
     # a pickled copy of each fold's slice per task).
     frames = frames_in if "frames" in kinds else {}
+    # the folds' panel: the training universe travels with it; the labels of the scores
+    # (_assemble, below) are read on the run's own panel
+    folds_grid = grid if train_members is None else dataclasses.replace(
+        grid, learn=np.asarray(train_members, dtype=bool), _cache={})
+    started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="forecaster-panel-") as folder:
         if config.backend == "ray":
-            results = run_ray(_fold_task, (frames, grid), tasks, config.threads_per_task,
+            results = run_ray(_fold_task, (frames, folds_grid), tasks, config.threads_per_task,
                               config.address or None)
         else:
-            shared = grid.to_files(folder) if todo and config.n_jobs != 1 else grid
+            shared = folds_grid.to_files(folder) if todo and config.n_jobs != 1 else folds_grid
             results = run_local(_fold_task, (frames, shared), tasks, config.n_jobs)
         outputs, kept = _collect(results, store, done, len(todo), config.progress)
+    folds_seconds = time.perf_counter() - started
     rows, skipped, failed, excluded, seconds = [], {}, {}, {}, {}
     for output in sorted(outputs, key=lambda o: o.fold):
         rows.extend(output.rows)
@@ -449,11 +466,13 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
                          + (f" ({len(failed)} model-fold(s) failed, e.g. {next(iter(failed.values()))})"
                             if failed else ""))
     del outputs, output  # the per-fold parts: as large as the predictions at whole-market size
+    started = time.perf_counter()
     predictions = _assemble(rows, grid, frames_in, config)
     release_freed_heap()  # the parts' heap, for whatever the caller does next
+    timings = {"folds": folds_seconds, "assembly": time.perf_counter() - started}
     folds_table = pd.DataFrame([{**f.as_row(), "n_stocks": len(members[f.fold])} for f in folds])
     return WalkForwardResult(predictions, folds_table, config, kept, skipped, failed, excluded, members,
-                             n_resumed=len(done), seconds=seconds)
+                             n_resumed=len(done), seconds=seconds, timings=timings)
 
 
 def _assemble(rows: list[pd.DataFrame], grid: Panel, panel: dict, config: WalkForwardConfig

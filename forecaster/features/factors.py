@@ -241,6 +241,13 @@ def missing_inputs(panel: Panel, names=DEFAULT_FEATURES) -> dict[str, tuple[str,
     return {code: tuple(columns) for code, columns in out.items()}
 
 
+def missing_features(panel: Panel, names=DEFAULT_FEATURES) -> dict[str, tuple[str, ...]]:
+    """``{code: features}``: the features of ``names`` that :func:`missing_inputs` leaves NaN
+    for each stock it names."""
+    return {code: tuple(n for n in names if set(NEEDS.get(n, ())) & set(columns))
+            for code, columns in missing_inputs(panel, names).items()}
+
+
 def missing_inputs_text(panel: Panel, names=DEFAULT_FEATURES, max_named: int = 20) -> str:
     """What :func:`missing_inputs` finds, in words (grouped by the columns; ``""`` for
     nothing): the stocks, the columns and the features of ``names`` missing for them."""

@@ -74,6 +74,10 @@ def _tradeable_label(panel: Panel, horizon: int, execution: str) -> tuple[np.nda
     # Only stock-days that exist (the stock has a bar on the signal day) carry a label.
     exists = panel.listed[:n]
     ok = exists & trades[entry] & ~blocked[entry] & trades[exit_]
+    if panel.learn is not None:  # a training universe: only its members' stock-days are learnt
+        outside = exists & ok & ~panel.learn[:n]
+        reasons["not in the training universe"] = outside
+        ok = ok & ~outside
     report.masked = {why: int((m & exists).sum()) for why, m in reasons.items()}
     report.valid = int((ok & exists).sum())
     label[:n] = np.where(ok, raw, np.nan)

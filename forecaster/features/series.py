@@ -45,10 +45,14 @@ def log_returns(frame: pd.DataFrame, source: str = "the data") -> pd.Series:
 
 def mask_suspended(values: pd.Series, frame: pd.DataFrame) -> pd.Series:
     """``values`` ``[days]`` with suspended days set to NaN: a suspended day has no trade, so
-    its (zero) return is no outcome to train on or score."""
-    if "suspended" not in frame.columns:
-        return values
-    return values.where(~frame["suspended"].astype(bool).to_numpy())
+    its (zero) return is no outcome to train on or score. Minute bars: suspended bars, and a
+    day's first bar whose overnight gap is flagged as a likely corporate action
+    (``gap_excluded``: the gap is no return), too."""
+    masked = np.zeros(len(frame), bool)
+    for column in ("suspended", "gap_excluded"):
+        if column in frame.columns:
+            masked |= frame[column].astype(bool).to_numpy()
+    return values.where(~masked) if masked.any() or "suspended" in frame.columns else values
 
 
 def _change_when_trading(values: pd.Series, trading: pd.Series) -> pd.Series:

@@ -51,6 +51,12 @@ that traded that day (not suspended, not on their first bar), a suspended holdin
 it resumes, earning ``close / preclose`` (``close / open`` on a ``next_open`` first day). The
 universe is the stocks given, i.e. today's constituents: survivorship bias flatters it and
 any strategy picked from it.
+
+Point-in-time universes: when the Panel carries ``members`` (an index's members by day), the
+strategy picks only the day's members, a holding that leaves is sold at the next execution
+(whatever the rule's ``n_drop`` or rebalance period), and the benchmark is the equal-weight
+universe of the day's members (a stock that leaves is sold at that close, one that enters is
+bought).
 """
 
 from __future__ import annotations
@@ -188,6 +194,7 @@ class _Panel:
     open_val: np.ndarray  # open where there is a bar, else the last close: values at the open
     ratio: np.ndarray  # corporate-action share factor: previous close / preclose (1 = none)
     payout: np.ndarray  # cash per share: previous close - preclose (0 = none)
+    member: np.ndarray  # in the universe that day (all True without Panel.members)
 
 
 def _build_panel(data: Panel, codes: list[str]) -> _Panel:
@@ -208,10 +215,11 @@ def _build_panel(data: Panel, codes: list[str]) -> _Panel:
         ratio = np.where(event, prev_close / preclose, 1.0)
         payout = np.where(event, prev_close - preclose, 0.0)
     open_val = np.where(has_bar, open_, np.nan_to_num(prev_close))
+    member = np.ones_like(has_bar) if grid.members is None else np.asarray(grid.members, dtype=bool)
     return _Panel(dates=grid.dates, codes=codes, open=open_, close=close, preclose=preclose, has_bar=has_bar,
                   suspended=grid.suspended, first_bar=first_bar, up=grid.limit_up, down=grid.limit_down,
                   close_val=np.nan_to_num(close_ff), open_val=np.nan_to_num(open_val), ratio=ratio,
-                  payout=payout)
+                  payout=payout, member=member)
 
 
 def _corporate_actions(broker: Broker, panel: _Panel, j: int, how: str) -> None:
@@ -301,10 +309,13 @@ def _equal_weight_benchmark(panel: _Panel, start: int, end: int, config: Backtes
     """Cost-free equal-weight universe ``[days]``, entered when the strategy is.
 
     Rebalanced at each close to equal value in the stocks that traded that day (not
-    suspended, not on their first bar); a suspended holding is frozen -- it can be neither
-    sold nor bought -- and earns its return when trading resumes.
+    suspended, not on their first bar) and are members of the universe that day; a suspended
+    holding is frozen -- it can be neither sold nor bought -- and earns its return when
+    trading resumes; a holding that left the universe is sold at the first close it trades.
     """
-    live = panel.has_bar & ~panel.suspended & ~panel.first_bar
+    trades = panel.has_bar & ~panel.suspended
+    live = trades & ~panel.first_bar & panel.member
+    leaving = trades & ~panel.member
     with np.errstate(invalid="ignore", divide="ignore"):
         growth = np.where(panel.has_bar, panel.close / panel.preclose, 1.0)
         first_growth = panel.close[start] / panel.open[start]
@@ -321,8 +332,8 @@ def _equal_weight_benchmark(panel: _Panel, start: int, end: int, config: Backtes
         elif d:
             values = values * growth[j]
         if live[j].any():  # rebalance at the close among today's traders; frozen ones keep value
-            free = cash + values[live[j]].sum()
-            values = np.where(live[j], free / live[j].sum(), values)
+            free = cash + values[live[j]].sum() + values[leaving[j]].sum()
+            values = np.where(live[j], free / live[j].sum(), np.where(leaving[j], 0.0, values))
             cash = 0.0
         out[d] = cash + values.sum()
     return out
@@ -375,10 +386,13 @@ def run_backtest(data: Panel | Mapping[str, pd.DataFrame], forecast: pd.DataFram
     if forecast.empty:
         raise ValueError("no forecast row falls on a date of the price data")
 
-    weights = target_weights(forecast, config.strategy)
+    pit = None if data.members is None else panel.member[panel.dates.get_indexer(forecast.index)]
+    weights = target_weights(forecast, config.strategy, pit)
     first, last = panel.dates.get_loc(forecast.index[0]), panel.dates.get_loc(forecast.index[-1])
     w_cal = np.zeros((len(panel.dates), len(codes)))
     w_cal[first:last + 1] = weights.reindex(panel.dates[first:last + 1]).ffill().to_numpy()
+    if pit is not None:  # a holding that leaves the universe is sold at the next execution
+        w_cal[first:last + 1] *= panel.member[first:last + 1]
     rebalance = np.zeros(len(panel.dates), dtype=bool)
     rows = np.unique(rebalance_rows(len(forecast), config.strategy.rebalance_every))
     rebalance[panel.dates.get_indexer(forecast.index[rows])] = True
@@ -411,7 +425,10 @@ def run_backtest(data: Panel | Mapping[str, pd.DataFrame], forecast: pd.DataFram
         benchmark = f"buy-and-hold {codes[0]} (same costs and rules)"
     else:
         b_eq, b_trades = _equal_weight_benchmark(panel, start, last, config), None
-        benchmark = f"equal-weight universe of {len(codes)} stocks, daily rebalanced, no costs"
+        benchmark = (f"equal-weight universe of {len(codes)} stocks, daily rebalanced, no costs"
+                     if data.members is None else
+                     f"equal-weight universe of the day's members ({len(codes)} stocks at some time), "
+                     "daily rebalanced, no costs")
     benchmark_equity = pd.Series(b_eq, index=days, name="benchmark")
     return BacktestResult(
         equity=equity,

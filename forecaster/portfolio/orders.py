@@ -95,7 +95,8 @@ def read_holdings(path, codes, capital: float | None = None) -> Book:
 
 
 def next_day_orders(scores: pd.Series, book: Book, config: BacktestConfig, *, date, price, value_price,
-                    up, down, suspended, signal_date=None, reasons: dict | None = None) -> pd.DataFrame:
+                    up, down, suspended, signal_date=None, reasons: dict | None = None,
+                    members=None) -> pd.DataFrame:
     """Orders for one trading day from ``book``, by the backtest's rules.
 
     Args:
@@ -107,6 +108,8 @@ def next_day_orders(scores: pd.Series, book: Book, config: BacktestConfig, *, da
         date: the trading day (stamp duty regime).
         price, value_price, up, down, suspended: ``[stocks]`` execution price, price valuing
             the book, limit prices and suspension on ``date``.
+        members: ``[stocks]`` bool, the universe (an index's members); ``None``: every stock.
+            A non-member is not bought, and one held is sold.
 
     Returns:
         One row per stock with an order, a blocked wish or a position (``ORDER_COLUMNS``):
@@ -118,7 +121,7 @@ def next_day_orders(scores: pd.Series, book: Book, config: BacktestConfig, *, da
     f = scores.to_numpy(dtype=float)
     before = np.array([book.shares.get(c, 0) for c in codes], dtype=np.int64)
     strategy = config.strategy
-    w = weights_for_book(f, before > 0, strategy)
+    w = weights_for_book(f, before > 0, strategy, members)
     broker = Broker(codes, book.cash, config.costs, config.market.lot_size,
                     allow_short=strategy.mode == "long_short")
     broker.shares[:] = before
@@ -200,7 +203,8 @@ def book_orders_for_panel(scores: pd.Series, panel: Panel, book: Book, config: B
     table = next_day_orders(scores.reindex(panel.codes), book, config, date=next_day, price=price,
                             value_price=np.nan_to_num(close), up=broker_up, down=broker_down,
                             suspended=suspended | ~listed, signal_date=panel.dates[-1],
-                            reasons=_AT_LIMIT_REASONS)
+                            reasons=_AT_LIMIT_REASONS,
+                            members=None if panel.members is None else panel.members[last])
     where = pd.Index(panel.codes).get_indexer(table["code"])
     at_limit_rows = (((table["side"] == "buy") & closed_up[where]) | ((table["side"] == "sell")
                                                                       & closed_down[where]))

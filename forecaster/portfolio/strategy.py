@@ -116,14 +116,19 @@ def _ranks(values: np.ndarray, descending: bool) -> np.ndarray:
     return ranks
 
 
-def _dropout_holdings(f: np.ndarray, k: int, n_drop: int, rows: np.ndarray) -> np.ndarray:
+def _dropout_holdings(f: np.ndarray, k: int, n_drop: int, rows: np.ndarray,
+                      members: np.ndarray | None = None) -> np.ndarray:
     """``[rows x stocks]`` bool holdings of the top-k-dropout rule, decided on ``rows`` (the
-    rebalance rows) and carried between them. One step per rebalance; vectorised over stocks."""
+    rebalance rows) and carried between them. One step per rebalance; vectorised over stocks.
+    A holding that leaves ``members`` (bool ``[rows x stocks]``) is dropped on that row,
+    whatever ``n_drop``, and its place filled at the next rebalance."""
     held = np.zeros(f.shape[1], dtype=bool)
     out = np.zeros(f.shape, dtype=bool)
     decide = np.zeros(len(f), dtype=bool)
     decide[rows] = True
     for t in range(len(f)):
+        if members is not None:
+            held &= members[t]
         if decide[t]:
             held = dropout_step(f[t], held, k, n_drop)
         out[t] = held
@@ -161,26 +166,32 @@ def _weights(pick: np.ndarray, f: np.ndarray, weighting: str, descending: bool =
     return raw / np.maximum(raw.sum(axis=1, keepdims=True), 1e-12)
 
 
-def target_weights(forecast: pd.DataFrame, strategy: StrategyConfig | None = None) -> pd.DataFrame:
+def target_weights(forecast: pd.DataFrame, strategy: StrategyConfig | None = None,
+                   members: np.ndarray | None = None) -> pd.DataFrame:
     """Target weights ``[date x code]`` from forecasts ``[date x code]``, row for row.
 
     Row ``t`` of the result is the portfolio wanted for forecast row ``t``. ``NaN`` forecasts
     get weight 0 (a held ``dropout`` name without a forecast is the first to be replaced). Long
     weights sum to 1 (or less when fewer names qualify), shorts to -1; ties go to the earlier
     column. Weights are decided on every ``rebalance_every``-th row (the first included) and
-    held in between.
+    held in between. ``members`` (bool ``[date x code]``, a point-in-time universe): only
+    members are picked, and a name that leaves gets weight 0 on that row, between rebalances
+    too (sold at the next execution; its place is filled at the next rebalance).
     """
     s = strategy or StrategyConfig()
     if not isinstance(forecast, pd.DataFrame):
         raise TypeError(f"forecast must be a DataFrame [date x code], got {type(forecast).__name__}")
     f = forecast.to_numpy(dtype=float)
+    if members is not None:
+        members = np.asarray(members, dtype=bool)
+        f = np.where(members, f, np.nan)
     valid = np.isfinite(f)
     short_side = s.mode == "long_short"
     with np.errstate(invalid="ignore"):
         above, below = valid & (f > s.threshold), valid & (f < -s.threshold)
     rows = np.unique(rebalance_rows(len(f), s.rebalance_every))
     if s.rule == "dropout":
-        w = _weights(_dropout_holdings(f, int(s.top_k), int(s.n_drop), rows), f, s.weighting)
+        w = _weights(_dropout_holdings(f, int(s.top_k), int(s.n_drop), rows, members), f, s.weighting)
     elif s.top_k is None or s.rule == "threshold":
         w = _weights(above, f, s.weighting)
         if short_side:
@@ -198,13 +209,20 @@ def target_weights(forecast: pd.DataFrame, strategy: StrategyConfig | None = Non
                 shorts &= below
             w = w - _weights(shorts, f, s.weighting, descending=False) * shorts.sum(axis=1, keepdims=True) / k
     w = w[rebalance_rows(len(w), s.rebalance_every)]
+    if members is not None:
+        w = np.where(members, w, 0.0)
     return pd.DataFrame(w + 0.0, index=forecast.index, columns=forecast.columns)
 
 
-def weights_for_book(scores: np.ndarray, held: np.ndarray, strategy: StrategyConfig) -> np.ndarray:
+def weights_for_book(scores: np.ndarray, held: np.ndarray, strategy: StrategyConfig,
+                     members: np.ndarray | None = None) -> np.ndarray:
     """Target weights ``[stocks]`` of one rebalance from scores ``[stocks]`` when the names held
     now are ``held`` (bool ``[stocks]``; only the dropout rule depends on them): what
-    :func:`target_weights` decides row by row, for a book given from outside."""
+    :func:`target_weights` decides row by row, for a book given from outside. ``members``
+    (bool ``[stocks]``): the universe of the day; a non-member is neither bought nor kept."""
+    if members is not None:
+        members = np.asarray(members, dtype=bool)
+        scores, held = np.where(members, scores, np.nan), held & members
     if strategy.rule == "dropout":
         pick = dropout_step(scores, held, int(strategy.top_k), int(strategy.n_drop))
         return _weights(pick[None], scores[None], strategy.weighting)[0]

@@ -17,6 +17,7 @@ from seq2seq.core import atomic_write
 FIGURES = (
     ("equity.png", "Equity after costs against the benchmark, with drawdown"),
     ("rolling_ic.png", "Rolling daily rank IC"),  # _figure_caption words it as the figure's axis
+    ("bar_position_ic.png", "Rank IC by bar of the day"),
     ("quantile_returns.png", "Mean tradeable return per score quintile (monotone = the ranking works)"),
     ("ic_by_horizon.png", "Rank IC of the score against labels 1, 5 and 20 days ahead"),
     ("fold_metrics.png", "Scores per walk-forward fold"),
@@ -64,8 +65,12 @@ def _figure_caption(name: str, text: str, panel: bool, bars: bool = False) -> st
     from forecaster.reporting.figures import ROLLING_IC_WINDOW
     from forecaster.reporting.plots import rolling_ic_label
 
+    if name == "bar_position_ic.png":
+        from forecaster.reporting.bar_figures import BAR_POSITION_LABEL
+
+        return BAR_POSITION_LABEL[0].upper() + BAR_POSITION_LABEL[1:] + ", per model"
     if name == "rolling_ic.png":
-        label = rolling_ic_label(ROLLING_IC_WINDOW, panel, bars)
+        label = rolling_ic_label(ROLLING_IC_WINDOW, panel)
         why = "" if panel or bars else " (one stock: no cross-section, so no daily rank IC)"
         return label[0].upper() + label[1:] + why + ", per model"
     if name == "predicted_vs_actual.png" and not panel:

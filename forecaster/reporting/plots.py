@@ -179,20 +179,17 @@ def plot_equity(equity: pd.Series, benchmark: pd.Series, path: str | Path, title
     return _save(fig, path)
 
 
-def rolling_ic_label(window: int, panel: bool, bars: bool = False) -> str:
+def rolling_ic_label(window: int, panel: bool) -> str:
     """What :func:`plot_rolling_ic` draws (its axis label; report.html captions the figure
-    with the same words)."""
-    if bars:
-        return f"{window}-day rolling mean of each day's rank IC over its bars"
+    with the same words). Bar runs draw :mod:`forecaster.reporting.bar_figures` instead."""
     return (f"{window}-day rolling mean of daily rank IC" if panel
             else f"{window}-day rolling correlation of forecast and actual")
 
 
 def plot_rolling_ic(predictions: pd.DataFrame, daily_ic: pd.DataFrame, path: str | Path,
-                    window: int = ROLLING_IC_WINDOW, bars: bool = False) -> Path:
-    """Rolling mean IC per model: the daily cross-sectional rank IC for panels (or, for one
-    stock's minute bars with ``bars``, each day's rank IC over its bars), else the rolling
-    time-series correlation of forecast and actual. A model without any value (a constant
+                    window: int = ROLLING_IC_WINDOW) -> Path:
+    """Rolling mean IC per model: the daily cross-sectional rank IC for panels, else the
+    rolling time-series correlation of forecast and actual. A model without any value (a constant
     forecast such as zero has no correlation) has no line, so it is named in the title
     instead of the legend."""
     fig, ax = plt.subplots(figsize=(12, 4.5))
@@ -205,7 +202,7 @@ def plot_rolling_ic(predictions: pd.DataFrame, daily_ic: pd.DataFrame, path: str
             g = g[g["actual"].notna()]
             curves[name] = g["forecast"].rolling(window, min_periods=window // 2).corr(g["actual"])
         curves = pd.DataFrame(curves)
-    ylabel = rolling_ic_label(window, panel, bars)
+    ylabel = rolling_ic_label(window, panel)
     empty = [str(name) for name in curves.columns if not curves[name].notna().any()]
     # Model colours, never red or green (gains and losses); past eight models they repeat
     # dashed. The Transformer is drawn in black, thicker, so it stands out among fifteen lines.

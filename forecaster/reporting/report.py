@@ -8,13 +8,16 @@ used, or why it was left out), ``stock_metrics.csv``, ``ic_by_year.csv`` and ``i
 (panels), ``trades.csv`` and ``equity.csv`` (of the main model), and PNGs: ``equity.png``
 (equity vs benchmark with drawdown), ``predicted_vs_actual.png``,
 ``rolling_ic.png``, ``fold_metrics.png``, ``dm_pvalues.png``; and ``report.html``, one
-self-contained page of all of it.
+self-contained page of all of it. One stock's minute bars: ``bar_position_metrics.csv`` (each
+model's IC and rank IC by bar of the day across days) and ``bar_position_ic.png`` instead of
+``rolling_ic.png``.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -77,6 +80,17 @@ def _shown_models(report: Report, n: int = 5) -> list[str]:
     return [report.model, *others[: n - 1]] if report.model in report.ic else others[:n]
 
 
+def _shown_bar_models(report: Report, n: int = 5) -> list[str]:
+    """The main model and the best others by pooled rank IC (bar runs)."""
+    ic = report.overall.set_index("model")["rank_ic"]
+    others = sorted((m for m in ic.index if m != report.model), key=lambda m: -np.nan_to_num(ic[m], nan=-1))
+    return ([report.model] if report.model in ic.index else []) + others[: n - 1]
+
+
+def _records(table: pd.DataFrame) -> dict:
+    return {str(r["model"]): r.drop("model").to_dict() for _, r in table.iterrows()}
+
+
 def _jsonable(x):
     if isinstance(x, dict):
         return {str(k): _jsonable(v) for k, v in x.items()}
@@ -105,7 +119,9 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
     ``predictions_format`` (``"auto"``, ``"csv"``, ``"parquet"``; ``None``: the report's, from
     the backtest configuration) decides the predictions file (:func:`write_predictions`)."""
     from forecaster.reporting import plots
+    from forecaster.reporting.bar_figures import plot_bar_position_ic
 
+    started = time.perf_counter()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     files = []
@@ -120,7 +136,7 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
         report.per_stock.to_csv(out / "stock_metrics.csv", index=False)
         files.append(out / "stock_metrics.csv")
     for name, table in (("ic_by_year.csv", report.ic_years), ("ic_by_board.csv", report.ic_boards),
-                        ("bar_day_metrics.csv", report.per_day)):
+                        ("bar_position_metrics.csv", report.bar_positions)):
         if len(table):
             table.to_csv(out / name, index=False)
             files.append(out / name)
@@ -145,8 +161,11 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
             files.append(plots.plot_scatter(point["forecast"], point["actual"],
                                             out / "predicted_vs_actual.png",
                                             f"{report.model}: walk-forward forecasts, all stocks"))
-    files.append(plots.plot_rolling_ic(pred, report.per_day_ic if report.bars else report.daily_ic,
-                                       out / "rolling_ic.png", bars=report.bars))
+    if report.bars:
+        files.append(plot_bar_position_ic(report.bar_positions, out / "bar_position_ic.png",
+                                          _shown_bar_models(report)))
+    else:
+        files.append(plots.plot_rolling_ic(pred, report.daily_ic, out / "rolling_ic.png"))
     files.append(plots.plot_fold_metrics(report.per_fold, out / "fold_metrics.png"))
     if report.quantiles:
         shown = {m: report.quantiles[m] for m in _shown_models(report) if m in report.quantiles}
@@ -172,8 +191,8 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
                           if len(report.ic_horizons) else {}),
         "ic_by_year": _nested(report.ic_years, "year"),
         "ic_by_board": _nested(report.ic_boards, "board"),
-        **({"bars_by_day": {str(r["model"]): r.drop("model").to_dict() for _, r in report.per_day.iterrows()}}
-           if len(report.per_day) else {}),
+        **({"bars_by_position": {"mean": _records(report.bar_summary), "positions": _nested(
+            report.bar_positions, "bar_close")}} if report.bars else {}),
         "predictions_file": predictions.name,
         "backtest": {name: {"strategy": r.metrics, "benchmark": r.benchmark_metrics,
                             "benchmark_name": r.benchmark} for name, r in report.backtests.items()},
@@ -186,6 +205,8 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
         "resumed_folds": result.n_resumed,
         **(extra or {}),
     }
+    if "timings" in metrics:  # the report's files up to here (the page after is a fraction)
+        metrics["timings"] = {**metrics["timings"], "report": time.perf_counter() - started}
     (out / "metrics.json").write_text(json.dumps(_jsonable(metrics), indent=2))
     files.insert(0, out / "metrics.json")
     files.insert(0, write_html(report, result, out))

@@ -1,0 +1,166 @@
+"""Point-in-time universes: which stocks belong to an index (or any list) on each day.
+
+A universe file is one of
+
+* a Qlib instruments file (``CODE<TAB>start<TAB>end`` a line, as ``instruments/csi300.txt``;
+  a stock may have several lines, one per span of membership; ``SH600000`` is ``sh.600000``);
+* a CSV ``code,start,end`` (a header line ``code,start,end`` is optional);
+* a plain list of codes, one a line: always members.
+
+Inside a Qlib data folder a bare name (``csi300``) reads ``instruments/csi300.txt``
+(:func:`resolve_universe`). Dates are ``YYYY-MM-DD`` and both ends are member days. Blank lines
+and lines starting with ``#`` are skipped; any other line that does not fit the file's format
+stops with a :class:`~forecaster.data.loading.DataError` naming the file, the line and what was
+expected. :meth:`Universe.mask` gives the ``[days, stocks]`` membership of a Panel's calendar
+and codes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from forecaster.data.loading import DataError
+from forecaster.data.qlib import from_qlib_code, is_qlib_folder
+
+ALWAYS = (pd.Timestamp("1900-01-01"), pd.Timestamp("2200-12-31"))  # a plain list's codes: always
+
+
+@dataclass
+class Universe:
+    """Membership spans by stock.
+
+    Attributes:
+        name: what the report calls it (``csi300`` for ``instruments/csi300.txt``, else the
+            file's name).
+        source: the file read.
+        spans: ``{code: [(first day, last day), ...]}`` (canonical codes, both ends member
+            days; :data:`ALWAYS` for a plain list's codes).
+        kind: ``"qlib"``, ``"csv"`` or ``"list"``.
+    """
+
+    name: str
+    source: str
+    spans: dict[str, list[tuple[pd.Timestamp, pd.Timestamp]]] = field(default_factory=dict)
+    kind: str = "list"
+
+    @property
+    def codes(self) -> list[str]:
+        return sorted(self.spans)
+
+    def mask(self, dates, codes) -> np.ndarray:
+        """``[days, stocks]`` bool: stock ``codes[j]`` is a member on ``dates[i]``."""
+        dates = pd.DatetimeIndex(dates)
+        out = np.zeros((len(dates), len(codes)), dtype=bool)
+        for j, code in enumerate(codes):
+            for first, last in self.spans.get(str(code), ()):
+                lo, hi = dates.searchsorted(first), dates.searchsorted(last, side="right")
+                out[lo:hi, j] = True
+        return out
+
+    def members_between(self, start, end) -> list[str]:
+        """Codes that are members on some day of ``start..end`` (calendar days)."""
+        start, end = pd.Timestamp(start), pd.Timestamp(end)
+        return sorted(c for c, spans in self.spans.items()
+                      if any(first <= end and last >= start for first, last in spans))
+
+    def coverage(self, dates, codes) -> dict:
+        """How the data cover the universe: members per day in the data (min, median, max over
+        the days ``dates``), the universe's codes, those with data, and the members of the
+        period ``dates[0]..dates[-1]`` the data lack (survivorship: a count, not a guess)."""
+        dates = pd.DatetimeIndex(dates)
+        per_day = self.mask(dates, codes).sum(axis=1) if len(dates) else np.zeros(0, int)
+        have = set(map(str, codes))
+        period = self.members_between(dates[0], dates[-1]) if len(dates) else []
+        missing = [c for c in period if c not in have]
+        return {"name": self.name, "source": self.source, "codes": len(self.spans),
+                "codes_in_data": sum(c in have for c in self.spans),
+                "members_per_day": {"min": int(per_day.min()) if len(per_day) else 0,
+                                    "median": float(np.median(per_day)) if len(per_day) else 0.0,
+                                    "max": int(per_day.max()) if len(per_day) else 0},
+                "members_in_period": len(period), "members_without_data": len(missing),
+                "members_without_data_examples": missing[:10]}
+
+
+def coverage_line(cov: dict) -> str:
+    """One sentence for the report from :meth:`Universe.coverage`."""
+    d = cov["members_per_day"]
+    return (f"universe {cov['name']} ({cov['source']}): members per day in the data min {d['min']}, "
+            f"median {d['median']:g}, max {d['max']}; {cov['members_without_data']} of the "
+            f"{cov['members_in_period']} stocks that were members during these days have no data "
+            f"(survivorship: scores, benchmark and backtest cover only the members with data)")
+
+
+def resolve_universe(spec: str, data_path: str | Path | None = None, option: str = "--universe") -> Universe:
+    """The universe ``spec`` names: a file, or, inside a Qlib data folder ``data_path``, a
+    market name (``csi300`` -> ``DATA/instruments/csi300.txt``)."""
+    path = Path(spec)
+    if path.is_file():
+        return read_universe(path)
+    if data_path and is_qlib_folder(data_path):
+        name = spec[:-4] if spec.endswith(".txt") else spec
+        market = Path(data_path) / "instruments" / f"{name}.txt"
+        if market.is_file():
+            return read_universe(market, name=name)
+        known = sorted(p.stem for p in (Path(data_path) / "instruments").glob("*.txt"))
+        raise DataError(f"{option} {spec}: no such file, and no instruments/{name}.txt in the Qlib "
+                        f"folder {data_path} (it has: {', '.join(known) or 'none'})")
+    what = "a folder" if path.is_dir() else "no such file"
+    raise DataError(f"{option} {spec}: {what}; expected a Qlib instruments file (CODE<TAB>start<TAB>end), "
+                    "a CSV code,start,end, a list of codes, or the name of a market in a Qlib data folder")
+
+
+def _date(text: str, where: str, expected: str) -> pd.Timestamp:
+    try:
+        return pd.Timestamp(pd.to_datetime(text.strip(), format="%Y-%m-%d"))
+    except (ValueError, TypeError):
+        raise DataError(f"{where}: {text.strip()!r} is not a date YYYY-MM-DD; expected {expected}") from None
+
+
+def read_universe(path: str | Path, name: str | None = None) -> Universe:
+    """Read a universe file (the three formats of the module docstring, told apart by the
+    first line that is not blank or a comment: a tab, a comma, or neither)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not a UTF-8 text file; expected a universe file (Qlib instruments, "
+                        "CSV code,start,end or a list of codes)") from None
+    lines = [(n, line.strip()) for n, line in enumerate(text.splitlines(), 1)
+             if line.strip() and not line.strip().startswith("#")]
+    if not lines:
+        raise DataError(f"{path}: empty; expected a universe file (Qlib instruments CODE<TAB>start<TAB>end, "
+                        "a CSV code,start,end or a list of codes)")
+    first = lines[0][1]
+    kind = "qlib" if "\t" in first else "csv" if "," in first else "list"
+    expected = {"qlib": "CODE<TAB>start<TAB>end (a Qlib instruments file, as its first line)",
+                "csv": "code,start,end (a CSV, as its first line)",
+                "list": "one code a line (a list of codes, as its first line)"}[kind]
+    if ((kind == "csv" and [p.strip().lower() for p in first.split(",")] == ["code", "start", "end"])
+            or (kind == "list" and first.lower() == "code")):
+        lines = lines[1:]  # a header
+    spans: dict[str, list] = {}
+    for n, line in lines:
+        where = f"{path}: line {n}"
+        if kind == "list":
+            parts = [line]
+            if "\t" in line or "," in line or len(line.split()) != 1:
+                raise DataError(f"{where}: {line!r}; expected {expected}")
+        else:
+            parts = [p.strip() for p in line.split("\t" if kind == "qlib" else ",")]
+            if len(parts) != 3 or not parts[0]:
+                raise DataError(f"{where}: {line!r}; expected {expected}")
+        code = from_qlib_code(parts[0])
+        if kind == "list":
+            spans[code] = [ALWAYS]
+            continue
+        start, end = _date(parts[1], where, expected), _date(parts[2], where, expected)
+        if start > end:
+            raise DataError(f"{where}: start {parts[1]} is after end {parts[2]}; expected {expected}")
+        spans.setdefault(code, []).append((start, end))
+    if not spans:
+        raise DataError(f"{path}: no code; expected {expected}")
+    return Universe(name or path.name, str(path), dict(sorted(spans.items())), kind)
