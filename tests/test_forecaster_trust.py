@@ -148,3 +148,10 @@ def test_a_stock_without_a_features_columns_is_named_in_the_list(run, tmp_path):
     first = sorted(table.index)[0]
     assert "log_turnover" in table.loc[first, "missing_features"].split(",")
     assert (table.drop(index=first)["missing_features"] == "").all()
+
+
+def test_a_refused_run_leaves_no_folder_behind(tmp_path):
+    for command in (["backtest", *SYN], ["train"]):
+        res = _invoke(*command, "--out", tmp_path / "new" / "rep", "--device", "gpu")
+        assert res.exit_code == 1 and "unknown device 'gpu'" in res.output, res.output
+        assert not (tmp_path / "new").exists()

@@ -81,7 +81,7 @@ def _open_run(run: str, data: str | None, device: str):
     try:
         check_device(device)
     except ConfigError as exc:
-        raise click.BadParameter(str(exc).split("device: ", 1)[-1], param_hint="--device") from None
+        raise click.ClickException(f"--device {device}: {str(exc).split('device: ', 1)[-1]}") from None
     run = Path(run)
     info = _run_info(run)
     cls = PanelTransformer if info.get("kind") == "panel" else CausalTransformerForecaster

@@ -75,14 +75,21 @@ def check_output(folder: str | Path, *, overwrite: bool = False, resume: bool = 
                           "earlier run, overwrite removes it")
     if path.exists() and not path.is_dir():
         raise OutputError(f"{option} {path}: exists and is not a folder")
+    # Writable where it is or would be created, probed without creating it: a refused command
+    # leaves no empty folder behind (claim() creates it).
+    probe = path.absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise OutputError(f"{option} {path}: cannot write there ({probe} is not a folder); choose a "
+                          "writable folder")
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path):
+        with tempfile.TemporaryFile(dir=probe):
             pass
     except OSError as exc:
         raise OutputError(f"{option} {path}: cannot write there ({exc.strerror or exc}); choose a "
                           "writable folder") from exc
-    entries = tuple(sorted(path.iterdir()))
+    entries = tuple(sorted(path.iterdir())) if path.exists() else ()
     if not entries or resume:
         return OutputFolder(path, (), False)
     names = ", ".join(e.name + ("/" if e.is_dir() else "") for e in entries[:8])
