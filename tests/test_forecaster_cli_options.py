@@ -47,6 +47,7 @@ VALUES = {
     "model__n_seeds": ("3", 3),
     "model__epoch_stock_days": ("200000", 200000),
     "model__stocks_per_batch": ("20", 20),
+    "model__warm_epochs": ("2", 2),
     "model__device": ("cpu", "cpu"),
     "model__random_state": ("7", 7),
     "model__attention_dropout": ("0.1", 0.1),
@@ -75,6 +76,7 @@ VALUES = {
     "walk_forward__resume": (True, None),
     "walk_forward__backend": ("ray", "ray"),
     "walk_forward__address": ("10.0.0.1:6379", "10.0.0.1:6379"),
+    "walk_forward__warm_start": ("2", 2),
     "strategy__rule": ("top_k", "top_k"),
     "strategy__top_k": ("4", 4),
     "strategy__n_drop": ("2", 2),
@@ -119,6 +121,7 @@ PANEL_ONLY = {
     "n_seeds",
     "epoch_stock_days",
     "stocks_per_batch",
+    "warm_epochs",
     "average_last",
     "icir_floor",
 }

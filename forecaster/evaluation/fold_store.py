@@ -35,7 +35,9 @@ class FoldOutput:
     """What one fold produced: forecast rows (``date`` index; ``code, model, fold,
     forecast``), ``{(fold, name): reason}`` of models skipped (too little data) and of models
     that failed (exception summary), ``{(fold, name): [codes]}`` of stocks a model left
-    out, and ``{(fold, name): seconds}`` each model took to fit and forecast."""
+    out, ``{(fold, name): seconds}`` each model took to fit and forecast, and, in a run that
+    warm-starts, ``{name: state}`` each warm-startable model ended the fold with (what a later
+    fold starts from; kept on disk so a resumed run continues the chain)."""
 
     fold: int
     rows: list[pd.DataFrame]
@@ -43,6 +45,7 @@ class FoldOutput:
     failed: dict = field(default_factory=dict)
     excluded: dict = field(default_factory=dict)
     seconds: dict = field(default_factory=dict)
+    states: dict = field(default_factory=dict)
 
 
 def data_fingerprint(frames: Mapping[str, pd.DataFrame] | Panel) -> str:

@@ -41,6 +41,7 @@ from forecaster.data.intraday import is_bar_calendar
 from forecaster.data.panel import Panel, PanelFiles
 from forecaster.evaluation.backends import BACKENDS, release_freed_heap, run_local, run_ray
 from forecaster.evaluation.fold_store import FoldOutput, FoldStore, data_fingerprint, run_description
+from forecaster.evaluation.warm_start import in_waves
 from forecaster.features.labels import EXECUTIONS, by_forecast_date, close_to_close, tradeable_label
 from forecaster.features.series import log_returns, mask_suspended
 from forecaster.models.interface import input_kind
@@ -82,6 +83,10 @@ class WalkForwardConfig:
             on a Ray cluster, the data in its object store once; see
             :mod:`forecaster.evaluation.backends`). Results are identical.
         address: the Ray cluster to use (``"HOST:6379"``); empty starts a local one.
+        warm_start: 0: every fold fits its models from scratch. ``s`` > 0: fold ``k``'s
+            panel Transformer starts from the networks fold ``k - s`` ended with and trains
+            its ``warm_epochs`` on the fold's whole history (:mod:`.warm_start`); ``s`` folds
+            run at a time (so ``s`` >= the workers keeps them busy).
     """
 
     scheme: str = "expanding"
@@ -102,6 +107,7 @@ class WalkForwardConfig:
     resume: bool = False
     backend: str = "local"
     address: str = ""
+    warm_start: int = 0
 
     def __post_init__(self) -> None:
         check_choice("scheme", self.scheme, SCHEMES)
@@ -117,6 +123,8 @@ class WalkForwardConfig:
         check_choice("label", self.label, LABELS)
         check_choice("execution", self.execution, EXECUTIONS)
         check_choice("backend", self.backend, BACKENDS)
+        if int(self.warm_start) < 0:
+            raise ValueError(f"warm_start must be >= 0 (0: no warm start), got {self.warm_start}")
         if self.n_jobs == 0:
             raise ValueError("n_jobs must not be 0 (use 1 for serial, -1 for all cores)")
         self.start = check_date("start", self.start, allow_none=True)
@@ -229,11 +237,14 @@ def point_forecast(pred) -> pd.Series:
     return pred["mean"] if "mean" in pred.columns else pred.iloc[:, pred.shape[1] // 2]
 
 
-def _run_fold(fold: Fold, models: dict, train: dict, test: dict, threads: int, keep: bool):
+def _run_fold(fold: Fold, models: dict, train: dict, test: dict, threads: int, keep: bool,
+              warm: dict | None = None):
     """Fit every model on ``train`` (``{"frames": {code: frame}, "panel": Panel or None}``)
     and forecast the fold's days from ``test``, with ``threads`` torch threads (restored
     afterwards: with ``n_jobs=1`` this is the caller's own process). Returns the fold's
-    :class:`FoldOutput` and ``{(fold, name): model}`` when ``keep``."""
+    :class:`FoldOutput` and ``{(fold, name): model}`` when ``keep``. ``warm``: ``None`` (no
+    warm start) or ``{name: state}`` an earlier fold ended with (:mod:`.warm_start`); each
+    warm-startable model then starts from its state and reports its own in the output."""
     previous = torch.get_num_threads()
     if threads != previous:
         torch.set_num_threads(threads)
@@ -245,7 +256,10 @@ def _run_fold(fold: Fold, models: dict, train: dict, test: dict, threads: int, k
         for name, template in models.items():
             start = time.perf_counter()
             try:
-                model = _fit_and_forecast(fold, name, template, train, test, output)
+                model = _fit_and_forecast(fold, name, template, train, test, output,
+                                          None if warm is None else warm.get(name))
+                if warm is not None and hasattr(model, "warm_state"):
+                    output.states[name] = model.warm_state()
             except _Skip as exc:
                 output.skipped[(fold.fold, name)] = str(exc)
                 continue
@@ -276,9 +290,13 @@ def failure_summary(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc} (at {Path(last.filename).name}:{last.lineno} in {last.name})"
 
 
-def _fit_and_forecast(fold: Fold, name: str, template, train: dict, test: dict, output: FoldOutput):
-    """Fit a fresh copy of ``template`` and append its forecast rows to ``output``."""
+def _fit_and_forecast(fold: Fold, name: str, template, train: dict, test: dict, output: FoldOutput,
+                      init: dict | None = None):
+    """Fit a fresh copy of ``template`` (started from ``init``, an earlier fold's state, when
+    given) and append its forecast rows to ``output``."""
     model = clone(template)
+    if init is not None and hasattr(model, "warm_from"):
+        model.warm_from(init)
     panel_model = input_kind(model) == "panel"
     try:
         model.fit(train["panel"] if panel_model else train["frames"])
@@ -348,11 +366,12 @@ def _fold_inputs(panel: dict, grid: Panel | PanelFiles, fold: Fold, codes: list[
     return {"frames": train, "panel": train_panel}, {"frames": test, "panel": test_panel}
 
 
-def _fold_task(shared, fold: Fold, codes, config, kinds, models, threads: int, keep: bool):
+def _fold_task(shared, fold: Fold, codes, config, kinds, models, threads: int, keep: bool,
+               warm: dict | None = None):
     """One fold, run where the whole data set is at hand (a joblib worker, mapping the
     panel's files, or a Ray task): slice, fit, forecast."""
     train, test = _fold_inputs(*shared, fold, codes, config, kinds)
-    result = _run_fold(fold, models, train, test, threads, keep)
+    result = _run_fold(fold, models, train, test, threads, keep, warm)
     del train, test
     release_freed_heap()  # a worker waits between folds (and after the last) holding only this
     return result
@@ -443,11 +462,18 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="forecaster-panel-") as folder:
         if config.backend == "ray":
-            results = run_ray(_fold_task, (frames, folds_grid), tasks, config.threads_per_task,
-                              config.address or None)
+            def run(wave):
+                return run_ray(_fold_task, (frames, folds_grid), wave, config.threads_per_task,
+                               config.address or None)
         else:
             shared = folds_grid.to_files(folder) if todo and config.n_jobs != 1 else folds_grid
-            results = run_local(_fold_task, (frames, shared), tasks, config.n_jobs)
+
+            def run(wave):
+                return run_local(_fold_task, (frames, shared), wave, config.n_jobs)
+        if config.warm_start:  # folds wait for the fold they start from
+            results = in_waves(run, tasks, config.warm_start, {k: o.states for k, o in done.items()})
+        else:
+            results = run(tasks)
         outputs, kept = _collect(results, store, done, len(todo), config.progress)
     folds_seconds = time.perf_counter() - started
     rows, skipped, failed, excluded, seconds = [], {}, {}, {}, {}

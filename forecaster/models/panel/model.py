@@ -167,6 +167,9 @@ class PanelTransformer(BaseEstimator):
             ``epoch_stock_days`` an epoch then holds more, smaller steps. ``None``: all of them
             up to 500 stocks; beyond, 250 stocks x ``4 * days_per_batch`` days a step (the
             stock-days of ``days_per_batch`` days of 1,000 stocks; docs/scale.md measured it).
+        warm_epochs: a fit started from an earlier fit's networks (:meth:`warm_from`, the
+            walk-forward's ``warm_start``) trains this many epochs instead of ``max_epochs``
+            (and averages at most this many epochs' weights).
         device: ``"auto"``, ``"cpu"``, ``"cuda"``...
         random_state: seed of the first network.
         progress: progress bars while fitting.
@@ -181,7 +184,8 @@ class PanelTransformer(BaseEstimator):
                  loss: str | None = None, icir_floor=0.3, max_epochs: int | None = None, days_per_batch=8,
                  lr=1e-3, weight_decay=1e-2, patience=4, val_fraction: float | None = None,
                  average_last: int | None = None, n_seeds=2, epoch_stock_days: int | None = None,
-                 stocks_per_batch: int | None = None, device="auto", random_state=0, progress=False):
+                 stocks_per_batch: int | None = None, warm_epochs=3, device="auto", random_state=0,
+                 progress=False):
         self.window = window
         self.horizon = horizon
         self.aux_horizons = aux_horizons
@@ -210,6 +214,7 @@ class PanelTransformer(BaseEstimator):
         self.n_seeds = n_seeds
         self.epoch_stock_days = epoch_stock_days
         self.stocks_per_batch = stocks_per_batch
+        self.warm_epochs = warm_epochs
         self.device = device
         self.random_state = random_state
         self.progress = progress
@@ -265,6 +270,7 @@ class PanelTransformer(BaseEstimator):
         if not 0 <= self.drop_tails < 0.5:
             raise ValueError(f"drop_tails must be in [0, 0.5), got {self.drop_tails}")
         check_int("max_epochs", self.max_epochs, allow_none=True)
+        check_int("warm_epochs", self.warm_epochs)
         check_int("average_last", self.average_last, allow_none=True)
         if self.val_fraction is not None and not 0 <= self.val_fraction < 1:
             raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
@@ -295,6 +301,12 @@ class PanelTransformer(BaseEstimator):
         warn_missing_inputs(panel, names, "fit")
         device = resolve_device(self.device)
         self.net_config_ = self._net_config(len(names), panel.n_stocks)
+        warm = getattr(self, "_warm", None)
+        if warm is not None and (tuple(warm["features"]) != names or warm["net_config"] != self.net_config_):
+            log.warning("warm start not used: the earlier fit's features or network differ from this "
+                        "fit's; training from scratch")
+            warm = None
+        self.warm_started_ = warm is not None
         # One feature tensor: the processor is fitted on it, then it is processed in place.
         context = self.net_config_.context
         raw = feature_tensor(panel, names, front=context)
@@ -323,6 +335,9 @@ class PanelTransformer(BaseEstimator):
         self.train_end_ = panel.dates[-1]
         self.nets_, self.histories_, self.best_epochs_ = [], [], []
         self.budget_ = self.budget(panel.n_stocks, len(fit_days))
+        if warm is not None:  # a fraction of a full fit's epochs, from the earlier weights
+            self.budget_ = {**self.budget_, "max_epochs": int(self.warm_epochs),
+                            "average_last": min(int(self.budget_["average_last"]), int(self.warm_epochs))}
         if self.budget_ != self.budget(0, 0):
             log.info("training budget for %d stocks x %d days: %s", panel.n_stocks, len(fit_days),
                      self.budget_)
@@ -331,6 +346,8 @@ class PanelTransformer(BaseEstimator):
             with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
                 torch.manual_seed(seed)
                 net = PanelTransformerNet(self.net_config_).to(device)
+                if warm is not None:
+                    net.load_state_dict(warm["nets"][k % len(warm["nets"])])
                 validate = ((lambda net=net, seed=seed: self._val_ic(net, data_, val_days, seed)) if n_val
                             else None)
                 batch = data_.batch
@@ -344,6 +361,21 @@ class PanelTransformer(BaseEstimator):
             self.nets_.append(net)
             self.histories_.append(history)
             self.best_epochs_.append(best)
+        return self
+
+    def warm_state(self) -> dict:
+        """What a later fit can start from (:meth:`warm_from`): the features, the network
+        configuration and every network's weights (on the CPU)."""
+        self._check_fitted()
+        return {"features": tuple(self.features_), "net_config": self.net_config_,
+                "nets": [{k: v.detach().cpu().clone() for k, v in net.state_dict().items()}
+                         for net in self.nets_]}
+
+    def warm_from(self, state: dict) -> PanelTransformer:
+        """Start the next :meth:`fit` from ``state`` (an earlier fit's :meth:`warm_state`):
+        its networks begin with those weights and train ``warm_epochs`` epochs. Ignored, with
+        a warning, when the features or the network differ."""
+        self._warm = state
         return self
 
     def _sequences(self, panel: Panel, names, processor, with_labels: bool = False,
