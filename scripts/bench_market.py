@@ -62,29 +62,45 @@ def _fmt(x, digits: int) -> str:
     return f"{x:+.{digits}f}" if isinstance(x, (int, float)) and math.isfinite(x) else "nan"
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", default=str(REPO.parent / "shared/data/szse"))
-    p.add_argument("--out", default=str(REPO / "runs/bench_market"))
-    p.add_argument("extra", nargs="*", help="options passed to `forecaster backtest` (none: the defaults)")
-    args = p.parse_args()
-    cmd = [str(Path(sys.executable).with_name("forecaster")), "backtest", args.data, "--out", args.out,
-           "--overwrite", *args.extra]
+def run_sampled(cmd: list[str]) -> tuple[int, float, int]:
+    """Run ``cmd`` (its output to this script's stderr), sampling the resident memory of its
+    process tree every second: ``(exit status, wall seconds, peak bytes)``."""
     print("# " + " ".join(cmd), flush=True)
     start, peak = time.perf_counter(), 0
     child = subprocess.Popen(cmd, stdout=sys.stderr)  # this script's stdout: only its own lines
     while child.poll() is None:
         peak = max(peak, _tree_rss(child.pid))
         time.sleep(1.0)
-    wall = time.perf_counter() - start
-    if child.returncode != 0:
-        sys.exit(f"forecaster backtest failed with exit status {child.returncode}")
+    return child.returncode, time.perf_counter() - start, peak
+
+
+def excess_ann(backtest: dict) -> float:
+    """A model's strategy after costs minus its benchmark, annualised (metrics.json's
+    ``backtest`` entry of the model); NaN without one."""
+    if backtest.get("strategy") and backtest.get("benchmark"):
+        return backtest["strategy"]["annual_return"] - backtest["benchmark"]["annual_return"]
+    return math.nan
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", default=str(REPO.parent / "shared/data/szse"))
+    p.add_argument("--out", default=str(REPO / "runs/bench_market"))
+    p.add_argument("--device", default=None,
+                   help="the Transformer's device (`--device` of the backtest: auto, cpu, cuda); default: "
+                        "the backtest's own (auto)")
+    p.add_argument("extra", nargs="*", help="options passed to `forecaster backtest` after `--` (none: the "
+                                            "defaults), e.g. `-- --warm-start 2`")
+    args = p.parse_args()
+    cmd = [str(Path(sys.executable).with_name("forecaster")), "backtest", args.data, "--out", args.out,
+           "--overwrite", *(["--device", args.device] if args.device else []), *args.extra]
+    status, wall, peak = run_sampled(cmd)
+    if status != 0:
+        sys.exit(f"forecaster backtest failed with exit status {status}")
     m = json.loads((Path(args.out) / "metrics.json").read_text())
     ic, backtests = m["daily_rank_ic"], m.get("backtest", {})
     for name, s in ic.items():
-        bt = backtests.get(name, {})
-        excess = (bt["strategy"]["annual_return"] - bt["benchmark"]["annual_return"]
-                  if bt.get("strategy") and bt.get("benchmark") else math.nan)
+        excess = excess_ann(backtests.get(name, {}))
         print(f"model {name} rank_ic={_fmt(s.get('mean_ic'), 4)} icir={_fmt(s.get('icir'), 3)} "
               f"excess_ann={_fmt(excess, 3)}")
     others = {k: v for k, v in ic.items() if k != "transformer" and v.get("mean_ic") is not None}

@@ -59,8 +59,12 @@ def test_forecasts_without_skill_score_about_zero_and_a_planted_signal_is_recove
     printed = {"pearson_ic": n_bars, "rank_ic": n_bars, "position_ic": n_days, "position_rank_ic": n_days}
     assert set(printed) <= set(table.columns)
     for name in ("level", "reversal", "noise"):
-        for stat, n in printed.items():  # within 3 standard errors of zero
-            assert abs(table.loc[name, stat]) < 3 / np.sqrt(n), (name, stat, table.loc[name, stat])
+        # within 3 standard errors of zero; a level (a random walk) keeps the small-sample bias of a
+        # persistent regressor, +1.4 to +2 standard errors on average (13 seeds of these sizes:
+        # rank IC +0.031 at 4 x 1000 bars, +0.012 at 48 x 250), so 2 more are allowed to it
+        bound = 5 if name == "level" else 3
+        for stat, n in printed.items():
+            assert abs(table.loc[name, stat]) < bound / np.sqrt(n), (name, stat, table.loc[name, stat])
         assert abs(table.loc[name, "hit_rate"] - 0.5) < 1.5 / np.sqrt(n_bars)
         assert table.loc[name, "r2_oos_zero"] < 0.002
     for stat in printed:

@@ -111,6 +111,9 @@ def test_baostock_minute_bars_ask_for_the_minute_fields(replay, tmp_path):
     assert res.exit_code == 0, res.output
     name, call = replay.calls[-1]
     assert call["fields"] == BAOSTOCK_MINUTE_FIELDS and call["frequency"] == "5" and call["adjustflag"] == "3"
+    # which adjustment it fetched, and what that means for minute returns (no preclose)
+    assert "5-minute bars, unadjusted (adjustflag 3): the prices traded. A minute file has no preclose" in (
+        " ".join(res.output.split()))
     bars, report = load_csv(tmp_path / "sz.000001.csv")
     assert report.format == "baostock_minute" and len(bars) == 48 and bars["first_bar"].sum() == 1
     res = _fetch("sz.000001", "--frequency", "1", "--out", str(tmp_path / "one.csv"))

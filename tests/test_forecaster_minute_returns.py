@@ -13,7 +13,14 @@ import pandas as pd
 import pytest
 from conftest import shared_path
 
-from forecaster.data import attach_intraday, daily_bars, load_csv, synthetic_intraday, write_minute_csv
+from forecaster.data import (
+    attach_intraday,
+    daily_bars,
+    load_csv,
+    load_dir,
+    synthetic_intraday,
+    write_minute_csv,
+)
 from forecaster.data.fetch import adjustment_note
 from forecaster.evaluation.walkforward import _actuals
 from forecaster.features.series import mask_suspended
@@ -114,6 +121,11 @@ def test_volume_units_are_checked_against_the_amount(bars, tmp_path, caplog):
     assert report.volume_unit.startswith("unknown") and str(path) in caplog.text
     assert "amount / (volume x close) is 0.0001, expected about 1 (shares) or 100" in caplog.text
     np.testing.assert_allclose(loaded["volume"], bars["volume"])  # kept as baostock writes it
+    write_minute_csv(bars.assign(code="sz.000002", volume=bars["volume"] / 100), tmp_path / "sz.000002.csv")
+    summary = load_dir(tmp_path).summary()  # a folder's summary names the files
+    assert "minute bars of 60 minutes, 0 suspended bar(s)" in summary
+    assert "volume in lots converted to shares in 1 file(s): sz.000002.csv" in summary
+    assert "volume unit unknown in 1 file(s): sz.000001.csv" in summary
 
 
 def test_intraday_folders_of_one_bar_length_with_features_in_minutes(bars):

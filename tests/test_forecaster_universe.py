@@ -178,6 +178,14 @@ def test_a_training_universe_masks_the_labels_models_learn():
     assert report.masked["not in the training universe"] == 6 + 1
 
 
+def test_the_masks_travel_to_the_fold_workers(tmp_path):
+    panel = _simple_panel()
+    panel.learn = np.eye(len(DAYS), 4, dtype=bool)
+    opened = panel.to_files(tmp_path).open()  # what a parallel worker maps
+    np.testing.assert_array_equal(opened.learn, panel.learn)
+    assert opened.members is None and panel.slice(DAYS[2], None).learn.shape == (6, 4)
+
+
 QUICK = ["--window", "8", "--d-model", "16", "--heads", "2", "--layers", "1", "--epochs", "1",
          "--n-seeds", "1", "--epoch-stock-days", "2000", "--device", "cpu", "--no-baselines",
          "--train-days", "150", "--retrain-every", "60", "--min-stock-days", "60", "--jobs", "1"]
@@ -199,7 +207,7 @@ def test_backtest_with_a_universe_end_to_end(tmp_path, one_thread):
     res = CliRunner().invoke(main, ["backtest", str(data), "--out", str(tmp_path / "no"),
                                     "--universe", str(bad)])
     assert res.exit_code != 0 and "Error:" in res.output and "line 1" in res.output
-    assert "Traceback" not in res.output and not any((tmp_path / "no").iterdir())  # nothing written
+    assert "Traceback" not in res.output and not (tmp_path / "no").exists()  # nothing written
     out = tmp_path / "r"
     res = CliRunner().invoke(main, ["backtest", str(data), "--out", str(out), "--universe", str(idx),
                                     "--train-universe", str(idx), *QUICK])

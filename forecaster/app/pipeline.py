@@ -201,6 +201,8 @@ def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: 
     models = build_models(exp)
     make_folds(loaded.panel.dates, exp.walk_forward)  # raises when no fold fits the calendar
     store = fold_store(loaded.frames, models, exp.walk_forward, folder.path / "folds")
+    if loaded.train_universe is not None:  # folds trained on other stock-days are not resumed
+        store.fingerprint["run"]["train_universe"] = loaded.train_universe.digest()
     store.check(exp.walk_forward.resume)
     out = folder.claim()
     with atomic_write(out / EXPERIMENT_FILE, "w") as f:  # first: the run is reproducible even if cut

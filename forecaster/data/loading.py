@@ -40,9 +40,15 @@ from forecaster.data.formats import (
     detect_format,
 )
 from forecaster.data.intraday import session_minutes
-from forecaster.data.minute_bars import BarError, auction_stamps, bar_clauses, normalise
+from forecaster.data.minute_bars import (
+    BarError,
+    auction_stamps,
+    bar_clauses,
+    bar_frame,
+    folder_bar_clauses,
+    pair_beside,
+)
 from forecaster.data.minute_formats import prepare_text
-from forecaster.data.minute_returns import gap_days, pair_daily
 from forecaster.data.quality import (
     KINDS,
     Flag,
@@ -228,43 +234,16 @@ def load_csv(path: str | Path, on_bad: str = "raise", code: str | None = None,
     """
     check_choice("on_bad", on_bad, ON_BAD)
     frame, report = _load(Path(path), on_bad, code, trust_code_column)
-    if report.bar_minutes:
-        frame = _pair_beside(frame, report, Path(path), trust_code_column)
+    if report.bar_minutes:  # a daily file of the stock beside it gives the first bars' preclose
+        frame = pair_beside(frame, report, Path(path), scan_dir(Path(path).parent)[0],
+                            lambda other: _load(other, "raise", None, trust_code_column),
+                            (DataError, OSError))
     column = {report.path: FORMATS_BY_NAME[report.format].source("adjust_flag")}
     report.flags.extend(adjust_mismatches({report.path: report.adjust_flags}, column)[1].values())
     if strict:
         _raise_flagged(report.path, report.flags)
     _log_report(report)
     return frame, report
-
-
-def _pair_beside(frame: pd.DataFrame, report: LoadReport, path: Path, trust: bool) -> pd.DataFrame:
-    """A minute file's bars with the first bars' returns from the daily ``preclose`` of a daily
-    file of the same stock beside it (named for the stock: ``SZ#000665#1day.csv`` beside
-    ``SZ#000665#5min.csv``), where there is one that fits
-    (:func:`~forecaster.data.minute_returns.pair_daily`); the report says which file was used,
-    or why one found was not."""
-    code = str(frame["code"].iloc[0])
-    notes = []
-    for other in scan_dir(path.parent)[0]:
-        named = code_in_name(other.name)
-        if other == path or named is None or not _codes_agree(named, code):
-            continue
-        try:
-            daily, daily_report = _load(other, "raise", None, trust)
-        except (DataError, OSError) as exc:
-            notes.append(f"{other.name} could not be read ({str(exc).split(': ', 1)[-1][:120]})")
-            continue
-        if daily_report.bar_minutes:
-            continue
-        paired, used = pair_daily(frame, daily)
-        if used["days"]:
-            report.daily_file, report.preclose_days = str(other), used["days"]
-            report.exrights_days, report.gaps = used["corrected"], gap_days(paired)
-            return paired
-        notes.append(f"{other.name} beside it: {used['note']}")
-    report.daily_note = "; ".join(notes)
-    return frame
 
 
 def _raise_flagged(path: str, flags: list[Flag]) -> None:
@@ -397,14 +376,15 @@ def _canonicalise(raw: pd.DataFrame, fmt: CsvFormat, path: Path, on_bad: str, re
         clock = clock.where(~clock.str.fullmatch(r"\d{3}"), clock.str.zfill(4))
         text_dates = text_dates + " " + clock
     sample = text_dates.iloc[0] if len(text_dates) else ""
-    pattern = next((f for f in fmt.formats if not pd.isna(pd.to_datetime(sample, format=f, errors="coerce"))),
-                   fmt.formats[0])
+    parsed = next((f for f in fmt.formats if not pd.isna(pd.to_datetime(sample, format=f, errors="coerce"))),
+                  None)  # the first row decides among the format's alternatives
+    pattern = parsed or fmt.formats[0]
     dates = pd.to_datetime(text_dates, format=pattern, errors="coerce")
     column = (f"{fmt.date_column!r} and {fmt.time_column!r}" if fmt.time_column
               else repr(fmt.date_column) if fmt.intraday else "")
     frame = clean.bad_rows(frame, dates.isna(), "unparseable dates", key,
                            f"a {'timestamp' if fmt.intraday else 'date'} like "
-                           f"{' or '.join(fmt.formats) if pattern not in fmt.formats else pattern}",
+                           f"{pattern if parsed else ' or '.join(fmt.formats)}",
                            raw=text_dates, name=column)
     frame[key] = dates.loc[frame.index]
     if fmt.intraday:
@@ -429,11 +409,11 @@ def _canonicalise(raw: pd.DataFrame, fmt: CsvFormat, path: Path, on_bad: str, re
             frame = clean.bad_rows(frame, empty, "missing prices", col, "a price", raw=text)
         elif empty.any():
             report.missing_values[col] = int(empty.sum())
-    # a minute bar of all-zero prices is how baostock writes a suspended stock's bars (minute_bars)
-    zero_bar = (frame[list(REQUIRED)] == 0).all(axis=1) if fmt.intraday else False
     for col in PRICE_COLUMNS:
         if col in frame.columns:
             bad = frame[col] <= 0 if col in REQUIRED else (frame[col] <= 0) & frame[col].notna()
+            # a minute bar of all-zero prices is how baostock writes a suspended stock's bars (minute_bars)
+            zero_bar = (frame[list(REQUIRED)] == 0).all(axis=1) if fmt.intraday else False
             frame = clean.bad_rows(frame, bad & ~zero_bar, "non-positive prices", col, "a positive price"
                                    + (" (or all-zero prices: a suspended bar)" if fmt.intraday else ""))
 
@@ -474,22 +454,12 @@ def _canonicalise(raw: pd.DataFrame, fmt: CsvFormat, path: Path, on_bad: str, re
 
 def _bars(frame: pd.DataFrame, lines: np.ndarray, fmt: CsvFormat, path: Path, report: LoadReport,
           code: str) -> tuple[pd.DataFrame, np.ndarray]:
-    """A minute file's parsed rows as a bar frame (:func:`forecaster.data.minute_bars.normalise`),
-    its facts in the report."""
-    column = fmt.time_column or fmt.date_column
+    """A minute file's parsed rows as a bar frame, its facts in the report
+    (:func:`forecaster.data.minute_bars.bar_frame`)."""
     try:
-        frame, lines, facts = normalise(frame, lines, code, column, fmt.scale.get("volume", 1.0), fmt.name,
-                                        report.warnings)
+        return bar_frame(frame, lines, fmt, report, code)
     except BarError as exc:
         raise DataError(f"{path}: {exc}") from None
-    for name, value in vars(facts).items():
-        setattr(report, name, value)
-    report.warnings[:] = [w if w.startswith(str(path)) else f"{path}: {w}" for w in report.warnings]
-    suspended_day = frame.groupby("day")["suspended"].all()
-    report.suspended_days = int(suspended_day.sum())
-    report.trading_days = int(len(suspended_day))
-    report.gaps = gap_days(frame)
-    return frame, lines
 
 
 # ------------------------------------------------------------------ folders
@@ -580,7 +550,7 @@ class FolderLoad(tuple):
         if self.skipped:
             text += (f"; skipped {len(self.skipped)} entr{'y' if len(self.skipped) == 1 else 'ies'} "
                      f"that are not data files: {_named([str(s) for s in self.skipped], max_named)}")
-        return "; ".join([text, *self.quality(max_named)])
+        return "; ".join([text, *folder_bar_clauses(reports, max_named), *self.quality(max_named)])
 
 
 def _named(items: list[str], limit: int) -> str:

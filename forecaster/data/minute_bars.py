@@ -2,8 +2,8 @@
 counted and said in the load summary (:func:`bar_clauses`), bad input one error naming the
 file, line and column.
 
-* **Stamps.** Bars are stamped at their close. A file with bars at 09:30 and none at 15:00
-  stamps them at their start: each is re-stamped by one bar length (09:30 -> 09:35,
+* **Stamps.** Bars are stamped at their close. A file with bars at 09:30 and none at 11:30 or
+  15:00 stamps them at their start: each is re-stamped by one bar length (09:30 -> 09:35,
   13:00 -> 13:05). An opening-auction bar (stamped 09:15-09:29, or 09:30 in a file of bars
   stamped at their close, as 1-minute exports write it) is merged into the day's first bar.
 * **Frequency.** The bar length is the most common step between a day's bars (the lunch break
@@ -28,8 +28,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from forecaster.data.formats import CsvFormat, code_in_name
 from forecaster.data.intraday import SESSION_MINUTES, SESSION_RULE, add_session_columns, session_minutes
-from forecaster.data.minute_returns import flag_gaps, gap_days
+from forecaster.data.minute_returns import flag_gaps, gap_days, pair_daily
 
 AUCTION_START = 9 * 60 + 15  # the opening call auction's first minute (09:15)
 SESSION_START = 9 * 60 + 30
@@ -99,13 +100,13 @@ def _merge_auctions(frame: pd.DataFrame, lines: np.ndarray, auction: np.ndarray
     if not ok.any():
         return frame, lines, 0
     out = frame.copy()
-    group = np.where(ok, target, np.where(auction, -1, np.arange(n))).astype(int)
     rows = np.flatnonzero(ok)
-    into = group[rows]
-    grouped = out.iloc[np.r_[rows, np.unique(into)]].assign(_g=np.r_[into, np.unique(into)])
-    grouped = grouped.iloc[np.argsort(np.r_[rows, np.unique(into)], kind="stable")].groupby("_g")
-    at = out.columns.get_loc
+    into = target[rows].astype(int)  # the bar each auction bar goes into
     heads = np.unique(into)
+    members, keys = np.r_[rows, heads], np.r_[into, heads]
+    order = np.argsort(members, kind="stable")  # in time order: the first open is the auction's
+    grouped = out.iloc[members[order]].assign(_g=keys[order]).groupby("_g")
+    at = out.columns.get_loc
     out.iloc[heads, at("open")] = grouped["open"].first().loc[heads].to_numpy()
     out.iloc[heads, at("high")] = grouped["high"].max().loc[heads].to_numpy()
     out.iloc[heads, at("low")] = grouped["low"].min().loc[heads].to_numpy()
@@ -203,7 +204,9 @@ def normalise(frame: pd.DataFrame, lines: np.ndarray, code: str, column: str, vo
     day = stamps.normalize().to_numpy()
     regular = ~early
     length = _length(session[regular], day[regular])
-    if (session == 0).any() and not (session == SESSION_MINUTES).any():
+    clock = clock_minutes(stamps)
+    # stamped at their start: a bar at 09:30, none at 11:30 or 15:00 (a bar closing at 13:00 has no length)
+    if (clock == SESSION_START).any() and not np.isin(clock, (11 * 60 + 30, 15 * 60)).any():
         facts.stamped = "start"  # bars stamped at their start: each closes one bar later
         session = np.where(regular, session + length, session)
         frame = frame.set_axis(_to_clock(day, np.where(regular, session, 0)).where(regular, stamps))
@@ -224,6 +227,53 @@ def normalise(frame: pd.DataFrame, lines: np.ndarray, code: str, column: str, vo
     facts.suspended_bars = int(frame["suspended"].sum())
     frame, facts.gap_check = flag_gaps(frame, code)
     return frame, lines, facts
+
+
+def bar_frame(frame: pd.DataFrame, lines: np.ndarray, fmt: CsvFormat, report, code: str
+              ) -> tuple[pd.DataFrame, np.ndarray]:
+    """:func:`normalise` for the loader: ``(bar frame, lines)``, the facts copied into
+    ``report`` (a :class:`~forecaster.data.loading.LoadReport`; its warnings name the file)."""
+    frame, lines, facts = normalise(frame, lines, code, fmt.time_column or fmt.date_column,
+                                    fmt.scale.get("volume", 1.0), fmt.name, report.warnings)
+    for name, value in vars(facts).items():
+        setattr(report, name, value)
+    report.warnings[:] = [w if w.startswith(report.path) else f"{report.path}: {w}" for w in report.warnings]
+    suspended_day = frame.groupby("day")["suspended"].all()
+    report.suspended_days = int(suspended_day.sum())
+    report.trading_days = int(len(suspended_day))
+    report.gaps = gap_days(frame)
+    return frame, lines
+
+
+def pair_beside(frame: pd.DataFrame, report, path: Path, files: list[Path], load, errors: tuple
+                ) -> pd.DataFrame:
+    """A minute file's bars with the first bars' returns from the daily ``preclose`` of a daily
+    file of the same stock among ``files`` (the folder's; named for the stock:
+    ``SZ#000665#1day.csv`` beside ``SZ#000665#5min.csv``), where one fits
+    (:func:`~forecaster.data.minute_returns.pair_daily`); ``report`` says which file was used, or
+    why one found was not. ``load(path) -> (frame, report)`` reads a file, raising ``errors``."""
+    code = str(frame["code"].iloc[0])
+    notes = []
+    for other in files:
+        named = code_in_name(other.name)
+        same = named is not None and (named == code or (named.isdigit() and code.endswith(named)))
+        if other == path or not same:
+            continue
+        try:
+            daily, daily_report = load(other)
+        except errors as exc:
+            notes.append(f"{other.name} could not be read ({str(exc).split(': ', 1)[-1][:120]})")
+            continue
+        if daily_report.bar_minutes:
+            continue
+        paired, used = pair_daily(frame, daily)
+        if used["days"]:
+            report.daily_file, report.preclose_days = str(other), used["days"]
+            report.exrights_days, report.gaps = used["corrected"], gap_days(paired)
+            return paired
+        notes.append(f"{other.name} beside it: {used['note']}")
+    report.daily_note = "; ".join(notes)
+    return frame
 
 
 def bar_clauses(report) -> list[str]:
@@ -264,6 +314,29 @@ def bar_clauses(report) -> list[str]:
     return parts
 
 
-def refresh_gaps(report, frame: pd.DataFrame) -> None:
-    """The report's flagged gap days from ``frame`` (after a daily file paired them)."""
-    report.gaps = gap_days(frame)
+def folder_bar_clauses(reports: list, max_named: int = 20) -> list[str]:
+    """A folder load summary's clauses on its minute files (``reports``: every file's load
+    report): bar lengths, suspended bars, volume units other than shares, flagged gaps."""
+    bars = [r for r in reports if r.bar_minutes]
+    if not bars:
+        return []
+    name = {id(r): Path(r.path).name for r in bars}
+
+    def named(items: list[str]) -> str:
+        return ", ".join(items[:max_named]) + (f" and {len(items) - max_named} more" if len(items) > max_named
+                                               else "")
+
+    lengths = sorted({r.bar_minutes for r in bars})
+    suspended = sum(r.suspended_bars for r in bars)
+    parts = [f"minute bars of {' and '.join(map(str, lengths))} minutes, {suspended} suspended bar(s)"]
+    lots = [name[id(r)] for r in bars if r.volume_unit.startswith("lots")]
+    if lots:
+        parts.append(f"volume in lots converted to shares in {len(lots)} file(s): {named(lots)}")
+    unknown = [name[id(r)] for r in bars if r.volume_unit.startswith("unknown")]
+    if unknown:
+        parts.append(f"volume unit unknown in {len(unknown)} file(s): {named(unknown)}")
+    gaps = [f"{name[id(r)]} ({', '.join(r.gaps[:3])})" for r in bars if r.gaps]
+    if gaps:
+        parts.append(f"{sum(len(r.gaps) for r in bars)} overnight gap(s) beyond the price limit flagged as "
+                     f"likely corporate actions in {len(gaps)} file(s): {named(gaps)}")
+    return parts

@@ -38,18 +38,24 @@ def release_freed_heap() -> None:
         pass
 
 
-def run_local(fn: Callable, shared, tasks: Iterable[tuple], n_jobs: int) -> Iterator:
+def run_local(fn: Callable, shared, tasks: Iterable[tuple], n_jobs: int, stop: bool = True) -> Iterator:
     """``fn(shared, *task)`` for each task in joblib processes, results as they finish.
     ``shared`` travels pickled with every task: give large arrays as files (see
-    :meth:`forecaster.data.panel.Panel.to_files`)."""
+    :meth:`forecaster.data.panel.Panel.to_files`). ``stop``: stop the workers after the last
+    task (``False`` keeps them for another call, e.g. the next wave of a warm-started run;
+    :func:`stop_local` then stops them)."""
     jobs = (delayed(fn)(shared, *t) for t in tasks)
     yield from Parallel(n_jobs=n_jobs, return_as="generator_unordered")(jobs)
-    if n_jobs != 1:
-        # Idle workers would keep their interpreter, torch and the panel's pages resident until
-        # joblib's idle timeout (5 minutes), through the scoring that follows: stop them now.
-        from joblib.externals.loky import get_reusable_executor
+    if n_jobs != 1 and stop:
+        stop_local()
 
-        get_reusable_executor().shutdown(wait=True)
+
+def stop_local() -> None:
+    """Stop joblib's idle workers: they would keep their interpreter, torch and the panel's
+    pages resident until joblib's idle timeout (5 minutes), through the scoring that follows."""
+    from joblib.externals.loky import get_reusable_executor
+
+    get_reusable_executor().shutdown(wait=True)
 
 
 def run_ray(fn: Callable, shared, tasks: Iterable[tuple], cpus_per_task: int = 1,

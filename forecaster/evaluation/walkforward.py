@@ -39,7 +39,7 @@ from tqdm.auto import tqdm
 from forecaster.checks import check_choice, check_date
 from forecaster.data.intraday import is_bar_calendar
 from forecaster.data.panel import Panel, PanelFiles
-from forecaster.evaluation.backends import BACKENDS, release_freed_heap, run_local, run_ray
+from forecaster.evaluation.backends import BACKENDS, release_freed_heap, run_local, run_ray, stop_local
 from forecaster.evaluation.fold_store import FoldOutput, FoldStore, data_fingerprint, run_description
 from forecaster.evaluation.warm_start import in_waves
 from forecaster.features.labels import EXECUTIONS, by_forecast_date, close_to_close, tradeable_label
@@ -468,13 +468,16 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
         else:
             shared = folds_grid.to_files(folder) if todo and config.n_jobs != 1 else folds_grid
 
-            def run(wave):
-                return run_local(_fold_task, (frames, shared), wave, config.n_jobs)
+            def run(wave):  # waves of a warm-started run keep the workers (and their imports)
+                return run_local(_fold_task, (frames, shared), wave, config.n_jobs,
+                                 stop=not config.warm_start)
         if config.warm_start:  # folds wait for the fold they start from
             results = in_waves(run, tasks, config.warm_start, {k: o.states for k, o in done.items()})
         else:
             results = run(tasks)
         outputs, kept = _collect(results, store, done, len(todo), config.progress)
+        if config.warm_start and config.backend != "ray" and config.n_jobs != 1:
+            stop_local()
     folds_seconds = time.perf_counter() - started
     rows, skipped, failed, excluded, seconds = [], {}, {}, {}, {}
     for output in sorted(outputs, key=lambda o: o.fold):

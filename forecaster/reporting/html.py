@@ -99,6 +99,9 @@ def _table_caption(columns) -> str:
     cross = [c for c in ("daily_rank_ic", "icir", "q_spread") if has(c)]
     if cross:
         parts.append(f"{', '.join(cross)}: across the stocks of each day, on the label above")
+    if has("position_ic"):
+        parts.append("position_ic and position_rank_ic: the IC and rank IC of each bar of the day across "
+                     "days, averaged over the day's bars (bar_position_metrics.csv)")
     if has("rank_ic_close"):
         parts.append("rank_ic_close: the daily rank IC against the close-to-close return")
     if has("ic_diff_p"):
