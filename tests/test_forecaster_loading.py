@@ -258,3 +258,19 @@ def test_cache_keys_on_gzip_files_and_notices_a_change(tmp_path, caplog):
     write(tmp_path, "sz.300099.csv.gz", bars_text("sz.300099"))
     assert "sz.300099" in load_dir(tmp_path, cache=True).frames
     assert not load_dir(tmp_path, cache=True, trust_code_column=True).from_cache
+
+
+def test_a_read_only_folder_keeps_its_cache_elsewhere(tmp_path, monkeypatch):
+    from forecaster.data import write_synthetic_panel
+
+    folder = tmp_path / "data"
+    write_synthetic_panel(folder, n_stocks=3, n_days=60, seed=1)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home"))
+    folder.chmod(0o555)  # a shared data folder: read-only by its mode (root could write it)
+    try:
+        first, again = load_dir(folder, cache=True), load_dir(folder, cache=True)
+    finally:
+        folder.chmod(0o755)
+    assert not first.from_cache and again.from_cache
+    assert not (folder / ".forecaster_cache").exists()
+    assert list((tmp_path / "home" / "forecaster").glob("data-*/.forecaster_cache/panel.parquet"))

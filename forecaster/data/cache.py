@@ -5,16 +5,18 @@ every stock's canonical rows (pyarrow) and a manifest of the files it was built 
 ``.csv`` or ``.csv.gz`` file's path in the folder, size and modification time), the loader's
 options and each file's :class:`LoadReport`. It is used only when the folder's data files are
 exactly those of the manifest; a changed (a compressed file included), added or removed file
-rebuilds it. A folder that cannot be written to is read without a cache (and
-says so in the log). The cache holds what ``load_csv`` returned, so cached and uncached loads
-give equal frames (a test checks it).
+rebuilds it. A folder that cannot (or should not: its mode says read-only) be written keeps
+its cache under ``~/.cache/forecaster`` instead (:func:`cache_location`). The cache holds
+what ``load_csv`` returned, so cached and uncached loads give equal frames (a test checks it).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -26,6 +28,19 @@ log = logging.getLogger(__name__)
 CACHE_DIR = ".forecaster_cache"
 # 2: .csv.gz files, paths relative to the folder, trust_code_column, LoadReport.compression
 CACHE_VERSION = 2
+
+
+def cache_location(folder: Path) -> Path:
+    """Where a data folder's cache lives: ``FOLDER`` itself when it may take one (writable by
+    us, and not marked read-only by its mode: a shared data folder, which root could write
+    all the same), else ``$XDG_CACHE_HOME/forecaster`` (``~/.cache/forecaster``), one folder
+    per data folder (its name and a hash of its path)."""
+    folder = Path(folder)
+    if os.access(folder, os.W_OK) and folder.stat().st_mode & 0o222:
+        return folder
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "forecaster"
+    digest = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:12]
+    return base / f"{folder.resolve().name}-{digest}"
 
 
 def manifest_of(files: list[Path], options: dict, folder: Path | None = None) -> dict:
@@ -68,7 +83,7 @@ def write_cache(folder: Path, manifest: dict, frames: dict, reports: dict) -> No
     """Store ``frames`` and ``reports`` under ``folder/.forecaster_cache`` (atomically)."""
     where = folder / CACHE_DIR
     try:
-        where.mkdir(exist_ok=True)
+        where.mkdir(parents=True, exist_ok=True)
         long = pd.concat([f.reset_index().assign(__key__=code) for code, f in frames.items()],
                          ignore_index=True)
         with atomic_write(where / "panel.parquet") as fh:

@@ -617,7 +617,7 @@ def load_dir(path: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTERN,
         read. Parallel and serial loads give equal frames and reports, and an error in any
         file is the same :class:`DataError` naming it.
     """
-    from forecaster.data.cache import manifest_of, read_cache, write_cache
+    from forecaster.data.cache import cache_location, manifest_of, read_cache, write_cache
 
     check_choice("on_bad", on_bad, ON_BAD)
     folder = Path(path)
@@ -636,7 +636,7 @@ def load_dir(path: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTERN,
                "checks": QUALITY_CHECKS}
     manifest = manifest_of(files, options, folder) if cache else None
     if cache:
-        hit = read_cache(folder, manifest, LoadReport)
+        hit = read_cache(cache_location(folder), manifest, LoadReport)
         if hit is not None:
             for report in hit[1].values():
                 _log_report(report, flags=not strict)
@@ -654,7 +654,7 @@ def load_dir(path: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTERN,
         frames[key], reports[key] = frame, report
     frames, reports = dict(sorted(frames.items())), dict(sorted(reports.items()))
     if cache:
-        write_cache(folder, manifest, frames, reports)
+        write_cache(cache_location(folder), manifest, frames, reports)
     return _checked(FolderLoad(frames, reports, folder=path, skipped=skipped, workers=used), strict)
 
 

@@ -19,9 +19,7 @@ accumulated from ``preclose``), so a panel can go to Qlib and back.
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
@@ -30,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from forecaster.data.cache import CACHE_DIR, manifest_of, read_cache, write_cache
+from forecaster.data.cache import CACHE_DIR, cache_location, manifest_of, read_cache, write_cache
 from forecaster.data.formats import canonical_code
 from forecaster.data.loading import DataError
 from forecaster.data.qlib_conventions import change_scale, convention_notes, volume_divided, volume_steps
@@ -122,7 +120,7 @@ def read_qlib(provider_dir: str | Path, instruments: str | list[str] = "all", st
     stop with an error naming the field); upper-case feature folders are read as they are.
     With ``cache``, a columnar copy is kept (:mod:`forecaster.data.cache`: rebuilt when a file
     changes) in ``FOLDER/.forecaster_cache``, or, for a folder that cannot be written, in
-    :func:`cache_home`."""
+    :func:`~forecaster.data.cache.cache_location`."""
     folder = Path(provider_dir)
     if not is_qlib_folder(folder):
         raise DataError(f"{folder}: not a Qlib data folder (expected calendars/day.txt and features/)")
@@ -135,7 +133,7 @@ def read_qlib(provider_dir: str | Path, instruments: str | list[str] = "all", st
                    "start": None if start is None else str(pd.Timestamp(start).date()),
                    "end": None if end is None else str(pd.Timestamp(end).date())}
         manifest = manifest_of(files, options, folder)
-        where = folder if _writable(folder) else cache_home(folder)
+        where = cache_location(folder)
         hit = read_cache(where, manifest, _Notes)
         if hit is not None:
             frames, reports = hit
@@ -143,26 +141,11 @@ def read_qlib(provider_dir: str | Path, instruments: str | list[str] = "all", st
             return QlibLoad(frames, [*notes, f"read from the cache in {where / CACHE_DIR}"], True)
     loaded = _read_qlib(folder, instruments, start, end)
     if cache:
-        where.mkdir(parents=True, exist_ok=True)
         write_cache(where, manifest, loaded.frames, {_NOTES: _Notes(loaded.notes)})
     return loaded
 
 
 _NOTES = "__qlib_notes__"
-
-
-def _writable(folder: Path) -> bool:
-    """Whether ``folder`` may take a cache: writable by us, and not marked read-only by its
-    mode (a shared data folder, which root could write all the same)."""
-    return os.access(folder, os.W_OK) and bool(folder.stat().st_mode & 0o222)
-
-
-def cache_home(folder: Path) -> Path:
-    """Where the cache of a read-only Qlib folder goes: ``$XDG_CACHE_HOME/forecaster`` (else
-    ``~/.cache/forecaster``), one folder per data folder (its name and a hash of its path)."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "forecaster"
-    digest = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:12]
-    return base / f"{folder.resolve().name}-{digest}"
 
 
 def _read_qlib(folder: Path, instruments, start, end) -> QlibLoad:
