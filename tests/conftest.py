@@ -52,3 +52,20 @@ def sealed():
     from seq2seq.core import content_digest
 
     return lambda data: {**data, "sha256": content_digest(data)}
+
+
+def write_daily_and_bars(root: Path, n_stocks: int, n_days: int, seed: int = 5, signal_ic: float = 0.3):
+    """``(daily, bars)`` folders under ``root``: generated minute bars of ``n_stocks`` stocks
+    (``sz.000001``...) and the daily files made from them, as a user of ``--intraday`` holds."""
+    from forecaster.data import daily_bars, synthetic_intraday, write_minute_csv
+
+    bars = synthetic_intraday(n_stocks=n_stocks, n_days=n_days, signal_ic=signal_ic, seed=seed)
+    daily, minute = root / "daily", root / "bars"
+    daily.mkdir()
+    minute.mkdir()
+    for i, frame in enumerate(bars.values()):
+        code = f"sz.{i + 1:06d}"
+        frame = frame.assign(code=code)
+        write_minute_csv(frame, minute / f"{code}.csv")
+        daily_bars(frame).drop(columns="suspended").reset_index().to_csv(daily / f"{code}.csv", index=False)
+    return daily, minute

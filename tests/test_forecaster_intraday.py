@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from conftest import write_daily_and_bars
 
 from forecaster.app.cli import main
 from forecaster.data import (
@@ -225,16 +226,7 @@ def test_a_daily_export_with_a_time_column_stays_daily(tmp_path):
 
 
 def test_train_and_predict_with_intraday_features(tmp_path, one_thread):
-    bars = synthetic_intraday(n_stocks=8, n_days=160, signal_ic=0.3, seed=5)
-    for folder in ("daily", "bars"):
-        (tmp_path / folder).mkdir()
-    for i, frame in enumerate(bars.values()):
-        code = f"sz.{i + 1:06d}"
-        frame = frame.assign(code=code)
-        write_minute_csv(frame, tmp_path / "bars" / f"{code}.csv")
-        daily_bars(frame).drop(columns="suspended").reset_index().to_csv(
-            tmp_path / "daily" / f"{code}.csv", index=False
-        )
+    write_daily_and_bars(tmp_path, n_stocks=8, n_days=160)
     run = tmp_path / "run"
     args = ["--epochs", "1", "--window", "8", "--d-model", "16", "--heads", "2", "--layers", "1"]
     res = CliRunner().invoke(

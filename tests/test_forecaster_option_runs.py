@@ -11,10 +11,10 @@ import sys
 
 import pandas as pd
 from click.testing import CliRunner
+from conftest import write_daily_and_bars
 
 from forecaster.app.cli import backtest, main, predict
-from forecaster.data import synthetic_intraday, write_minute_csv, write_synthetic_panel
-from forecaster.data.intraday import daily_bars
+from forecaster.data import write_synthetic_panel
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -134,21 +134,8 @@ def test_a_panel_backtest_with_every_panel_option_then_run_resumes_it(tmp_path, 
     assert json.loads((out / "metrics.json").read_text())["resumed_folds"] > 0
 
 
-def _folder_with_bars(tmp_path):
-    bars = synthetic_intraday(n_stocks=6, n_days=200, signal_ic=0.3, seed=5)
-    for folder in ("daily", "bars"):
-        (tmp_path / folder).mkdir()
-    for i, frame in enumerate(bars.values()):
-        code = f"sz.{i + 1:06d}"
-        frame = frame.assign(code=code)
-        write_minute_csv(frame, tmp_path / "bars" / f"{code}.csv")
-        daily_bars(frame).drop(columns="suspended").reset_index().to_csv(
-            tmp_path / "daily" / f"{code}.csv", index=False)
-    return tmp_path / "daily", tmp_path / "bars"
-
-
 def test_a_folder_backtest_with_the_baselines_and_every_data_option(tmp_path, one_thread):
-    daily, bars = _folder_with_bars(tmp_path)
+    daily, bars = write_daily_and_bars(tmp_path, n_stocks=6, n_days=200)
     quick = {k: PANEL[k] for k in ("model__max_epochs", "model__n_seeds", "model__window", "model__d_model",
                                    "model__n_heads", "model__n_layers", "walk_forward__train_days",
                                    "walk_forward__retrain_every", "walk_forward__min_stock_days")}
