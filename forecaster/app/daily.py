@@ -12,6 +12,14 @@ import pandas as pd
 
 from forecaster.app.options import DATE, experiment_options, raw_sections
 from forecaster.app.outputs import check_apart, check_output
+from forecaster.app.signal_day import (
+    check_signal_day,
+    members_only,
+    members_table,
+    next_open_orders,
+    orders_line,
+    warn_if_stale,
+)
 from forecaster.data import DataError, default_series_path, load_csv
 from forecaster.data.intraday import is_bar_frame
 from forecaster.features.series import log_returns
@@ -256,19 +264,19 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, **options):
         check_apart([out, out.with_suffix(".png")] + ([orders_file] if want_orders else []),
                     [source, holdings, intraday, run / MODEL_FILE, run / RUN_FILE])
         _, grid = _load_panel(source, info.get("on_bad", "raise"), intraday=intraday)
-        _check_signal_day(model.train_end_, grid)
-        _warn_if_stale(model.train_end_, grid.dates, stale_after)
+        check_signal_day(model.train_end_, grid)
+        warn_if_stale(model.train_end_, grid.dates, stale_after)
         if universe:
             n_all = grid.n_stocks
-            grid = _members_only(grid, universe, source)
+            grid = members_only(grid, universe, source)
         try:
             table = ranked_list(model, grid)
             if universe:  # the day's members only: the list, its ranks and quantiles
-                table = _members_table(table, grid)
+                table = members_table(table, grid)
             # a stock scored without some of its features (its file lacks their columns) says so
             lacking = missing_features(grid, model.features_)
             table["missing_features"] = [",".join(lacking.get(c, ())) for c in table["code"]]
-            orders = _orders(table, grid, holdings, raw, at_limit) if want_orders else None
+            orders = next_open_orders(table, grid, holdings, raw, at_limit) if want_orders else None
         except ValueError as exc:
             raise click.ClickException(str(exc)) from exc
         # Every input is validated: the outputs are written together (the signal day in each).
@@ -279,7 +287,7 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, **options):
         if orders is not None:
             with atomic_write(orders_file, "w") as f:
                 orders.to_csv(f, index=False)
-            click.echo(_orders_line(orders, orders_file))
+            click.echo(orders_line(orders, orders_file))
         last = grid.dates[-1].date()
         buy = table[table["buyable"]].head(10)
         click.echo(f"signal day {last}; for the next trading day's open, best buyable scores:")
@@ -298,7 +306,7 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, **options):
     out = Path(out) if out else run / "predictions.csv"
     check_apart([out], [data or info["csv"], run / MODEL_FILE, run / RUN_FILE])
     path, frame = _load(data or info["csv"], info.get("on_bad", "raise"))
-    _warn_if_stale(model.train_end_, frame.index, stale_after)
+    warn_if_stale(model.train_end_, frame.index, stale_after)
     table = _predictions_table(model, frame)
     with atomic_write(out, "w") as f:
         table.to_csv(f, index_label="date")
@@ -319,109 +327,6 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, **options):
     else:
         click.echo(f"next trading day after {frame.index[-1].date()} ({nxt.index[0].date()} if no "
                    f"holiday): {value}")
-
-
-def _warn_if_stale(train_end: pd.Timestamp, dates: pd.DatetimeIndex, limit: int) -> None:
-    """State the model's training end, the signal day and the trading days between; warn when
-    more than ``limit`` (the model has not seen the market since)."""
-    signal = dates[-1]
-    days = pd.DatetimeIndex(dates).normalize().unique()  # minute bars count by trading day too
-    gap = int((days > train_end.normalize()).sum())
-    line = (f"model trained up to {train_end.date()}; signal day {signal.date()}; {gap} trading "
-            f"day{'s' if gap != 1 else ''} between")
-    if gap > limit:
-        click.echo(f"Warning: {line}, more than {limit} (--stale-after): the model has not seen the "
-                   "recent market; retrain with `forecaster train` on data up to the signal day", err=True)
-    else:
-        click.echo(line, err=True)
-
-
-def _check_signal_day(train_end: pd.Timestamp, grid) -> None:
-    """The data's last day is the day the list is for: refuse one before the model's training
-    end (the list would be in-sample), one in the future (a typo'd date), and one on which
-    fewer than half of the stocks that traded the day before have a bar (files that end on
-    different days)."""
-    signal = grid.dates[-1]
-    if signal.normalize() < train_end.normalize():
-        raise click.ClickException(
-            f"the data's last day {signal.date()} is before the model's training end {train_end.date()}: "
-            "its scores would be for days the model was trained on; pass data up to the latest day")
-    today = pd.Timestamp.now().normalize()
-    if signal.normalize() > today:
-        late = [c for c, on in zip(grid.codes, grid.listed[-1], strict=True) if on]
-        raise click.ClickException(
-            f"the data's last day {signal.date()} is in the future (today is {today.date()}); a mistyped "
-            f"date? {len(late)} stock(s) have a bar that day: {', '.join(late[:10])}")
-    if grid.n_days > 1:
-        now, before = int(grid.listed[-1].sum()), int(grid.listed[-2].sum())
-        if now * 2 < before:
-            raise click.ClickException(
-                f"only {now} of the {before} stocks that have a bar on {grid.dates[-2].date()} have one on "
-                f"the data's last day {signal.date()}: the files end on different days; update the "
-                "others (or remove the later rows) so the list is for one signal day")
-
-
-def _members_only(grid, universe: str, source: str):
-    """``grid`` with the point-in-time membership of ``--universe`` (a file, or a market of
-    the Qlib folder ``source``); no member on the signal day is an error."""
-    from forecaster.data.universe import resolve_universe
-
-    try:
-        members = resolve_universe(universe, source).mask(grid.dates, grid.codes)
-    except DataError as exc:
-        raise click.ClickException(str(exc)) from exc
-    if not members[-1].any():
-        raise click.ClickException(f"--universe {universe}: no stock of the data is a member on the signal "
-                                   f"day {grid.dates[-1].date()}")
-    grid.members = members
-    return grid
-
-
-def _members_table(table: pd.DataFrame, grid) -> pd.DataFrame:
-    """The ranked list cut to the signal day's members, ranks and quantiles recomputed
-    among them."""
-    import numpy as np
-
-    member = dict(zip(map(str, grid.codes), grid.members[-1], strict=True))
-    kept = table[table["code"].map(member).astype(bool)].reset_index(drop=True)
-    n_scored = int(kept["score"].notna().sum())
-    rank = kept["score"].rank(ascending=False, method="first")
-    kept["rank"] = rank.astype("Int64")
-    kept["quantile"] = (np.floor((n_scored - rank) * 5 / max(n_scored, 1)) + 1).astype("Int64")
-    return kept
-
-
-def _orders(table: pd.DataFrame, grid, holdings: str | None, raw: dict, at_limit: str) -> pd.DataFrame:
-    """Tomorrow's orders from the ranked list's scores and the book (:mod:`forecaster.portfolio.orders`)."""
-    import dataclasses
-
-    from forecaster.app.experiment import build_section
-    from forecaster.portfolio.orders import Book, book_orders_for_panel, read_holdings
-    from forecaster.portfolio.strategy import StrategyConfig
-
-    strategy = build_section("strategy", {**dataclasses.asdict(StrategyConfig.for_universe(grid.n_stocks)),
-                                          **raw.get("strategy", {})})
-    bt = raw.get("backtest", {})
-    config = dataclasses.replace(build_section("backtest", bt), strategy=strategy,
-                                 costs=build_section("costs", raw.get("costs", {})),
-                                 market=build_section("market", raw.get("market", {})))
-    capital = bt.get("capital")
-    book = read_holdings(holdings, grid.codes, capital) if holdings else Book({}, float(config.capital))
-    scores = table.set_index("code")["score"]
-    orders = book_orders_for_panel(scores, grid, book, config, at_limit=at_limit)
-    orders.attrs["summary"] = (f"{strategy.rule}, top {strategy.top_k}; cash {book.cash:,.0f}, "
-                               f"{sum(1 for v in book.shares.values() if v)} position(s)")
-    return orders
-
-
-def _orders_line(orders: pd.DataFrame, out: Path) -> str:
-    live = orders[orders["status"].isin(["order", "partial", "limit_order"])]
-    at_limit = int((orders["status"] == "limit_order").sum())
-    return (f"orders for the next open ({orders.attrs.get('summary', '')}): "
-            f"{int((live['side'] == 'sell').sum())} sell, {int((live['side'] == 'buy').sum())} buy"
-            + (f" ({at_limit} limit order(s) at the limit price, may not fill)" if at_limit else "")
-            + f", {int((orders['status'] == 'blocked').sum())} blocked; estimated costs "
-            f"{live['est_costs'].sum():,.0f}; wrote {out}")
 
 
 @click.command()
