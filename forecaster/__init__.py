@@ -20,7 +20,7 @@ _PUBLIC = {
     "WalkForwardConfig": "forecaster.evaluation.walkforward",
     "WalkForwardResult": "forecaster.evaluation.walkforward",
     "load_csv": "forecaster.data.loading",
-    "load_dir": "forecaster.data.loading",
+    "load_dir": "forecaster.data.folders",
     "synthetic_panel": "forecaster.data.synthetic",
 }
 __all__ = sorted(_PUBLIC)

@@ -4,8 +4,9 @@ embedded synthetic series and a synthetic panel with a planted signal, the align
 :class:`Panel` of ``[days, stocks]`` arrays every panel model reads, and the exchange's facts
 (boards, price limits)."""
 
+from forecaster.data.folders import FolderLoad, load_dir
 from forecaster.data.intraday import attach_intraday, daily_bars, daily_features
-from forecaster.data.loading import DataError, FolderLoad, LoadReport, Skipped, load_csv, load_dir, scan_dir
+from forecaster.data.loading import DataError, LoadReport, Skipped, load_csv, scan_dir
 from forecaster.data.panel import Panel, PanelFiles
 from forecaster.data.qlib import load_qlib, qlib_frames, write_qlib
 from forecaster.data.synthetic import (

@@ -18,15 +18,12 @@ from __future__ import annotations
 import gzip
 import io
 import logging
-import os
-import sys
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from joblib import Parallel, delayed
 
 from forecaster.checks import check_choice
 from forecaster.data.formats import (
@@ -45,7 +42,6 @@ from forecaster.data.minute_bars import (
     auction_stamps,
     bar_clauses,
     bar_frame,
-    folder_bar_clauses,
     pair_beside,
 )
 from forecaster.data.minute_formats import prepare_text
@@ -56,8 +52,6 @@ from forecaster.data.quality import (
     adjust_mismatches,
     as_flags,
     bar_flags,
-    lacking_columns,
-    quality_clauses,
 )
 
 log = logging.getLogger(__name__)
@@ -233,20 +227,20 @@ def load_csv(path: str | Path, on_bad: str = "raise", code: str | None = None,
         lower snake-case columns, a boolean ``suspended`` column) and a :class:`LoadReport`.
     """
     check_choice("on_bad", on_bad, ON_BAD)
-    frame, report = _load(Path(path), on_bad, code, trust_code_column)
+    frame, report = read_one(Path(path), on_bad, code, trust_code_column)
     if report.bar_minutes:  # a daily file of the stock beside it gives the first bars' preclose
         frame = pair_beside(frame, report, Path(path), scan_dir(Path(path).parent)[0],
-                            lambda other: _load(other, "raise", None, trust_code_column),
+                            lambda other: read_one(other, "raise", None, trust_code_column),
                             (DataError, OSError))
     column = {report.path: FORMATS_BY_NAME[report.format].source("adjust_flag")}
     report.flags.extend(adjust_mismatches({report.path: report.adjust_flags}, column)[1].values())
     if strict:
-        _raise_flagged(report.path, report.flags)
-    _log_report(report)
+        raise_flagged(report.path, report.flags)
+    log_report(report)
     return frame, report
 
 
-def _raise_flagged(path: str, flags: list[Flag]) -> None:
+def raise_flagged(path: str, flags: list[Flag]) -> None:
     """``strict``: the first flag as a :class:`DataError`."""
     if flags:
         flag = flags[0]
@@ -254,7 +248,7 @@ def _raise_flagged(path: str, flags: list[Flag]) -> None:
                         "loading stops here, without strict they are kept and counted in the load summary)")
 
 
-def _log_report(report: LoadReport, flags: bool = True) -> None:
+def log_report(report: LoadReport, flags: bool = True) -> None:
     """Say what a load dropped or was warned about (the loaders' one place that logs it);
     ``flags``: its implausible rows too (a strict load raises on them instead)."""
     if report.dropped:
@@ -267,7 +261,7 @@ def _log_report(report: LoadReport, flags: bool = True) -> None:
                         flag.describe())
 
 
-def _load(path: Path, on_bad: str, code: str | None, trust_code_column: bool
+def read_one(path: Path, on_bad: str, code: str | None, trust_code_column: bool
           ) -> tuple[pd.DataFrame, LoadReport]:
     """:func:`load_csv` without logging (it runs in worker processes too)."""
     if not path.is_file():
@@ -481,84 +475,12 @@ class Skipped:
         return f"{self.name}/" if self.reason == "sub-folder" else self.name
 
 
-class FolderLoad(tuple):
-    """What :func:`load_dir` returns: the pair ``(frames, reports)`` (so ``frames, reports =
-    load_dir(...)`` works), with what else the load found as attributes.
-
-    Attributes:
-        frames: ``{code: canonical frame}`` sorted by code.
-        reports: ``{code: LoadReport}`` sorted by code.
-        folder: the folder, as given.
-        skipped: the folder's entries that were not read (sub-folders, files matching none of
-            the patterns), sorted by name; hidden entries (``.forecaster_cache``) are left out.
-        from_cache: the frames came from ``FOLDER/.forecaster_cache``.
-        workers: processes that read the files (1: this process; 0: read from the cache).
-        lacking: ``{code: canonical columns}`` of the columns features need that other files
-            have and the stock's file lacks
-            (:func:`~forecaster.data.quality.lacking_columns`).
-        usual_adjust: the adjustflag most files hold (``""`` without the column);
-            adjust: ``{code: Flag}`` of the files holding another
-            (:func:`~forecaster.data.quality.adjust_mismatches`).
-    """
-
-    def __new__(cls, frames: dict, reports: dict, *, folder: str | Path = "",
-                skipped: list[Skipped] | tuple[Skipped, ...] = (), from_cache: bool = False,
-                workers: int = 1):
-        self = super().__new__(cls, (frames, reports))
-        self.frames, self.reports, self.folder = frames, reports, str(folder)
-        self.skipped, self.from_cache, self.workers = list(skipped), from_cache, workers
-        self.lacking = lacking_columns(frames)
-        self.usual_adjust, self.adjust = adjust_mismatches(
-            {code: r.adjust_flags for code, r in reports.items()},
-            {code: FORMATS_BY_NAME[r.format].source("adjust_flag") for code, r in reports.items()})
-        return self
-
-    def flagged(self) -> list[tuple[str, Flag]]:
-        """``[(path, flag)]``: every file's implausible rows (:attr:`LoadReport.flags`) and
-        the adjustflags unlike the folder's, by file."""
-        out = []
-        for code, report in self.reports.items():
-            out.extend((report.path, f) for f in report.flags)
-            if code in self.adjust:
-                out.append((report.path, self.adjust[code]))
-        return out
-
-    def quality(self, max_named: int = 20) -> list[str]:
-        """The load summary's clauses on what the files lack or hold that cannot be
-        (:func:`~forecaster.data.quality.quality_clauses`)."""
-        return quality_clauses(self.reports, self.lacking, self.adjust, self.usual_adjust, max_named)
-
-    def __getnewargs_ex__(self):
-        return (self.frames, self.reports), {"folder": self.folder, "skipped": self.skipped,
-                                             "from_cache": self.from_cache, "workers": self.workers}
-
-    def summary(self, max_named: int = 20) -> str:
-        """One line: stocks, rows, suspended days, dropped rows, files whose code column was
-        trusted over their name, the entries not read (named, the first ``max_named``), and
-        :meth:`quality`'s clauses (columns lacking, implausible rows)."""
-        reports = list(self.reports.values())
-        dropped = sum(sum(r.dropped.values()) for r in reports)
-        text = (f"{self.folder}: {len(self.frames)} stocks, {sum(r.rows_kept for r in reports)} rows, "
-                f"{sum(r.suspended_days for r in reports)} suspended days"
-                + (f", {dropped} bad rows dropped (on_bad='drop')" if dropped else "")
-                + (" (from the cache)" if self.from_cache else ""))
-        renamed = [r for r in reports if r.name_code]
-        if renamed:
-            text += (f"; {len(renamed)} file(s) named for another stock, code column trusted: "
-                     + _named([f"{Path(r.path).name} is {c}" for c, r in self.reports.items()
-                               if r.name_code], max_named))
-        if self.skipped:
-            text += (f"; skipped {len(self.skipped)} entr{'y' if len(self.skipped) == 1 else 'ies'} "
-                     f"that are not data files: {_named([str(s) for s in self.skipped], max_named)}")
-        return "; ".join([text, *folder_bar_clauses(reports, max_named), *self.quality(max_named)])
-
-
-def _named(items: list[str], limit: int) -> str:
+def named_list(items: list[str], limit: int) -> str:
     more = len(items) - limit
     return ", ".join(items[:limit]) + (f" and {more} more" if more > 0 else "")
 
 
-def _patterns(pattern: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
+def patterns_of(pattern: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
     patterns = (pattern,) if isinstance(pattern, str) else tuple(pattern)
     if not patterns or not all(isinstance(p, str) and p for p in patterns):
         raise ValueError(f"pattern must be a glob pattern or a sequence of them, got {pattern!r}")
@@ -571,7 +493,7 @@ def scan_dir(folder: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTER
     (sorted), and its other entries (sub-folders, other files; hidden ones left out), which
     :func:`load_dir` names in its summary."""
     folder = Path(folder)
-    patterns = _patterns(pattern)
+    patterns = patterns_of(pattern)
     matched = {p for pat in patterns for p in folder.glob(pat)}
     files = sorted(p for p in matched if p.is_file())
     used = {p.relative_to(folder).parts[0] for p in files}
@@ -583,139 +505,3 @@ def scan_dir(folder: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTER
         reason = "sub-folder" if entry.is_dir() else f"not a data file (matches none of {expected})"
         skipped.append(Skipped(entry.name, reason))
     return files, skipped
-
-
-def load_dir(path: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTERN, on_bad: str = "raise",
-             cache: bool = False, trust_code_column: bool = False, workers: int | None = None,
-             progress: bool | None = None, parallel_min_files: int = PARALLEL_MIN_FILES,
-             strict: bool = False) -> FolderLoad:
-    """Load every CSV (plain or ``.csv.gz``) in a folder as a panel.
-
-    Args:
-        path: the folder.
-        pattern: a glob pattern or several (default ``("*.csv", "*.csv.gz")``); the folder's
-            other entries are not read but counted and named (:attr:`FolderLoad.skipped`, the
-            summary and the log).
-        on_bad: as for :func:`load_csv`.
-        cache: keep a columnar copy in ``FOLDER/.forecaster_cache`` and use it while the
-            folder's files are unchanged (:mod:`forecaster.data.cache`).
-        trust_code_column: as for :func:`load_csv`: use the code column of a file whose name
-            says another stock (with a warning) instead of stopping with an error.
-        workers: processes reading the files; ``None``: one per available core; 1: this
-            process only.
-        progress: a progress bar on stderr; ``None``: when stderr is a terminal.
-        parallel_min_files: folders with fewer files are read in this process.
-        strict: implausible rows (impossible bars, prices beyond the daily limit that no
-            preclose explains, a file whose adjustflag differs from the other files') raise
-            :class:`DataError` naming the first file, line, date and what was expected; by
-            default they are kept, counted and named in the summary (:meth:`FolderLoad.quality`).
-            Stocks whose files lack columns the others have are named either way.
-
-    Returns:
-        a :class:`FolderLoad`: ``(frames, reports)``, both keyed by stock code (e.g.
-        ``"sh.600000"``) in sorted order, with ``.skipped``, ``.summary()`` and how it was
-        read. Parallel and serial loads give equal frames and reports, and an error in any
-        file is the same :class:`DataError` naming it.
-    """
-    from forecaster.data.cache import cache_location, manifest_of, read_cache, write_cache
-
-    check_choice("on_bad", on_bad, ON_BAD)
-    folder = Path(path)
-    if not folder.is_dir():
-        what = "is a file, not a folder" if folder.is_file() else "no such folder"
-        raise FileNotFoundError(f"{folder}: {what}")
-    patterns = _patterns(pattern)
-    files, skipped = scan_dir(folder, patterns)
-    if skipped:
-        log.warning("%s: skipped %d entr%s that are not data files: %s", folder, len(skipped),
-                    "y" if len(skipped) == 1 else "ies", _named([str(s) for s in skipped], 20))
-    if not files:
-        raise DataError(f"{folder}: no files match {', '.join(repr(p) for p in patterns)}"
-                        + (f" (it holds {_named([str(s) for s in skipped], 20)})" if skipped else ""))
-    options = {"pattern": list(patterns), "on_bad": on_bad, "trust_code_column": trust_code_column,
-               "checks": QUALITY_CHECKS}
-    manifest = manifest_of(files, options, folder) if cache else None
-    if cache:
-        hit = read_cache(cache_location(folder), manifest, LoadReport)
-        if hit is not None:
-            for report in hit[1].values():
-                _log_report(report, flags=not strict)
-            return _checked(FolderLoad(*hit, folder=path, skipped=skipped, from_cache=True, workers=0),
-                            strict)
-    results, used = _load_files(folder, files, on_bad, trust_code_column, workers, progress,
-                                parallel_min_files)
-    frames, reports = {}, {}
-    for file, (frame, report) in zip(files, results, strict=True):
-        _log_report(report, flags=not strict)
-        key = str(frame["code"].iloc[0])
-        if key in frames:
-            raise DataError(f"{file}: stock {key} also appears in {reports[key].path}; expected one "
-                            "file per stock")
-        frames[key], reports[key] = frame, report
-    frames, reports = dict(sorted(frames.items())), dict(sorted(reports.items()))
-    if cache:
-        write_cache(cache_location(folder), manifest, frames, reports)
-    return _checked(FolderLoad(frames, reports, folder=path, skipped=skipped, workers=used), strict)
-
-
-def _checked(loaded: FolderLoad, strict: bool) -> FolderLoad:
-    """``strict``: the first implausible row of the folder as a :class:`DataError`; else the
-    folder-wide findings (columns lacking, adjustflags unlike the others') in the log (each
-    file's own flags were logged with its report)."""
-    if strict:
-        for path, flag in loaded.flagged():
-            _raise_flagged(path, [flag])
-    for code, columns in loaded.lacking.items():
-        source = FORMATS_BY_NAME[loaded.reports[code].format].source
-        log.warning("%s: lacks column(s) %s that other files have; features that need them are missing "
-                    "for %s", loaded.reports[code].path, ", ".join(sorted(map(source, columns))), code)
-    for code, flag in loaded.adjust.items():
-        log.warning("%s: %d row(s) with %s, kept: first %s", loaded.reports[code].path, flag.rows,
-                    KINDS[flag.kind], flag.describe())
-    return loaded
-
-
-def available_cores() -> int:
-    """Cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
-def _load_task(args: tuple[str, str, bool]) -> tuple[pd.DataFrame, LoadReport]:
-    path, on_bad, trust = args
-    return _load(Path(path), on_bad, None, trust)
-
-
-def _load_files(folder: Path, files: list[Path], on_bad: str, trust: bool, workers: int | None,
-                progress: bool | None, min_files: int) -> tuple[list, int]:
-    """``([(frame, report)] in the order of files, processes used)``."""
-    from tqdm import tqdm
-
-    n = len(files)
-    workers = available_cores() if workers is None else int(workers)
-    if workers < 1:
-        raise ValueError(f"workers must be >= 1 or None, got {workers}")
-    workers = min(workers, n)
-    parallel = workers > 1 and n >= min_files
-    show = sys.stderr.isatty() if progress is None else bool(progress)
-    tasks = [(str(f), on_bad, trust) for f in files]
-    out = []
-    with tqdm(total=n, desc=f"loading {folder.name or folder}", unit="file", file=sys.stderr,
-              disable=not show, dynamic_ncols=True, leave=False) as bar:
-        if not parallel:
-            for task in tasks:
-                out.append(_load_task(task))
-                bar.update()
-            return out, 1
-        # Batches of files per task: few round trips, small enough to balance the load. joblib's
-        # loky processes start clean (no fork of this process's threads) and, unlike
-        # multiprocessing's spawn, need no ``if __name__ == "__main__"`` guard in the caller.
-        batch = max(1, min(32, n // (workers * 4)))
-        log.info("%s: reading %d files in %d processes", folder, n, workers)
-        jobs = (delayed(_load_task)(task) for task in tasks)
-        for result in Parallel(n_jobs=workers, batch_size=batch, return_as="generator")(jobs):
-            out.append(result)  # in file order; the first error stops the rest, as serially
-            bar.update()
-    return out, workers

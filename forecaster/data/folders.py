@@ -1,0 +1,256 @@
+"""Read a folder of exported files: which files are data (:func:`scan_dir`, and what is
+skipped, named), each read by :func:`~forecaster.data.loading.load_csv` (in parallel processes
+when the folder holds many), the columnar cache, and the folder's load summary
+(:class:`FolderLoad`): rows, suspensions, dropped rows, stocks lacking columns the others have,
+implausible rows across files (:mod:`forecaster.data.quality`; ``strict`` stops at the first).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+import pandas as pd
+from joblib import Parallel, delayed
+
+from forecaster.checks import check_choice
+from forecaster.data.formats import (
+    FORMATS_BY_NAME,
+)
+from forecaster.data.loading import (
+    DEFAULT_PATTERN,
+    ON_BAD,
+    PARALLEL_MIN_FILES,
+    QUALITY_CHECKS,
+    DataError,
+    LoadReport,
+    Skipped,
+    log_report,
+    named_list,
+    patterns_of,
+    raise_flagged,
+    read_one,
+    scan_dir,
+)
+from forecaster.data.minute_bars import (
+    folder_bar_clauses,
+)
+from forecaster.data.quality import (
+    KINDS,
+    Flag,
+    adjust_mismatches,
+    lacking_columns,
+    quality_clauses,
+)
+
+log = logging.getLogger(__name__)
+
+
+class FolderLoad(tuple):
+    """What :func:`load_dir` returns: the pair ``(frames, reports)`` (so ``frames, reports =
+    load_dir(...)`` works), with what else the load found as attributes.
+
+    Attributes:
+        frames: ``{code: canonical frame}`` sorted by code.
+        reports: ``{code: LoadReport}`` sorted by code.
+        folder: the folder, as given.
+        skipped: the folder's entries that were not read (sub-folders, files matching none of
+            the patterns), sorted by name; hidden entries (``.forecaster_cache``) are left out.
+        from_cache: the frames came from ``FOLDER/.forecaster_cache``.
+        workers: processes that read the files (1: this process; 0: read from the cache).
+        lacking: ``{code: canonical columns}`` of the columns features need that other files
+            have and the stock's file lacks
+            (:func:`~forecaster.data.quality.lacking_columns`).
+        usual_adjust: the adjustflag most files hold (``""`` without the column);
+            adjust: ``{code: Flag}`` of the files holding another
+            (:func:`~forecaster.data.quality.adjust_mismatches`).
+    """
+
+    def __new__(cls, frames: dict, reports: dict, *, folder: str | Path = "",
+                skipped: list[Skipped] | tuple[Skipped, ...] = (), from_cache: bool = False,
+                workers: int = 1):
+        self = super().__new__(cls, (frames, reports))
+        self.frames, self.reports, self.folder = frames, reports, str(folder)
+        self.skipped, self.from_cache, self.workers = list(skipped), from_cache, workers
+        self.lacking = lacking_columns(frames)
+        self.usual_adjust, self.adjust = adjust_mismatches(
+            {code: r.adjust_flags for code, r in reports.items()},
+            {code: FORMATS_BY_NAME[r.format].source("adjust_flag") for code, r in reports.items()})
+        return self
+
+    def flagged(self) -> list[tuple[str, Flag]]:
+        """``[(path, flag)]``: every file's implausible rows (:attr:`LoadReport.flags`) and
+        the adjustflags unlike the folder's, by file."""
+        out = []
+        for code, report in self.reports.items():
+            out.extend((report.path, f) for f in report.flags)
+            if code in self.adjust:
+                out.append((report.path, self.adjust[code]))
+        return out
+
+    def quality(self, max_named: int = 20) -> list[str]:
+        """The load summary's clauses on what the files lack or hold that cannot be
+        (:func:`~forecaster.data.quality.quality_clauses`)."""
+        return quality_clauses(self.reports, self.lacking, self.adjust, self.usual_adjust, max_named)
+
+    def __getnewargs_ex__(self):
+        return (self.frames, self.reports), {"folder": self.folder, "skipped": self.skipped,
+                                             "from_cache": self.from_cache, "workers": self.workers}
+
+    def summary(self, max_named: int = 20) -> str:
+        """One line: stocks, rows, suspended days, dropped rows, files whose code column was
+        trusted over their name, the entries not read (named, the first ``max_named``), and
+        :meth:`quality`'s clauses (columns lacking, implausible rows)."""
+        reports = list(self.reports.values())
+        dropped = sum(sum(r.dropped.values()) for r in reports)
+        text = (f"{self.folder}: {len(self.frames)} stocks, {sum(r.rows_kept for r in reports)} rows, "
+                f"{sum(r.suspended_days for r in reports)} suspended days"
+                + (f", {dropped} bad rows dropped (on_bad='drop')" if dropped else "")
+                + (" (from the cache)" if self.from_cache else ""))
+        renamed = [r for r in reports if r.name_code]
+        if renamed:
+            text += (f"; {len(renamed)} file(s) named for another stock, code column trusted: "
+                     + named_list([f"{Path(r.path).name} is {c}" for c, r in self.reports.items()
+                               if r.name_code], max_named))
+        if self.skipped:
+            text += (f"; skipped {len(self.skipped)} entr{'y' if len(self.skipped) == 1 else 'ies'} "
+                     f"that are not data files: {named_list([str(s) for s in self.skipped], max_named)}")
+        return "; ".join([text, *folder_bar_clauses(reports, max_named), *self.quality(max_named)])
+
+
+def load_dir(path: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTERN, on_bad: str = "raise",
+             cache: bool = False, trust_code_column: bool = False, workers: int | None = None,
+             progress: bool | None = None, parallel_min_files: int = PARALLEL_MIN_FILES,
+             strict: bool = False) -> FolderLoad:
+    """Load every CSV (plain or ``.csv.gz``) in a folder as a panel.
+
+    Args:
+        path: the folder.
+        pattern: a glob pattern or several (default ``("*.csv", "*.csv.gz")``); the folder's
+            other entries are not read but counted and named (:attr:`FolderLoad.skipped`, the
+            summary and the log).
+        on_bad: as for :func:`load_csv`.
+        cache: keep a columnar copy in ``FOLDER/.forecaster_cache`` and use it while the
+            folder's files are unchanged (:mod:`forecaster.data.cache`).
+        trust_code_column: as for :func:`load_csv`: use the code column of a file whose name
+            says another stock (with a warning) instead of stopping with an error.
+        workers: processes reading the files; ``None``: one per available core; 1: this
+            process only.
+        progress: a progress bar on stderr; ``None``: when stderr is a terminal.
+        parallel_min_files: folders with fewer files are read in this process.
+        strict: implausible rows (impossible bars, prices beyond the daily limit that no
+            preclose explains, a file whose adjustflag differs from the other files') raise
+            :class:`DataError` naming the first file, line, date and what was expected; by
+            default they are kept, counted and named in the summary (:meth:`FolderLoad.quality`).
+            Stocks whose files lack columns the others have are named either way.
+
+    Returns:
+        a :class:`FolderLoad`: ``(frames, reports)``, both keyed by stock code (e.g.
+        ``"sh.600000"``) in sorted order, with ``.skipped``, ``.summary()`` and how it was
+        read. Parallel and serial loads give equal frames and reports, and an error in any
+        file is the same :class:`DataError` naming it.
+    """
+    from forecaster.data.cache import cache_location, manifest_of, read_cache, write_cache
+
+    check_choice("on_bad", on_bad, ON_BAD)
+    folder = Path(path)
+    if not folder.is_dir():
+        what = "is a file, not a folder" if folder.is_file() else "no such folder"
+        raise FileNotFoundError(f"{folder}: {what}")
+    patterns = patterns_of(pattern)
+    files, skipped = scan_dir(folder, patterns)
+    if skipped:
+        log.warning("%s: skipped %d entr%s that are not data files: %s", folder, len(skipped),
+                    "y" if len(skipped) == 1 else "ies", named_list([str(s) for s in skipped], 20))
+    if not files:
+        raise DataError(f"{folder}: no files match {', '.join(repr(p) for p in patterns)}"
+                        + (f" (it holds {named_list([str(s) for s in skipped], 20)})" if skipped else ""))
+    options = {"pattern": list(patterns), "on_bad": on_bad, "trust_code_column": trust_code_column,
+               "checks": QUALITY_CHECKS}
+    manifest = manifest_of(files, options, folder) if cache else None
+    if cache:
+        hit = read_cache(cache_location(folder), manifest, LoadReport)
+        if hit is not None:
+            for report in hit[1].values():
+                log_report(report, flags=not strict)
+            return _checked(FolderLoad(*hit, folder=path, skipped=skipped, from_cache=True, workers=0),
+                            strict)
+    results, used = _load_files(folder, files, on_bad, trust_code_column, workers, progress,
+                                parallel_min_files)
+    frames, reports = {}, {}
+    for file, (frame, report) in zip(files, results, strict=True):
+        log_report(report, flags=not strict)
+        key = str(frame["code"].iloc[0])
+        if key in frames:
+            raise DataError(f"{file}: stock {key} also appears in {reports[key].path}; expected one "
+                            "file per stock")
+        frames[key], reports[key] = frame, report
+    frames, reports = dict(sorted(frames.items())), dict(sorted(reports.items()))
+    if cache:
+        write_cache(cache_location(folder), manifest, frames, reports)
+    return _checked(FolderLoad(frames, reports, folder=path, skipped=skipped, workers=used), strict)
+
+
+def _checked(loaded: FolderLoad, strict: bool) -> FolderLoad:
+    """``strict``: the first implausible row of the folder as a :class:`DataError`; else the
+    folder-wide findings (columns lacking, adjustflags unlike the others') in the log (each
+    file's own flags were logged with its report)."""
+    if strict:
+        for path, flag in loaded.flagged():
+            raise_flagged(path, [flag])
+    for code, columns in loaded.lacking.items():
+        source = FORMATS_BY_NAME[loaded.reports[code].format].source
+        log.warning("%s: lacks column(s) %s that other files have; features that need them are missing "
+                    "for %s", loaded.reports[code].path, ", ".join(sorted(map(source, columns))), code)
+    for code, flag in loaded.adjust.items():
+        log.warning("%s: %d row(s) with %s, kept: first %s", loaded.reports[code].path, flag.rows,
+                    KINDS[flag.kind], flag.describe())
+    return loaded
+
+
+def available_cores() -> int:
+    """Cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def _load_task(args: tuple[str, str, bool]) -> tuple[pd.DataFrame, LoadReport]:
+    path, on_bad, trust = args
+    return read_one(Path(path), on_bad, None, trust)
+
+
+def _load_files(folder: Path, files: list[Path], on_bad: str, trust: bool, workers: int | None,
+                progress: bool | None, min_files: int) -> tuple[list, int]:
+    """``([(frame, report)] in the order of files, processes used)``."""
+    from tqdm import tqdm
+
+    n = len(files)
+    workers = available_cores() if workers is None else int(workers)
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1 or None, got {workers}")
+    workers = min(workers, n)
+    parallel = workers > 1 and n >= min_files
+    show = sys.stderr.isatty() if progress is None else bool(progress)
+    tasks = [(str(f), on_bad, trust) for f in files]
+    out = []
+    with tqdm(total=n, desc=f"loading {folder.name or folder}", unit="file", file=sys.stderr,
+              disable=not show, dynamic_ncols=True, leave=False) as bar:
+        if not parallel:
+            for task in tasks:
+                out.append(_load_task(task))
+                bar.update()
+            return out, 1
+        # Batches of files per task: few round trips, small enough to balance the load. joblib's
+        # loky processes start clean (no fork of this process's threads) and, unlike
+        # multiprocessing's spawn, need no ``if __name__ == "__main__"`` guard in the caller.
+        batch = max(1, min(32, n // (workers * 4)))
+        log.info("%s: reading %d files in %d processes", folder, n, workers)
+        jobs = (delayed(_load_task)(task) for task in tasks)
+        for result in Parallel(n_jobs=workers, batch_size=batch, return_as="generator")(jobs):
+            out.append(result)  # in file order; the first error stops the rest, as serially
+            bar.update()
+    return out, workers
