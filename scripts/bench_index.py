@@ -18,10 +18,10 @@ Then, from both reports' predictions (the day's members only), it prints::
 one ``model`` line per model of both runs (``excess_ann``: its default strategy after costs
 minus the equal-weight universe of the day's members, annualised), then the Newey-West test
 of the wide Transformer's daily rank IC against the best other model of either run (``diff`` =
-Transformer minus it), then the universe (``members``: distinct member stocks scored; the
-members per day in the data and the members the data lack follow), wall time and peak RSS of
-both runs; then ``pair NAME wide_minus_narrow diff=... p=...`` for each model trained both
-ways, and the rank IC by year of every model (``year`` lines).
+Transformer minus it), then the universe (``members``: distinct member stocks scored), wall
+time and peak RSS of both runs; then ``coverage members_per_day=MIN/MEDIAN/MAX
+members_without_data=N stocks=N``; then ``pair NAME wide_minus_narrow diff=... p=...`` for each
+model trained both ways, and the rank IC by year of every model (``year`` lines).
 
 Targets (issue 43): on CSI 300 members the wide Transformer above every model with p < 0.05,
 rank IC >= 0.065, ICIR >= 0.45, excess >= +0.08; wide above narrow. A whole-market run takes
@@ -143,7 +143,8 @@ def main() -> None:
     scored = pd.Index(read_predictions(out / runs[0])["code"].unique())
     d = cov.get("members_per_day", {})
     print(f"index universe={args.universe} members={len(scored)} wall_minutes={wall / 60:.1f} "
-          f"peak_rss_gb={peak / 2**30:.2f} members_per_day={d.get('min')}/{d.get('median')}/{d.get('max')} "
+          f"peak_rss_gb={peak / 2**30:.2f}")
+    print(f"coverage members_per_day={d.get('min')}/{d.get('median')}/{d.get('max')} "
           f"members_without_data={cov.get('members_without_data')} "
           f"stocks={metrics[runs[0]]['universe'].get('loaded')}")
     for name in TRAINED:

@@ -82,14 +82,14 @@ def _run_info(run: Path) -> dict:
 
 def _open_run(run: str, data: str | None, device: str):
     """``(run, info, model)`` of a run folder (a panel or a single-stock model)."""
-    from forecaster.app.experiment import ConfigError, check_device
     from forecaster.models.panel.model import PanelTransformer
     from forecaster.models.stock.estimator import CausalTransformerForecaster
+    from seq2seq.core import resolve_device
 
-    try:
-        check_device(device)
-    except ConfigError as exc:
-        raise click.ClickException(f"--device {device}: {str(exc).split('device: ', 1)[-1]}") from None
+    try:  # before the checkpoint is read: the device, not the file, is what is wrong
+        resolve_device(device)
+    except ValueError as exc:
+        raise click.ClickException(f"--device {device}: {exc}") from None
     run = Path(run)
     info = _run_info(run)
     cls = PanelTransformer if info.get("kind") == "panel" else CausalTransformerForecaster

@@ -138,7 +138,6 @@ def prepare(raw: Mapping[str, Mapping], source: str = "<options>") -> tuple[Expe
     exp = resolve(raw, len(loaded.frames), source)
     _check_dates(exp, loaded)
     load_universes(exp.data, loaded)
-    build_models(exp)  # every model option (the device too) checked before any output or work
     return exp, loaded
 
 
@@ -173,7 +172,7 @@ def _check_dates(exp: Experiment, loaded: Loaded) -> None:
                           f"first day {first.date()}")
 
 
-def run_timings(loaded: Loaded, result: WalkForwardResult, report: Report, scoring: float) -> dict:
+def run_timings(loaded: Loaded, result: WalkForwardResult, report: Report) -> dict:
     """Where a run's time went, in seconds: loading the files, building the Panel, the
     walk-forward's folds (wall) and each model's fits and forecasts within them (summed over
     folds, in the workers: with several workers these add up to more than the wall time), the
@@ -183,8 +182,7 @@ def run_timings(loaded: Loaded, result: WalkForwardResult, report: Report, scori
     for (_, name), seconds in result.seconds.items():
         models[name] = models.get(name, 0.0) + seconds
     return {"load": loaded.seconds, "panel": loaded.panel_seconds, **result.timings,
-            "statistics": report.timings.get("statistics", scoring),
-            "backtests": report.timings.get("backtests"),
+            **report.timings,
             "models": dict(sorted(models.items(), key=lambda kv: -kv[1]))}
 
 
@@ -199,17 +197,15 @@ def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: 
     # resume of another run, no fold) leaves an earlier report exactly as it was.
     folder = check_output(out, overwrite=overwrite, resume=exp.walk_forward.resume)
     models = build_models(exp)
-    make_folds(loaded.panel.dates, exp.walk_forward)  # raises when no fold fits the calendar
-    store = fold_store(loaded.frames, models, exp.walk_forward, folder.path / "folds")
-    if loaded.train_universe is not None:  # folds trained on other stock-days are not resumed
-        store.fingerprint["run"]["train_universe"] = loaded.train_universe.digest()
+    grid = loaded.panel
+    make_folds(grid.dates, exp.walk_forward)  # raises when no fold fits the calendar
+    learn = (loaded.train_universe.mask(grid.dates, grid.codes) if loaded.train_universe is not None
+             else None)
+    store = fold_store(loaded.frames, models, exp.walk_forward, folder.path / "folds", learn)
     store.check(exp.walk_forward.resume)
     out = folder.claim()
     with atomic_write(out / EXPERIMENT_FILE, "w") as f:  # first: the run is reproducible even if cut
         f.write(to_toml(exp))
-    grid = loaded.panel
-    learn = (loaded.train_universe.mask(grid.dates, grid.codes) if loaded.train_universe is not None
-             else None)
     result = walk_forward(loaded.frames, models, exp.walk_forward, panel=grid, store=store,
                           train_members=learn)
     universe = {}
@@ -224,10 +220,8 @@ def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: 
         days = pd.DatetimeIndex(result.predictions.index.unique()).sort_values()
         universe = loaded.universe.coverage(days, grid.codes)
         universe["forecast_rows_outside"] = n_outside
-    started = time.perf_counter()
     report = score_run(result, grid, models, "transformer", exp.backtest,
                           exp.walk_forward.horizon, index_constituents=exp.data.index_constituents)
-    scoring = time.perf_counter() - started
     if universe:
         report.notes.insert(0, coverage_line(universe) + f"; {universe['forecast_rows_outside']} forecast "
                             "rows of non-members were not scored")
@@ -235,7 +229,7 @@ def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: 
         report.notes.insert(0, f"models learnt only the labels of the members of "
                             f"{loaded.train_universe.name} ({loaded.train_universe.source}) on each day")
     extra = {"data": loaded.source, "experiment": experiment_dict(exp),
-             "timings": run_timings(loaded, result, report, scoring)}
+             "timings": run_timings(loaded, result, report)}
     if universe:
         extra["index_universe"] = universe
     files = write_report(report, result, out, extra=extra)

@@ -17,7 +17,6 @@ and codes.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,12 +50,6 @@ class Universe:
     @property
     def codes(self) -> list[str]:
         return sorted(self.spans)
-
-    def digest(self) -> str:
-        """A hash of the spans (what a run trained on them depends on)."""
-        text = ";".join(f"{c}:" + ",".join(f"{a.date()}/{b.date()}" for a, b in spans)
-                        for c, spans in sorted(self.spans.items()))
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def mask(self, dates, codes) -> np.ndarray:
         """``[days, stocks]`` bool: stock ``codes[j]`` is a member on ``dates[i]``."""

@@ -21,6 +21,7 @@ where it was raised; the other models and folds go on.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import tempfile
 import time
@@ -378,11 +379,16 @@ def _fold_task(shared, fold: Fold, codes, config, kinds, models, threads: int, k
 
 
 def fold_store(data: Mapping[str, pd.DataFrame] | Panel, models: dict, config: WalkForwardConfig,
-               checkpoint_dir: str | Path) -> FoldStore:
+               checkpoint_dir: str | Path, train_members: np.ndarray | None = None) -> FoldStore:
     """The store of a run's finished folds in ``checkpoint_dir``, fingerprinted by ``data``
-    (``{code: frame}`` or the Panel ``walk_forward`` would fingerprint) and the configuration;
+    (``{code: frame}`` or the Panel ``walk_forward`` would fingerprint), the configuration and
+    the training universe (folds trained on other stock-days are not resumed);
     ``store.check(config.resume)`` validates a resume without writing."""
-    return FoldStore(checkpoint_dir, {"data": data_fingerprint(data), "run": run_description(config, models)})
+    run = run_description(config, models)
+    if train_members is not None:
+        mask = np.packbits(np.asarray(train_members, dtype=bool))
+        run["train_members"] = hashlib.sha256(mask.tobytes()).hexdigest()[:16]
+    return FoldStore(checkpoint_dir, {"data": data_fingerprint(data), "run": run})
 
 
 def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models: dict,
@@ -440,7 +446,7 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
         raise ValueError("resume needs a checkpoint folder (the report folder of the interrupted run)")
     done: dict[int, FoldOutput] = {}
     if store is None and checkpoint_dir is not None:
-        store = fold_store(frames_in or grid, models, config, checkpoint_dir)
+        store = fold_store(frames_in or grid, models, config, checkpoint_dir, train_members)
     if store is not None:
         done = store.start(config.resume)
     members = fold_members(grid, folds, config.min_stock_days)

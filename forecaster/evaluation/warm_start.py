@@ -30,7 +30,7 @@ def in_waves(run_wave: Callable[[list[tuple]], Iterator], tasks: list[tuple], st
     while pending:
         waiting = {t[0].fold for t in pending}
         wave = [t for t in pending if t[0].fold - stride not in waiting]
-        pending = [t for t in pending if t not in wave]
+        pending = [t for t in pending if t[0].fold - stride in waiting]
         for result in run_wave([(*t, states.get(t[0].fold - stride, {})) for t in wave]):
             output = result[0]
             states[output.fold] = output.states

@@ -44,5 +44,6 @@ def plot_bar_position_ic(positions: pd.DataFrame, path: str | Path, models: list
     if empty:
         title += "\nnot drawn (no rank IC, e.g. a constant forecast): " + ", ".join(empty)
     ax.set_title(title, fontsize=10)
-    ax.legend(loc="upper left", ncol=4, fontsize=8)
+    # outside the axes: inside it would hide the first bars' points
+    ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, borderaxespad=0.0)
     return save_figure(fig, path)
