@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_market import REPO, _fmt, excess_ann, run_sampled  # noqa: E402
+from bench_market import REPO, _fmt, excess_ann, forecaster_command, run_sampled  # noqa: E402
 
 from forecaster.evaluation.scoring import ic_by_year  # noqa: E402
 from forecaster.metrics import daily_ic, ic_difference_test, ic_summary  # noqa: E402
@@ -109,9 +109,8 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     if args.stocks:
         data = _subset(data, args.universe, args.stocks, out, args.start, args.end)
-    exe = str(Path(sys.executable).with_name("forecaster"))
-    base = [exe, "backtest", str(data), "--universe", args.universe, "--start", args.start, "--end", args.end,
-            "--cache", "--overwrite"]
+    base = [*forecaster_command(), "backtest", str(data), "--universe", args.universe, "--start", args.start,
+            "--end", args.end, "--cache", "--overwrite"]
     runs = ["wide", "narrow"] if args.runs == "both" else [args.runs]
     wall = peak = 0.0
     daily, metrics, names = {}, {}, {}

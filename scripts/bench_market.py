@@ -74,6 +74,13 @@ def run_sampled(cmd: list[str]) -> tuple[int, float, int]:
     return child.returncode, time.perf_counter() - start, peak
 
 
+def forecaster_command() -> list[str]:
+    """The ``forecaster`` script beside this interpreter, or ``python -m forecaster`` where the
+    package is on the path but not installed (e.g. a GPU machine given the checkout)."""
+    script = Path(sys.executable).with_name("forecaster")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "forecaster"]
+
+
 def excess_ann(backtest: dict) -> float:
     """A model's strategy after costs minus its benchmark, annualised (metrics.json's
     ``backtest`` entry of the model); NaN without one."""
@@ -92,7 +99,7 @@ def main() -> None:
     p.add_argument("extra", nargs="*", help="options passed to `forecaster backtest` after `--` (none: the "
                                             "defaults), e.g. `-- --warm-start 2`")
     args = p.parse_args()
-    cmd = [str(Path(sys.executable).with_name("forecaster")), "backtest", args.data, "--out", args.out,
+    cmd = [*forecaster_command(), "backtest", args.data, "--out", args.out,
            "--overwrite", *(["--device", args.device] if args.device else []), *args.extra]
     status, wall, peak = run_sampled(cmd)
     if status != 0:

@@ -51,6 +51,28 @@ def test_panel_transformer_on_cuda_recovers_a_planted_signal():
     assert ic.mean() > 0.04, ic.mean()
 
 
+def test_device_batches_on_cuda_equal_the_hosts_and_bfloat16_recovers_a_signal():
+    from forecaster.models.panel.dataset import DeviceBatches
+
+    panel = Panel.from_frames(synthetic_panel(n_stocks=80, n_days=600, signal_ic=0.1, seed=1))
+    model = PanelTransformer(**{**TINY, "max_epochs": 8}, device="cuda", market="gate",
+                             precision="bfloat16").fit(panel.slice(end=panel.dates[449]))
+    data = model._sequences(panel, model.features_, model.processor_, with_labels=True)
+    on_gpu = DeviceBatches.of(data, torch.device("cuda"))
+    days = np.arange(200, 208)
+    host, dev = (d.batch(days, 30, np.random.default_rng(2)) for d in (data, on_gpu))
+    for a, b in zip(host, dev, strict=True):
+        torch.testing.assert_close(a, b.cpu(), rtol=0, atol=0)
+    pred = model.predict(panel.slice(start=panel.dates[420]))
+    scores = pred.unstack("code").reindex(columns=panel.codes)
+    scores = scores[scores.index > panel.dates[449]]
+    from forecaster.features.labels import tradeable_label
+
+    label, _ = tradeable_label(panel, 1, "next_open")
+    actual = pd.DataFrame(label[:-1], index=panel.dates[1:], columns=panel.codes)
+    assert daily_ic(scores, actual.loc[scores.index]).mean() > 0.04
+
+
 def test_translation_decodes_alike_with_and_without_the_cache_on_cuda():
     torch.manual_seed(0)
     m = Transformer(TransformerConfig(30, 30, d_model=32, n_heads=4, d_ff=64, encoder_layers=2,

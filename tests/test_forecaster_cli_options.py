@@ -49,6 +49,7 @@ VALUES = {
     "model__stocks_per_batch": ("20", 20),
     "model__warm_epochs": ("2", 2),
     "model__device": ("cpu", "cpu"),
+    "model__precision": ("bfloat16", "bfloat16"),
     "model__random_state": ("7", 7),
     "model__attention_dropout": ("0.1", 0.1),
     "model__norm_first": (False, False),
@@ -122,6 +123,7 @@ PANEL_ONLY = {
     "epoch_stock_days",
     "stocks_per_batch",
     "warm_epochs",
+    "precision",
     "average_last",
     "icir_floor",
 }

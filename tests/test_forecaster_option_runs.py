@@ -32,7 +32,7 @@ PANEL = {
     "model__days_per_batch": "4", "model__lr": "0.002", "model__weight_decay": "0.02",
     "model__patience": "2", "model__val_fraction": "0.25", "model__average_last": "1",
     "model__n_seeds": "1", "model__epoch_stock_days": "2000", "model__stocks_per_batch": "20",
-    "model__warm_epochs": "1", "walk_forward__warm_start": "2",
+    "model__warm_epochs": "1", "walk_forward__warm_start": "2", "model__precision": "bfloat16",
     "model__device": "cpu", "model__random_state": "7", "models__baselines": False,
     "models__seed_recipe": False, "models__per_stock": False, "walk_forward__scheme": "rolling",
     "walk_forward__train_days": "150", "walk_forward__retrain_every": "40", "walk_forward__purge": "3",

@@ -29,6 +29,13 @@ from forecaster.models.panel.losses import RANK_LOSSES, rank_loss
 
 log = logging.getLogger(__name__)
 
+PRECISIONS = ("float32", "bfloat16")
+
+
+def autocast(device: torch.device, precision: str):
+    """The context a forward pass runs in: bfloat16 autocast for ``"bfloat16"``, else none."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bfloat16")
+
 
 @dataclass
 class LoopConfig:
@@ -47,6 +54,8 @@ class LoopConfig:
         average_last: without validation, the weights kept are the mean of the last this many
             epochs' (stochastic weight averaging); 1: the last epoch's.
         icir_floor: added to the spread of the daily correlations under ``loss="icir"``.
+        precision: ``"float32"``, or ``"bfloat16"``: the network's forward pass under bfloat16
+            autocast (weights, optimiser and loss stay float32).
     """
 
     loss: str = "ic"
@@ -59,9 +68,11 @@ class LoopConfig:
     steps_per_epoch: int | None = None
     average_last: int = 1
     icir_floor: float = 0.3
+    precision: str = "float32"
 
     def __post_init__(self) -> None:
         check_choice("loss", self.loss, RANK_LOSSES)
+        check_choice("precision", self.precision, PRECISIONS)
         for name in ("max_epochs", "days_per_batch", "patience", "average_last"):
             check_int(name, getattr(self, name))
         if self.lr <= 0 or self.weight_decay < 0 or self.grad_clip <= 0:
@@ -99,18 +110,22 @@ def fit_loop(net: nn.Module, optimizer: torch.optim.Optimizer, epoch_batches: Ca
                disable=not progress, dynamic_ncols=True, leave=False)
     for epoch in range(1, max_epochs + 1):
         net.train()
-        t0, summed, count = time.perf_counter(), 0.0, 0
+        t0, losses, weights = time.perf_counter(), [], []
         for batch in epoch_batches():
             loss, weight = step(batch)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(net.parameters(), grad_clip)
             optimizer.step()
-            summed += float(loss.detach()) * weight
-            count += weight
+            # read once an epoch: reading each step's loss would make the host wait for the
+            # device after every step (on CUDA, the steps' queue would run dry)
+            losses.append(loss.detach())
+            weights.append(weight)
             bar.update(weight)
         if scheduler is not None:
             scheduler.step()
+        summed = sum(v * w for v, w in zip(torch.stack(losses).float().cpu().tolist(), weights, strict=True))
+        count = sum(weights)
         seconds = time.perf_counter() - t0
         row = {"epoch": epoch, "train_loss": summed / count, "seconds": seconds}
         if count_name:
@@ -180,11 +195,13 @@ def train_days(net: nn.Module, batch: Callable, blocks: list[np.ndarray],
 
     def step(b):
         x, labels, mask, present = (t.to(device) for t in batch(blocks[b])[:4])
+        with autocast(device, config.precision):
+            scores = net(x, present, all_outputs=labels.dim() == 3)
+        scores = scores.float()  # the losses' sums in float32 whatever the forward's precision
         if labels.dim() == 2:
-            return rank_loss(config.loss, net(x, present), labels, mask, generator=gen,
+            return rank_loss(config.loss, scores, labels, mask, generator=gen,
                              icir_floor=config.icir_floor), 1
         # Several horizons ``[days, stocks, K]``: one head each, their losses averaged.
-        scores = net(x, present, all_outputs=True)
         losses = [rank_loss(config.loss, scores[..., k], labels[..., k], mask[..., k], generator=gen,
                             icir_floor=config.icir_floor) for k in range(labels.size(-1))]
         return torch.stack(losses).mean(), 1

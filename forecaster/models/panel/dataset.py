@@ -54,16 +54,9 @@ class SequenceData:
         ``aux_target``, the forecast's horizon first), ``S`` being the stocks present on any of
         the days (absent ones cost nothing), or ``max_stocks`` of them drawn with ``rng``
         (the losses rank within a day, so any subset of a day's stocks is a valid batch)."""
-        days = np.asarray(days)
-        first, last = int(days[0]), int(days[-1])
-        if last - first + 1 != len(days):
-            raise ValueError("a batch must hold consecutive days")
+        first, last = day_span(days)
         present = self.present[first:last + 1]
-        stocks = np.flatnonzero(present.any(axis=0))
-        if max_stocks is not None and len(stocks) > max_stocks:
-            if rng is None:
-                raise ValueError("sampling max_stocks stocks needs an rng")
-            stocks = np.sort(rng.choice(stocks, max_stocks, replace=False))
+        stocks = choose_stocks(present, max_stocks, rng)
         x = self.X[first:last + 1 + self.context, stocks].transpose(0, 1)  # padded rows: +context
         if self.market is not None:  # the same market row for every stock of a day
             m = self.market[first:last + 1 + self.context]
@@ -81,6 +74,85 @@ class SequenceData:
             mask = torch.as_tensor(np.isfinite(y)) & scored
             target = torch.as_tensor(np.nan_to_num(y), dtype=torch.float32)
         return x.contiguous(), target, mask, present_t, torch.as_tensor(stocks)
+
+
+    def on(self, device: torch.device) -> SequenceData | DeviceBatches:
+        """The training batches read from ``device``: ``self`` on the CPU, else a
+        :class:`DeviceBatches` holding every array there once (for the whole fit)."""
+        return self if device.type == "cpu" else DeviceBatches.of(self, device)
+
+
+def day_span(days: np.ndarray) -> tuple[int, int]:
+    """``(first, last)`` of a block of consecutive signal days (refused otherwise)."""
+    days = np.asarray(days)
+    first, last = int(days[0]), int(days[-1])
+    if last - first + 1 != len(days):
+        raise ValueError("a batch must hold consecutive days")
+    return first, last
+
+
+def choose_stocks(present: np.ndarray, max_stocks: int | None, rng: np.random.Generator | None) -> np.ndarray:
+    """Sorted indices of the stocks present on any day of ``present [B, N]``, or
+    ``max_stocks`` of them drawn with ``rng``."""
+    stocks = np.flatnonzero(present.any(axis=0))
+    if max_stocks is not None and len(stocks) > max_stocks:
+        if rng is None:
+            raise ValueError("sampling max_stocks stocks needs an rng")
+        stocks = np.sort(rng.choice(stocks, max_stocks, replace=False))
+    return stocks
+
+
+@dataclass
+class DeviceBatches:
+    """A :class:`SequenceData`'s training batches with its arrays on an accelerator, copied
+    once per fit: a step then only sends the indices of its stocks (asynchronously) and
+    gathers on the device, so the host never waits for the device between steps. The stocks
+    are drawn on the host exactly as :meth:`SequenceData.batch` draws them.
+
+    Attributes:
+        present: ``[D, N]`` on the host (to draw a step's stocks); ``present_t`` the same on
+            the device.
+        X, market: as :class:`SequenceData`'s, on the device.
+        target: ``[D, N]`` (``[D, N, 1 + A]`` with auxiliary horizons) normalised labels,
+            NaN as 0; ``labelled``: where they were finite.
+    """
+
+    present: np.ndarray
+    present_t: torch.Tensor
+    X: torch.Tensor
+    market: torch.Tensor | None
+    target: torch.Tensor
+    labelled: torch.Tensor
+    context: int
+
+    @classmethod
+    def of(cls, data: SequenceData, device: torch.device) -> DeviceBatches:
+        if data.target is None:
+            raise ValueError("device batches are for training: the data need labels")
+        y = data.target
+        if data.aux_target is not None:  # [D, N, 1 + A]: the forecast's horizon first
+            y = np.concatenate([y[..., None], data.aux_target], axis=-1)
+        return cls(present=data.present, present_t=torch.as_tensor(data.present).to(device),
+                   X=data.X.to(device), market=None if data.market is None else data.market.to(device),
+                   target=torch.as_tensor(np.nan_to_num(y), dtype=torch.float32).to(device),
+                   labelled=torch.as_tensor(np.isfinite(y)).to(device), context=data.context)
+
+    def batch(self, days: np.ndarray, max_stocks: int | None = None,
+              rng: np.random.Generator | None = None) -> tuple[torch.Tensor, ...]:
+        """:meth:`SequenceData.batch`'s ``(x, target, mask, present, stocks)``, on the device."""
+        first, last = day_span(days)
+        stocks = choose_stocks(self.present[first:last + 1], max_stocks, rng)
+        # pageable memory, non-blocking: staged at once, with no wait for the device's queue
+        at = torch.from_numpy(stocks).to(self.X.device, non_blocking=True)
+        x = self.X[first:last + 1 + self.context].index_select(1, at).transpose(0, 1)
+        if self.market is not None:
+            m = self.market[first:last + 1 + self.context]
+            x = torch.cat([x, m.expand(len(stocks), -1, -1)], dim=-1)
+        present = self.present_t[first:last + 1].index_select(1, at)
+        target = self.target[first:last + 1].index_select(1, at)
+        scored = present if target.dim() == 2 else present[..., None]
+        mask = self.labelled[first:last + 1].index_select(1, at) & scored
+        return x.contiguous(), target, mask, present, at
 
 
 def input_present(panel: Panel, min_days: int) -> np.ndarray:
