@@ -185,7 +185,10 @@ def test_every_train_option_reaches_the_run(tmp_path):
     write_synthetic_panel(folder, n_stocks=8, n_days=260, seed=1)
     # (--intraday needs a folder of minute bars: tests/test_forecaster_intraday.py runs it)
     names = {n for n in _options(train) if n.split("__")[1] not in ONE_STOCK_ONLY} - {"data__intraday"}
+    members = tmp_path / "members.txt"  # a list of codes: always members
+    members.write_text("\n".join(sorted(p.name[:-4] for p in folder.glob("*.csv"))[:5]) + "\n")
     quick = {
+        "data__train_universe": (str(members), str(members)),
         "model__n_seeds": ("1", 1),
         "model__max_epochs": ("1", 1),
         "model__epoch_stock_days": ("2000", 2000),
@@ -200,6 +203,7 @@ def test_every_train_option_reaches_the_run(tmp_path):
     assert res.exit_code == 0, res.output
     info = json.loads((tmp_path / "run" / "run.json").read_text())
     assert info["train_end"] <= "2018-10-31" and info["on_bad"] == "drop"
+    assert info["train_universe"] == str(members)
     for name in names:
         section, key = name.split("__")
         want = quick.get(name, VALUES[name])[1]

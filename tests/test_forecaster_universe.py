@@ -9,10 +9,12 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from click.testing import CliRunner
 
 from forecaster.app.cli import main
 from forecaster.data import DataError, Panel, synthetic_panel, write_qlib, write_synthetic_panel
+from forecaster.data.folders import load_dir
 from forecaster.data.universe import read_universe, resolve_universe
 from forecaster.evaluation.scoring import score_run
 from forecaster.evaluation.universe import restrict_to_members
@@ -249,3 +251,40 @@ def test_predict_lists_and_orders_only_the_members(tmp_path, one_thread):
     assert set(orders.loc[orders["side"] == "buy", "code"]) <= set(members)
     assert orders.set_index("code").loc[codes[0], "side"] == "sell"  # the non-member held is sold
     assert f"{len(table)} of the 12 stocks" in res.output
+
+
+def test_train_with_a_training_universe_learns_only_the_members_labels(tmp_path, one_thread):
+    """``train --train-universe`` fits exactly what the Python API fits on a panel whose
+    ``learn`` mask is the universe's (so non-members' labels are not learnt), says so, and
+    records the universe; a bad universe stops before the run folder is made."""
+    import dataclasses
+
+    from forecaster.models.panel.model import PanelTransformer
+
+    data = tmp_path / "syn"
+    write_synthetic_panel(data, n_stocks=12, n_days=200, seed=2)
+    codes = sorted(p.name[:-4] for p in data.glob("*.csv"))
+    idx = _universe_file(tmp_path, codes)
+    small = ["--epochs", "1", "--n-seeds", "1", "--window", "8", "--d-model", "16", "--device", "cpu"]
+    res = CliRunner().invoke(main, ["train", str(data), "--out", str(tmp_path / "bad"),
+                                    "--train-universe", str(tmp_path / "none.txt"), *small])
+    assert res.exit_code != 0 and "--train-universe" in res.output and not (tmp_path / "bad").exists()
+    runs = {}
+    for name, extra in (("all", []), ("members", ["--train-universe", str(idx)])):
+        res = CliRunner().invoke(main, ["train", str(data), "--out", str(tmp_path / name), *small, *extra])
+        assert res.exit_code == 0, res.output
+        runs[name] = PanelTransformer.load(tmp_path / name / "model.pt", device="cpu")
+    assert "labels learnt only from the members" in res.output
+    info = json.loads((tmp_path / "members" / "run.json").read_text())
+    assert info["train_universe"] == str(idx)
+    panel = Panel.from_frames(load_dir(data)[0])
+    learn = read_universe(idx).mask(panel.dates, panel.codes)
+    api = PanelTransformer(**runs["members"].get_params()).fit(
+        dataclasses.replace(panel, learn=learn, _cache={}))
+    for cli_net, api_net in zip(runs["members"].nets_, api.nets_, strict=True):
+        for (k, a), b in zip(cli_net.state_dict().items(), api_net.state_dict().values(), strict=True):
+            torch.testing.assert_close(a, b, msg=k)
+    differs = any(not torch.equal(a, b) for a, b in zip(runs["all"].nets_[0].state_dict().values(),
+                                                          runs["members"].nets_[0].state_dict().values(),
+                                                          strict=True))
+    assert differs  # the mask changed what was learnt

@@ -4,6 +4,7 @@ on the ``forecaster`` group by :mod:`forecaster.app.cli`."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from forecaster.app.signal_day import (
 )
 from forecaster.data import DataError, default_series_path, load_csv
 from forecaster.data.intraday import is_bar_frame
+from forecaster.data.universe import resolve_universe
 from forecaster.features.series import log_returns
 from forecaster.metrics import stat_text
 from seq2seq.core import atomic_write
@@ -119,7 +121,7 @@ def _predictions_table(model, frame: pd.DataFrame) -> pd.DataFrame:
 @click.option("--end", default=None, type=DATE, help="Train on rows up to this date (default: every row).")
 @experiment_options(("features", "model", "walk_forward", "backtest", "data"),
                     only={"walk_forward": ("horizon",), "backtest": ("execution",),
-                          "data": ("on_bad", "intraday")})
+                          "data": ("on_bad", "intraday", "train_universe")})
 def train(data, out, overwrite, end, **options):
     """Fit the Transformer on DATA and save it to --out.
 
@@ -145,6 +147,9 @@ def train(data, out, overwrite, end, **options):
         raise click.ClickException("--intraday needs DATA to be a folder of daily files (a panel)")
     features = raw.get("features", {}).get("names")
     panel = bool(data) and Path(data).is_dir()
+    learn_spec = raw.get("data", {}).get("train_universe") or ""
+    if learn_spec and not panel:
+        raise click.ClickException("--train-universe needs DATA to be a folder of stocks (a panel)")
     check_apart([out], [data, intraday])
     target = check_output(out, overwrite=overwrite)  # before the training, not after it
     try:
@@ -158,7 +163,13 @@ def train(data, out, overwrite, end, **options):
         if panel:
             from forecaster.models.panel.model import PanelTransformer
 
+            learn = resolve_universe(learn_spec, data, "--train-universe") if learn_spec else None
             frames, grid = _load_panel(data, on_bad, end, intraday)
+            if learn is not None:  # only the day's members' labels are learnt (features: every stock)
+                if not any(code in learn.spans for code in grid.codes):
+                    raise ValueError(f"--train-universe {learn_spec}: none of its {len(learn.spans)} codes "
+                                     f"is a stock of the data (e.g. {', '.join(map(str, grid.codes[:3]))})")
+                grid = dataclasses.replace(grid, learn=learn.mask(grid.dates, grid.codes), _cache={})
             model = PanelTransformer(horizon=horizon, execution=raw.get("backtest", {}).get(
                 "execution", "next_open"), features=features, progress=True, **params)
             model.fit(grid)
@@ -182,6 +193,7 @@ def train(data, out, overwrite, end, **options):
     info = {"kind": "panel" if panel else "one_stock", "data": source, "csv": None if panel else source,
             "on_bad": on_bad, "train_end": str(model.train_end_.date()),
             "intraday": str(Path(intraday).resolve()) if intraday else "",
+            "train_universe": learn_spec,
             "params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in model.get_params().items()}}
     if panel:
         from forecaster.reporting.plots import plot_panel_training
@@ -203,6 +215,9 @@ def train(data, out, overwrite, end, **options):
                        f"{budget['average_last']} epochs' weights averaged")
         if model.n_seeds > 1:
             summary += f"; {model.n_seeds} networks from {model.n_seeds} seeds, their scores averaged"
+        if learn_spec:
+            summary += (f"; labels learnt only from the members of {learn_spec} on each day "
+                        f"({int(grid.learn.sum())} stock-days)")
     else:
         from forecaster.reporting.plots import plot_history
 
