@@ -288,3 +288,36 @@ def test_train_with_a_training_universe_learns_only_the_members_labels(tmp_path,
                                                           runs["members"].nets_[0].state_dict().values(),
                                                           strict=True))
     assert differs  # the mask changed what was learnt
+
+
+def test_the_universes_own_index_series_is_kept_out_of_the_stocks_and_is_a_second_benchmark(tmp_path,
+                                                                                             one_thread):
+    """A folder holding ``sh.000300.csv`` beside its stocks: the index is never trained on,
+    scored or traded, and a run on the universe ``csi300`` reports the index's own growth over
+    the strategy's days (checked by hand from its file) beside the members' equal weight."""
+    data = tmp_path / "syn"
+    paths = write_synthetic_panel(data, n_stocks=12, n_days=260, seed=1)
+    codes = sorted(p.name[:-4] for p in paths)
+    index_text = paths[-1].read_text().replace(codes[-1], "sh.000300")
+    (data / "sh.000300.csv").write_text(index_text)
+    paths[-1].unlink()  # the index is a copy of the last stock's prices, under its own code
+    idx = _universe_file(tmp_path, codes)
+    universe = idx.rename(tmp_path / "csi300.txt")
+    out = tmp_path / "r"
+    res = CliRunner().invoke(main, ["backtest", str(data), "--out", str(out), "--universe", str(universe),
+                                    *QUICK])
+    assert res.exit_code == 0, res.output
+    assert "1 index series kept out of the stocks" in res.output and "sh.000300" in res.output
+    pred = pd.read_csv(out / "predictions.csv")
+    assert "sh.000300" not in set(pred["code"])
+    metrics = json.loads((out / "metrics.json").read_text())
+    entry = metrics["backtest"]["transformer"]
+    assert entry["index_name"].startswith("index sh.000300")
+    equity = pd.read_csv(out / "equity.csv", parse_dates=["date"]).set_index("date")
+    prices = pd.read_csv(data / "sh.000300.csv", parse_dates=["date"]).set_index("date")
+    days = equity.index
+    by_hand = 1_000_000 * prices["close"].reindex(days) / prices["open"].loc[days[0]]
+    np.testing.assert_allclose(equity["index"], by_hand * equity["index"].iloc[0] / by_hand.iloc[0], rtol=1e-9)
+    growth = by_hand.iloc[-1] / 1_000_000
+    assert entry["index"]["total_return"] == pytest.approx(growth - 1, rel=1e-6)
+    assert any("against index sh.000300" in line for line in metrics["verdict"])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -32,6 +32,7 @@ from forecaster.data.universe import Universe, coverage_line, resolve_universe
 from forecaster.evaluation.scoring import Report, score_run
 from forecaster.evaluation.universe import restrict_to_members
 from forecaster.evaluation.walkforward import WalkForwardResult, fold_store, make_folds, walk_forward
+from forecaster.portfolio.index_series import attach_index, index_for, split_indices
 from forecaster.reporting.report import write_report
 from seq2seq.core import atomic_write
 
@@ -53,6 +54,7 @@ class Loaded:
     seconds: float = 0.0  # reading the files
     panel_seconds: float = 0.0  # aligning them into the Panel
     universe: Universe | None = None  # [data] universe: the stocks scored and traded, by day
+    indices: dict = field(default_factory=dict)  # index series kept out of the stocks: {code: frame}
     train_universe: Universe | None = None  # [data] train_universe: the stock-days learnt
 
     @cached_property
@@ -65,7 +67,17 @@ class Loaded:
 
 def load_data(data: DataConfig) -> Loaded:
     """A folder (panel; a Qlib data folder too), a CSV (one stock), a generated panel, or, for no
-    path, the embedded synthetic series."""
+    path, the embedded synthetic series. A folder's index series are kept apart (``indices``)."""
+    loaded = _load_data(data)
+    loaded.frames, loaded.indices = split_indices(loaded.frames)
+    if loaded.indices:
+        loaded.summary += (f"\n{len(loaded.indices)} index series kept out of the stocks (not trained on, "
+                           f"scored or traded; the universe's index, if among them, is a second "
+                           f"benchmark): {', '.join(sorted(loaded.indices))}")
+    return loaded
+
+
+def _load_data(data: DataConfig) -> Loaded:
     path, on_bad = data.path, data.on_bad
     if data.synthetic_stocks:
         frames = synthetic_panel(data.synthetic_stocks, data.synthetic_days, signal_ic=data.synthetic_ic,
@@ -225,6 +237,16 @@ def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: 
     if universe:
         report.notes.insert(0, coverage_line(universe) + f"; {universe['forecast_rows_outside']} forecast "
                             "rows of non-members were not scored")
+    code = index_for(loaded.universe.name, loaded.indices) if loaded.universe is not None else None
+    if code is not None and report.backtests:
+        report.backtests = attach_index(report.backtests, code, loaded.indices[code], exp.backtest.execution,
+                                        exp.backtest.capital)
+        main = report.backtests.get(report.model)
+        if main is not None:
+            m, i = main.metrics, main.index_metrics
+            report.verdict.append(f"{report.model} strategy after costs against {main.index_name}: "
+                                  f"{m['annual_return']:+.2%} against {i['annual_return']:+.2%} a year, "
+                                  f"Sharpe {m['sharpe']:.2f} against {i['sharpe']:.2f}")
     if loaded.train_universe is not None:
         report.notes.insert(0, f"models learnt only the labels of the members of "
                             f"{loaded.train_universe.name} ({loaded.train_universe.source}) on each day")

@@ -158,6 +158,8 @@ class BacktestResult:
         benchmark_equity: ``[date]`` buy-and-hold (one stock) or equal-weight universe (panel).
         metrics, benchmark_metrics: :func:`performance_metrics` of each.
         benchmark: a description of the benchmark.
+        index_equity, index_metrics, index_name: the universe's index's own series over the
+            same days, where the data hold it (:mod:`forecaster.portfolio.index_series`).
     """
 
     equity: pd.Series
@@ -170,6 +172,9 @@ class BacktestResult:
     metrics: dict
     benchmark_metrics: dict
     benchmark: str = ""
+    index_equity: pd.Series | None = None
+    index_metrics: dict | None = None
+    index_name: str = ""
 
     def summary(self) -> pd.DataFrame:
         """Strategy and benchmark metrics side by side ``[metric x {strategy, benchmark}]``."""

@@ -160,17 +160,23 @@ def plot_scatter(forecast: pd.Series, actual: pd.Series, path: str | Path, title
     return _save(fig, path)
 
 
-def plot_equity(equity: pd.Series, benchmark: pd.Series, path: str | Path, title: str = "") -> Path:
-    """Equity of the strategy and its benchmark (normalised to 1), and their drawdowns."""
+def plot_equity(equity: pd.Series, benchmark: pd.Series, path: str | Path, title: str = "",
+                index: pd.Series | None = None, index_label: str = "index") -> Path:
+    """Equity of the strategy and its benchmark (normalised to 1), and their drawdowns; with
+    ``index``, the universe's index's own series too."""
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(12, 6.5), sharex=True,
                                    gridspec_kw={"height_ratios": [3, 1.3]})
-    for series, label, color in ((equity, "strategy", "C0"), (benchmark, "benchmark", "0.4")):
+    lines = [(equity, "strategy", "C0"), (benchmark, "benchmark", "0.4")]
+    if index is not None:
+        lines.append((index, index_label, "C4"))
+    for series, label, color in lines:
         s = series.dropna()
         if s.empty:
             continue
         norm = s / s.iloc[0]
         ax1.plot(norm.index, norm, color=color, lw=1, label=label)
-        ax2.fill_between(norm.index, norm / norm.cummax() - 1, 0, color=color, alpha=0.35, label=label)
+        # lines, not filled areas: three overlapping fills hide one another
+        ax2.plot(norm.index, norm / norm.cummax() - 1, color=color, lw=0.9, label=label)
     ax1.set_ylabel("growth of 1")
     ax1.set_title(title)
     ax1.legend(loc="upper left")

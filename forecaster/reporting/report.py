@@ -145,11 +145,14 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
         main.trades.to_csv(out / "trades.csv", index=False)
         equity = pd.DataFrame({f"{name}": r.equity for name, r in report.backtests.items()})
         equity["benchmark"] = main.benchmark_equity
+        if main.index_equity is not None:
+            equity["index"] = main.index_equity
         equity.index.name = "date"
         equity.to_csv(out / "equity.csv")
         files += [out / "trades.csv", out / "equity.csv"]
         files.append(plots.plot_equity(main.equity, main.benchmark_equity, out / "equity.png",
-                                       f"{report.model} after costs vs {main.benchmark}"))
+                                       f"{report.model} after costs vs {main.benchmark}",
+                                       index=main.index_equity, index_label=main.index_name.split(" (")[0]))
     point = pred[pred["model"] == report.model]
     if len(point):
         if point["code"].nunique() == 1:
@@ -195,7 +198,10 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
             report.bar_positions, "bar_close")}} if report.bars else {}),
         "predictions_file": predictions.name,
         "backtest": {name: {"strategy": r.metrics, "benchmark": r.benchmark_metrics,
-                            "benchmark_name": r.benchmark} for name, r in report.backtests.items()},
+                            "benchmark_name": r.benchmark,
+                            **({"index": r.index_metrics, "index_name": r.index_name}
+                               if r.index_metrics is not None else {})}
+                     for name, r in report.backtests.items()},
         "folds": result.folds,
         "walk_forward": asdict(result.config),
         "universe": report.universe_counts,
