@@ -61,6 +61,7 @@ VALUES = {
     "models__baselines": (False, False),
     "models__seed_recipe": (True, True),
     "models__per_stock": (True, True),
+    "models__time_series": (False, False),
     "walk_forward__scheme": ("rolling", "rolling"),
     "walk_forward__train_days": ("300", 300),
     "walk_forward__retrain_every": ("21", 21),

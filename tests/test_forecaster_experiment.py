@@ -162,3 +162,16 @@ def test_real_data_example_resolves():
     exp = resolve(read_toml(REPO / "examples" / "csi300.toml"), n_stocks=60)
     assert exp.data.index_constituents and exp.walk_forward.retrain_every == 21
     assert exp.data.path.endswith("shared/data/ashare")
+
+
+def test_the_time_series_baselines_run_up_to_500_stocks_and_not_beyond_unless_asked():
+    from forecaster.app.experiment import build_models, resolve
+
+    def names(n_stocks, **models):
+        return set(build_models(resolve({"models": models}, n_stocks)))
+
+    assert {"zero", "hist_mean", "ar5", "ridge"} <= names(60)
+    wide = names(600)
+    assert not {"zero", "hist_mean", "ar5", "ridge"} & wide and {"gbm", "ridge_features"} <= wide
+    assert {"ar5", "ridge"} <= names(600, time_series=True)
+    assert "ar5" not in names(60, time_series=False)

@@ -54,6 +54,7 @@ PANEL = {
 # The other run's values: the baselines, a folder of files with minute bars beside it.
 FOLDER = {
     "models__baselines": True, "models__seed_recipe": True, "models__per_stock": True,
+    "models__time_series": True,
     "walk_forward__label": "close", "walk_forward__horizon": "1", "walk_forward__n_jobs": "2",
     "walk_forward__resume": True, "backtest__execution": "next_open", "data__on_bad": "drop",
     "data__index_constituents": True, "data__cache": True,
@@ -147,7 +148,7 @@ def test_a_folder_backtest_with_the_baselines_and_every_data_option(tmp_path, on
     _holds(toml, {**quick, **FOLDER})
     assert toml["data"]["intraday"] == str(bars.resolve())
     models = set(pd.read_csv(out / "predictions.csv")["model"])
-    assert {"transformer", "transformer_per_stock", "seed", "gbm", "ridge_features"} <= models
+    assert {"transformer", "transformer_per_stock", "seed", "gbm", "ridge_features", "ar5", "ridge"} <= models
     assert "constituents" in (out / "report.html").read_text()
 
 
