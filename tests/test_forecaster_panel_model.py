@@ -19,6 +19,7 @@ from forecaster.features.factors import FACTORS
 from forecaster.models.interface import Forecaster
 from forecaster.models.panel.baselines import FactorScore, FeatureRegressor
 from forecaster.models.panel.losses import (
+    RANK_LOSSES,
     ic_loss,
     icir_loss,
     listnet_loss,
@@ -265,6 +266,39 @@ def test_ranking_losses_known_values():
     assert good.item() < np.log(2) < bad.item()
     # ListNet is minimised by scores equal to the labels (up to a shift).
     assert listnet_loss(labels[:1] + 5, labels[:1], mask[:1]) < listnet_loss(scores[1:], labels[:1], mask[:1])
+
+
+@pytest.mark.parametrize("name", RANK_LOSSES)
+def test_every_loss_has_finite_gradients_with_a_day_without_labels_or_spread(name):
+    """A training universe leaves steps whose drawn stocks hold no label on some day; a day
+    can also hold equal scores. Those days weigh nothing and must not turn every gradient into
+    NaN (which once made a fold's networks score every stock alike, silently)."""
+    scores = torch.randn(4, 10, generator=torch.Generator().manual_seed(0)).requires_grad_()
+    labels = torch.randn(4, 10, generator=torch.Generator().manual_seed(1))
+    mask = torch.ones(4, 10, dtype=torch.bool)
+    mask[1] = False  # no labelled stock
+    mask[2, 1:] = False  # one
+    flat = scores.detach().clone()
+    flat[3] = 0.5  # equal scores
+    for s in (scores, flat.requires_grad_()):
+        loss = rank_loss(name, s, labels, mask, generator=torch.Generator().manual_seed(2))
+        loss.backward()
+        assert torch.isfinite(loss) and torch.isfinite(s.grad).all(), name
+    full = torch.ones(4, 10, dtype=torch.bool)
+    kept = rank_loss(name, scores[[0]], labels[[0]], full[[0]], generator=torch.Generator().manual_seed(2))
+    with_empty = rank_loss(name, scores[[0, 1]], labels[[0, 1]], torch.stack([full[0], mask[1]]),
+                           generator=torch.Generator().manual_seed(2))
+    if name in ("ic", "listnet"):  # a day without labels changes nothing
+        assert with_empty.item() == pytest.approx(kept.item(), rel=1e-6)
+
+
+def test_a_network_with_non_finite_weights_fails_loudly_not_with_zero_scores():
+    panel = Panel.from_frames(synthetic_panel(n_stocks=12, n_days=200, signal_ic=0.1, seed=3))
+    model = PanelTransformer(**{**TINY, "max_epochs": 1}).fit(panel)
+    with torch.no_grad():
+        next(model.nets_[0].parameters()).fill_(float("nan"))
+    with pytest.raises(FloatingPointError, match="not finite"):
+        model.predict(panel)
 
 
 def _run(frames, signal: bool):

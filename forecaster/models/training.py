@@ -126,6 +126,9 @@ def fit_loop(net: nn.Module, optimizer: torch.optim.Optimizer, epoch_batches: Ca
             scheduler.step()
         summed = sum(v * w for v, w in zip(torch.stack(losses).float().cpu().tolist(), weights, strict=True))
         count = sum(weights)
+        if not math.isfinite(summed):  # NaN weights would score every stock alike, silently
+            raise FloatingPointError(f"{desc}: training diverged in epoch {epoch} (mean loss "
+                                     f"{summed / count}); try a lower lr")
         seconds = time.perf_counter() - t0
         row = {"epoch": epoch, "train_loss": summed / count, "seconds": seconds}
         if count_name:

@@ -30,7 +30,13 @@ def _daily_corr(scores, labels, mask):
     y = labels.nan_to_num()
     s_c = (scores - (scores * w).sum(1, keepdim=True) / n) * w
     y_c = (y - (y * w).sum(1, keepdim=True) / n) * w
-    return (s_c * y_c).sum(1) / ((s_c.pow(2).sum(1) * y_c.pow(2).sum(1)).sqrt() + 1e-8)
+    spread = s_c.pow(2).sum(1) * y_c.pow(2).sum(1)
+    # A day with no spread (no labelled stock among a step's drawn ones, or equal scores): the
+    # square root's gradient at 0 is infinite, and times the day's zero weight it is NaN, which
+    # would poison every weight. Such a day's correlation is 0, with a zero gradient.
+    flat = spread <= 0
+    corr = (s_c * y_c).sum(1) / (torch.where(flat, torch.ones_like(spread), spread).sqrt() + 1e-8)
+    return torch.where(flat, torch.zeros_like(corr), corr)
 
 
 def ic_loss(scores, labels, mask):

@@ -413,6 +413,9 @@ class PanelTransformer(BaseEstimator):
                 with autocast(self.device_, self.precision):
                     s = net(x.to(self.device_), present.to(self.device_))
                 s = s.double().cpu().numpy()
+                if not np.isfinite(s[present_np]).all():  # else they would average to 0, silently
+                    raise FloatingPointError("a network scored stocks as NaN or infinite: its weights "
+                                             "are not finite")
                 s = np.where(present_np, s, np.nan)
                 total += np.nan_to_num(standardise_per_day(s)) if len(nets) > 1 else s
             at = np.searchsorted(rows, block)
