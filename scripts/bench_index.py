@@ -103,6 +103,8 @@ def main() -> None:
     p.add_argument("--stocks", type=int, default=0,
                    help="develop on this many stocks (half of them members, linked into OUT/data_N)")
     p.add_argument("--runs", choices=("both", "wide", "narrow"), default="both")
+    p.add_argument("--reuse", action="store_true",
+                   help="read a run whose report OUT/RUN already holds (wall time and memory: the runs made)")
     p.add_argument("extra", nargs="*", help="options passed to both `forecaster backtest` runs")
     args = p.parse_args()
     out, data = Path(args.out), Path(args.data)
@@ -116,11 +118,15 @@ def main() -> None:
     daily, metrics, names = {}, {}, {}
     for run in runs:
         extra = ["--train-universe", args.universe] if run == "narrow" else []
-        status, seconds, rss = run_sampled([*base, "--out", str(out / run), *extra, *args.extra])
-        if status != 0:
-            sys.exit(f"forecaster backtest ({run}) failed with exit status {status}")
-        wall, peak = wall + seconds, max(peak, rss)
-        metrics[run] = json.loads((out / run / "metrics.json").read_text())
+        done = out / run / "metrics.json"
+        if args.reuse and done.exists():  # a finished run: read, not run again (its wall time not counted)
+            print(f"# reused {out / run}", flush=True)
+        else:
+            status, seconds, rss = run_sampled([*base, "--out", str(out / run), *extra, *args.extra])
+            if status != 0:
+                sys.exit(f"forecaster backtest ({run}) failed with exit status {status}")
+            wall, peak = wall + seconds, max(peak, rss)
+        metrics[run] = json.loads(done.read_text())
         for name, series in _daily(read_predictions(out / run)).items():
             if run == "narrow" and name not in TRAINED and "wide" in runs:
                 continue  # a factor learns nothing: the same in both runs
