@@ -59,7 +59,8 @@ def main() -> None:
             later = [row["seconds"] for row in history[1:]] or [history[0]["seconds"]]
             epoch = statistics.median(later)
             print(f"setting device={model.device_} precision={precision} "
-                  f"stocks_per_batch={model.budget_['stocks_per_batch']} days_per_step={model.budget_['days_per_batch']} steps={steps} "
+                  f"stocks_per_batch={model.budget_['stocks_per_batch']} "
+                  f"days_per_step={model.budget_['days_per_batch']} steps={steps} "
                   f"ms_per_step={1000 * epoch / steps:.2f} epoch_seconds={epoch:.2f} "
                   f"fit_seconds={time.perf_counter() - t0:.1f} loss_last={history[-1]['train_loss']:+.4f}",
                   flush=True)
