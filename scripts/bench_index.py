@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -115,6 +116,7 @@ def main() -> None:
             "--end", args.end, "--cache", "--overwrite"]
     runs = ["wide", "narrow"] if args.runs == "both" else [args.runs]
     wall = peak = 0.0
+    ran = False  # a run made here (else the wall time and memory are not this call's: nan)
     daily, metrics, names = {}, {}, {}
     for run in runs:
         extra = ["--train-universe", args.universe] if run == "narrow" else []
@@ -125,7 +127,7 @@ def main() -> None:
             status, seconds, rss = run_sampled([*base, "--out", str(out / run), *extra, *args.extra])
             if status != 0:
                 sys.exit(f"forecaster backtest ({run}) failed with exit status {status}")
-            wall, peak = wall + seconds, max(peak, rss)
+            wall, peak, ran = wall + seconds, max(peak, rss), True
         metrics[run] = json.loads(done.read_text())
         for name, series in _daily(read_predictions(out / run)).items():
             if run == "narrow" and name not in TRAINED and "wide" in runs:
@@ -147,8 +149,8 @@ def main() -> None:
     cov = metrics[runs[0]].get("index_universe", {})
     scored = pd.Index(read_predictions(out / runs[0])["code"].unique())
     d = cov.get("members_per_day", {})
-    print(f"index universe={args.universe} members={len(scored)} wall_minutes={wall / 60:.1f} "
-          f"peak_rss_gb={peak / 2**30:.2f}")
+    print(f"index universe={args.universe} members={len(scored)} "
+          f"wall_minutes={wall / 60 if ran else math.nan:.1f} peak_rss_gb={peak / 2**30 if ran else math.nan:.2f}")
     print(f"coverage members_per_day={d.get('min')}/{d.get('median')}/{d.get('max')} "
           f"members_without_data={cov.get('members_without_data')} "
           f"stocks={metrics[runs[0]]['universe'].get('loaded')}")
