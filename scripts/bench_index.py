@@ -150,7 +150,8 @@ def main() -> None:
     scored = pd.Index(read_predictions(out / runs[0])["code"].unique())
     d = cov.get("members_per_day", {})
     print(f"index universe={args.universe} members={len(scored)} "
-          f"wall_minutes={wall / 60 if ran else math.nan:.1f} peak_rss_gb={peak / 2**30 if ran else math.nan:.2f}")
+          f"wall_minutes={wall / 60 if ran else math.nan:.1f} "
+          f"peak_rss_gb={peak / 2**30 if ran else math.nan:.2f}")
     print(f"coverage members_per_day={d.get('min')}/{d.get('median')}/{d.get('max')} "
           f"members_without_data={cov.get('members_without_data')} "
           f"stocks={metrics[runs[0]]['universe'].get('loaded')}")
