@@ -175,3 +175,19 @@ def test_the_time_series_baselines_run_up_to_500_stocks_and_not_beyond_unless_as
     assert not {"zero", "hist_mean", "ar5", "ridge"} & wide and {"gbm", "ridge_features"} <= wide
     assert {"ar5", "ridge"} <= names(600, time_series=True)
     assert "ar5" not in names(60, time_series=False)
+
+
+def test_warm_started_refits_are_the_default_past_500_stocks_only():
+    from forecaster.app.experiment import resolve
+    from forecaster.evaluation.walkforward import WalkForwardConfig
+    from forecaster.models.panel.sizing import SizeRules
+
+    assert resolve({"walk_forward": {"n_jobs": 2}}, 600).walk_forward.warm_start == 2
+    # a wave of as many folds as workers keeps each busy: 16 workers, 16 folds side by side
+    assert resolve({"walk_forward": {"n_jobs": 16}}, 600).walk_forward.warm_start == 16
+    assert resolve({"walk_forward": {"n_jobs": 1}}, 600).walk_forward.warm_start == 2
+    assert resolve({}, 60).walk_forward.warm_start == 0
+    assert resolve({}, 1).walk_forward.warm_start == 0
+    assert resolve({"walk_forward": {"warm_start": 0}}, 600).walk_forward.warm_start == 0
+    assert WalkForwardConfig().warm_start is None  # the Python API resolves it from the panel
+    assert SizeRules().warm_start(501) == 2 and SizeRules().warm_start(500, 16) == 0

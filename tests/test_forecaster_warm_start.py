@@ -98,3 +98,15 @@ def test_a_resumed_warm_run_continues_the_chain(frames, tmp_path):
     resumed = walk_forward(panel, models, WalkForwardConfig(**config, resume=True), checkpoint_dir=tmp_path)
     assert resumed.n_resumed == 2
     pd.testing.assert_frame_equal(resumed.predictions, whole.predictions)
+
+
+def test_the_python_api_resolves_warm_start_from_the_panels_breadth():
+    from forecaster.models.panel.baselines import FactorScore
+
+    config = dict(train_days=120, retrain_every=60, min_stock_days=60, margin_days=40, progress=False,
+                  n_jobs=1)
+    for n_stocks, expected in ((501, 2), (40, 0)):
+        panel = Panel.from_frames(synthetic_panel(n_stocks=n_stocks, n_days=260, seed=1))
+        result = walk_forward(panel, {"low_vol_20d": FactorScore("low_vol_20d")}, WalkForwardConfig(**config))
+        assert result.config.warm_start == expected
+        assert len(result.predictions)

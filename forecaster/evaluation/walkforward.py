@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from joblib import effective_n_jobs
 from sklearn.base import clone
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
@@ -46,6 +47,7 @@ from forecaster.evaluation.warm_start import in_waves
 from forecaster.features.labels import EXECUTIONS, by_forecast_date, close_to_close, tradeable_label
 from forecaster.features.series import log_returns, mask_suspended
 from forecaster.models.interface import input_kind
+from forecaster.models.panel.sizing import SizeRules
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +89,11 @@ class WalkForwardConfig:
         warm_start: 0: every fold fits its models from scratch. ``s`` > 0: fold ``k``'s
             panel Transformer starts from the networks fold ``k - s`` ended with and trains
             its ``warm_epochs`` on the fold's whole history (:mod:`.warm_start`); ``s`` folds
-            run at a time (so ``s`` >= the workers keeps them busy).
+            run at a time (so ``s`` >= the workers keeps them busy). ``None``: past 500
+            stocks (a whole market) 2, or the number of workers if larger; else 0
+            (:class:`~forecaster.models.panel.sizing.SizeRules`; with 2: on the Shenzhen market rank IC 0.0967 / ICIR 1.034 against 0.0961 / 1.006 for full
+            refits in 23.0 minutes against 39.1; on cn_qlib's 2025-2026 CSI 300 members 0.0603 /
+            0.311 against 0.0593 / 0.295, docs/scale.md).
     """
 
     scheme: str = "expanding"
@@ -108,7 +114,7 @@ class WalkForwardConfig:
     resume: bool = False
     backend: str = "local"
     address: str = ""
-    warm_start: int = 0
+    warm_start: int | None = None
 
     def __post_init__(self) -> None:
         check_choice("scheme", self.scheme, SCHEMES)
@@ -124,7 +130,7 @@ class WalkForwardConfig:
         check_choice("label", self.label, LABELS)
         check_choice("execution", self.execution, EXECUTIONS)
         check_choice("backend", self.backend, BACKENDS)
-        if int(self.warm_start) < 0:
+        if self.warm_start is not None and int(self.warm_start) < 0:
             raise ValueError(f"warm_start must be >= 0 (0: no warm start), got {self.warm_start}")
         if self.n_jobs == 0:
             raise ValueError("n_jobs must not be 0 (use 1 for serial, -1 for all cores)")
@@ -441,6 +447,9 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
         frames_in = dict(data) if isinstance(data, Mapping) else {str(data["code"].iloc[0]): data}
         # the one aligned panel: panel models' input and the labels
         grid = panel if panel is not None else Panel.from_frames(frames_in)
+    if config.warm_start is None:  # by the market's breadth, as the experiment resolves it
+        config = dataclasses.replace(config, warm_start=SizeRules().warm_start(grid.n_stocks,
+                                                                               effective_n_jobs(config.n_jobs)))
     folds = make_folds(grid.dates, config)
     if config.resume and checkpoint_dir is None and store is None:
         raise ValueError("resume needs a checkpoint folder (the report folder of the interrupted run)")

@@ -41,6 +41,7 @@ class SizeRules:
             stocks over ``4 * days_per_batch`` days (the stock-days of ``days_per_batch`` days
             of 1,000 stocks), and an epoch is ``market_epoch_stock_days`` (blocks visited
             again, other stocks each time).
+        market_warm_start: a walk-forward's ``warm_start=None`` past ``market_above``.
         features, market_features: ``features=None`` resolved (before the data's columns
             are consulted), for the Transformer and the feature regressions alike.
         schedule, market_schedule: loss, epochs, validation share and weights averaged, up
@@ -62,6 +63,9 @@ class SizeRules:
     # of rank IC against the daily correlation; on 60 stocks it lost).
     schedule: dict = _schedule(loss="pairwise", max_epochs=20, val_fraction=0.2, average_last=1)
     market_schedule: dict = _schedule(loss="icir", max_epochs=12, val_fraction=0.0, average_last=6)
+    # A walk-forward's refits past the threshold start from the fold two back, or as many as
+    # the workers (WalkForwardConfig.warm_start; docs/scale.md measured 2 on both markets).
+    market_warm_start: int = 2
 
     def is_market(self, n_stocks: int) -> bool:
         """Whether ``n_stocks`` is past the whole-market threshold."""
@@ -84,6 +88,13 @@ class SizeRules:
         elif epoch is None and n_stocks * n_fit_days > self.epoch_above:
             epoch = self.epoch_stock_days
         return {"epoch_stock_days": epoch, "stocks_per_batch": per_step, "days_per_batch": days, **schedule}
+
+    def warm_start(self, n_stocks: int, workers: int = 1) -> int:
+        """``WalkForwardConfig.warm_start=None`` resolved for a panel of ``n_stocks`` whose folds
+        run in ``workers`` processes: past the threshold each fold starts from the fold
+        ``max(market_warm_start, workers)`` back, since a wave of that many folds keeps every
+        worker busy (16 workers on 16 folds: every fold trains in full, side by side)."""
+        return max(self.market_warm_start, int(workers)) if self.is_market(n_stocks) else 0
 
     def market_mode(self, market: str, n_stocks: int) -> str:
         """``market="auto"`` resolved: the gate past the threshold, none up to it."""
