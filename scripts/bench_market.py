@@ -17,7 +17,8 @@ wall time, assembling the forecasts, statistics, backtests, report files; ``phas
 model NAME cpu_minutes=M``: each model's fits and forecasts summed over folds, in the
 workers), then the rank IC by year and by board of every model (``year``/``board`` lines).
 Targets (issue 29): the Transformer above every model with p < 0.05, rank IC >= 0.095, ICIR
->= 0.95, excess >= +0.10, under 45 minutes and 8 GB.
+>= 0.95, excess >= +0.10, under 45 minutes and 8 GB; issue 44: under 20 minutes on these 2
+cores, under 5 minutes on one GPU (``--device cuda``; docs/scale.md has both runs).
 """
 
 from __future__ import annotations
