@@ -321,3 +321,19 @@ def test_the_universes_own_index_series_is_kept_out_of_the_stocks_and_is_a_secon
     growth = by_hand.iloc[-1] / 1_000_000
     assert entry["index"]["total_return"] == pytest.approx(growth - 1, rel=1e-6)
     assert any("against index sh.000300" in line for line in metrics["verdict"])
+
+
+def test_a_universe_with_no_stock_of_the_data_stops_backtest_and_train_alike(tmp_path):
+    """One check for both commands: a universe of another market names the option, its codes
+    and the data's, and nothing is written."""
+    data = tmp_path / "syn"
+    write_synthetic_panel(data, n_stocks=4, n_days=150, seed=3)
+    other = _write(tmp_path / "other.txt", "SH600000\t2010-01-04\t2099-12-31\nSZ000001\t2010-01-04\t2099-12-31\n")
+    for command, option, out in (("backtest", "--universe", "b"), ("backtest", "--train-universe", "c"),
+                                 ("train", "--train-universe", "t")):
+        res = CliRunner().invoke(main, [command, str(data), "--out", str(tmp_path / out), option, str(other),
+                                        "--device", "cpu"])
+        assert res.exit_code != 0 and "Traceback" not in res.output, res.output
+        assert f"{option} {other}: none of its 2 codes (e.g. sh.600000, sz.000001)" in res.output
+        assert "is a stock of the data (e.g. syn." in res.output
+        assert not (tmp_path / out).exists()

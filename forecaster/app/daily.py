@@ -166,9 +166,7 @@ def train(data, out, overwrite, end, **options):
             learn = resolve_universe(learn_spec, data, "--train-universe") if learn_spec else None
             frames, grid = _load_panel(data, on_bad, end, intraday)
             if learn is not None:  # only the day's members' labels are learnt (features: every stock)
-                if not any(code in learn.spans for code in grid.codes):
-                    raise ValueError(f"--train-universe {learn_spec}: none of its {len(learn.spans)} codes "
-                                     f"is a stock of the data (e.g. {', '.join(map(str, grid.codes[:3]))})")
+                learn.check_overlaps(grid.codes, "--train-universe", learn_spec)
                 grid = dataclasses.replace(grid, learn=learn.mask(grid.dates, grid.codes), _cache={})
             model = PanelTransformer(horizon=horizon, execution=raw.get("backtest", {}).get(
                 "execution", "next_open"), features=features, progress=True, **params)

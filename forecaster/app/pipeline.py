@@ -163,10 +163,7 @@ def load_universes(data: DataConfig, loaded: Loaded) -> None:
         if len(loaded.frames) < 2:
             raise ConfigError(f"{option} needs a panel (a folder of stocks); the data hold one stock")
         universe = resolve_universe(spec, data.path or None, option)
-        if not any(code in loaded.frames for code in universe.spans):
-            raise DataError(f"{option} {spec}: none of its {len(universe.spans)} codes (e.g. "
-                            f"{', '.join(universe.codes[:3])}) is a stock of the data "
-                            f"(e.g. {', '.join(list(loaded.frames)[:3])})")
+        universe.check_overlaps(loaded.frames, option, spec)
         setattr(loaded, key, universe)
 
 

@@ -51,6 +51,16 @@ class Universe:
     def codes(self) -> list[str]:
         return sorted(self.spans)
 
+    def check_overlaps(self, codes, option: str, spec: str) -> None:
+        """Stop with a :class:`DataError` naming ``option`` when none of this universe's codes is
+        among ``codes`` (the data's stocks): a universe from another market, or codes written
+        another way, would otherwise score or train on nothing."""
+        codes = list(codes)
+        if not any(str(code) in self.spans for code in codes):
+            raise DataError(f"{option} {spec}: none of its {len(self.spans)} codes (e.g. "
+                            f"{', '.join(self.codes[:3])}) is a stock of the data "
+                            f"(e.g. {', '.join(map(str, codes[:3]))})")
+
     def mask(self, dates, codes) -> np.ndarray:
         """``[days, stocks]`` bool: stock ``codes[j]`` is a member on ``dates[i]``."""
         dates = pd.DatetimeIndex(dates)
