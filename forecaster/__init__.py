@@ -17,7 +17,7 @@ _PUBLIC = {
     "PanelTransformer": "forecaster.models.panel.model",
     "Panel": "forecaster.data.panel",
     "walk_forward": "forecaster.evaluation.walkforward",
-    "WalkForwardConfig": "forecaster.evaluation.walkforward",
+    "WalkForwardConfig": "forecaster.evaluation.folds",
     "WalkForwardResult": "forecaster.evaluation.walkforward",
     "load_csv": "forecaster.data.loading",
     "load_dir": "forecaster.data.folders",

@@ -22,7 +22,7 @@ from forecaster.data import (
     write_minute_csv,
 )
 from forecaster.data.fetch import adjustment_note
-from forecaster.evaluation.walkforward import _actuals
+from forecaster.evaluation.assembly import actuals
 from forecaster.features.series import mask_suspended
 
 PRICES = ["open", "high", "low", "close"]
@@ -69,7 +69,7 @@ def test_an_ex_rights_gap_is_flagged_and_no_target(bars, tmp_path):
     assert "1 overnight gap(s) beyond the board's price limit flagged as likely corporate actions" in summary
     gap = loaded["gap_excluded"].to_numpy().nonzero()[0].tolist()
     assert gap == [8] and loaded["preclose"].iloc[8] == loaded["open"].iloc[8]  # its return from its open
-    actual = _actuals({"sz.000001": loaded})
+    actual = actuals({"sz.000001": loaded})
     assert actual.isna().sum() == 1 and np.isnan(actual.iloc[8])
     # ChiNext's 20 % limit explains a 15 % gap; an index has no limit to check
     write_minute_csv(_ex_rights(bars, 0.85).assign(code="sz.300001"), tmp_path / "sz.300001.csv")

@@ -328,7 +328,8 @@ def test_a_universe_with_no_stock_of_the_data_stops_backtest_and_train_alike(tmp
     and the data's, and nothing is written."""
     data = tmp_path / "syn"
     write_synthetic_panel(data, n_stocks=4, n_days=150, seed=3)
-    other = _write(tmp_path / "other.txt", "SH600000\t2010-01-04\t2099-12-31\nSZ000001\t2010-01-04\t2099-12-31\n")
+    spans = "\t2010-01-04\t2099-12-31\n"
+    other = _write(tmp_path / "other.txt", f"SH600000{spans}SZ000001{spans}")
     for command, option, out in (("backtest", "--universe", "b"), ("backtest", "--train-universe", "c"),
                                  ("train", "--train-universe", "t")):
         res = CliRunner().invoke(main, [command, str(data), "--out", str(tmp_path / out), option, str(other),

@@ -213,7 +213,7 @@ def test_assembly_equals_concat_and_sort(frames):
     """The column-wise assembly (integer keys, parts freed as read) gives what a concat of
     the parts, a label lookup and a stable (model, code, date) sort give."""
     from forecaster.data.panel import Panel
-    from forecaster.evaluation.walkforward import _assemble
+    from forecaster.evaluation.assembly import assemble
     from forecaster.features.labels import by_forecast_date, tradeable_label
 
     grid = Panel.from_frames(frames)
@@ -233,9 +233,9 @@ def test_assembly_equals_concat_and_sort(frames):
     at = (grid.dates.get_indexer(expected.index), pd.Index(grid.codes).get_indexer(expected["code"]))
     expected["actual"] = by_forecast_date(label)[at]
     expected = expected.reset_index().sort_values(["model", "code", "date"], kind="stable").set_index("date")
-    got = _assemble(list(parts), grid, {}, WalkForwardConfig(**SERIAL))
+    got = assemble(list(parts), grid, {}, WalkForwardConfig(**SERIAL))
     pd.testing.assert_frame_equal(got.drop(columns="actual_close"), expected)
     assert got["actual"].notna().mean() > 0.9
     stranger = parts[0].assign(code="sz.999999")
     with pytest.raises(ValueError, match="outside the panel"):
-        _assemble([stranger], grid, {}, WalkForwardConfig(**SERIAL))
+        assemble([stranger], grid, {}, WalkForwardConfig(**SERIAL))

@@ -12,7 +12,7 @@ options are the same fields (:func:`option_fields`):
                    for one stock (walk-forward preset:
                    :func:`forecaster.models.presets.single_stock_transformer`)
 ``[models]``       :class:`ModelsConfig` (which baselines run beside it)
-``[walk_forward]`` :class:`~forecaster.evaluation.walkforward.WalkForwardConfig`
+``[walk_forward]`` :class:`~forecaster.evaluation.folds.WalkForwardConfig`
 ``[strategy]``     :class:`~forecaster.portfolio.strategy.StrategyConfig`
 ``[costs]``        :class:`~forecaster.portfolio.rules.CostModel`
 ``[market]``       :class:`~forecaster.portfolio.rules.MarketRules`

@@ -38,163 +38,16 @@ from sklearn.base import clone
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from forecaster.checks import check_choice, check_date
-from forecaster.data.intraday import is_bar_calendar
 from forecaster.data.panel import Panel, PanelFiles
-from forecaster.evaluation.backends import BACKENDS, release_freed_heap, run_local, run_ray, stop_local
+from forecaster.evaluation.assembly import assemble
+from forecaster.evaluation.backends import release_freed_heap, run_local, run_ray, stop_local
 from forecaster.evaluation.fold_store import FoldOutput, FoldStore, data_fingerprint, run_description
+from forecaster.evaluation.folds import Fold, WalkForwardConfig, make_folds
 from forecaster.evaluation.warm_start import in_waves
-from forecaster.features.labels import EXECUTIONS, by_forecast_date, close_to_close, tradeable_label
-from forecaster.features.series import log_returns, mask_suspended
 from forecaster.models.interface import input_kind
 from forecaster.models.panel.sizing import SizeRules
 
 log = logging.getLogger(__name__)
-
-SCHEMES = ("expanding", "rolling")
-LABELS = ("tradeable", "close")
-
-
-@dataclass
-class WalkForwardConfig:
-    """Fold layout and execution of a walk-forward run.
-
-    Attributes:
-        scheme: ``"expanding"`` (all history up to the cut-off) or ``"rolling"``.
-        train_days: trading days (days of the data's calendar, not calendar days) before the
-            first cut-off; the window length when rolling.
-        retrain_every: trading days between refits, i.e. days forecast per fold (63 ~
-            quarterly, 21 ~ monthly).
-        purge: trading days from a cut-off to its first forecast; ``None`` means ``horizon``.
-        step: forecast every ``step``-th day of each block.
-        horizon: the forecast horizon H of the models (days ahead).
-        min_stock_days: a stock joins a fold only with this many days up to the cut-off.
-        margin_days: days of history before each block given to ``predict`` (>= the longest
-            input window any model needs).
-        n_jobs: parallel processes (joblib semantics, -1 = all cores; 1 runs in this process).
-        threads_per_task: torch threads inside each task.
-        start, end: optional bounds (dates) on the forecast days.
-        label: what ``actual`` is. ``"tradeable"``: the return a strategy earns from the
-            execution on the forecast date to the execution ``horizon`` days later (see
-            :mod:`forecaster.features.labels`; masked where the trade cannot be made), with the
-            close-to-close return of the same days as ``actual_close``. ``"close"``: the
-            close-to-close log return of the day forecast (the single-stock models' target).
-        execution: ``"next_open"`` or ``"close"``, for the tradeable label.
-        resume: continue the run stored in ``walk_forward``'s ``checkpoint_dir`` from its
-            finished folds (refused if its data or configuration differ from this run's).
-        backend: ``"local"`` (joblib processes, ``n_jobs``) or ``"ray"`` (every fold a task
-            on a Ray cluster, the data in its object store once; see
-            :mod:`forecaster.evaluation.backends`). Results are identical.
-        address: the Ray cluster to use (``"HOST:6379"``); empty starts a local one.
-        warm_start: 0: every fold fits its models from scratch. ``s`` > 0: fold ``k``'s
-            panel Transformer starts from the networks fold ``k - s`` ended with and trains
-            its ``warm_epochs`` on the fold's whole history (:mod:`.warm_start`); ``s`` folds
-            run at a time (so ``s`` >= the workers keeps them busy). ``None``: past 500
-            stocks (a whole market) 2, or the number of workers if larger; else 0
-            (:class:`~forecaster.models.panel.sizing.SizeRules`; with 2: on the Shenzhen market
-            rank IC 0.0967 / ICIR 1.034 against 0.0961 / 1.006 for full refits in 23.0 minutes
-            against 39.1; on cn_qlib's 2025-2026 CSI 300 members 0.0603 / 0.311 against 0.0593 /
-            0.295, docs/scale.md).
-    """
-
-    scheme: str = "expanding"
-    train_days: int = 500
-    retrain_every: int = 63
-    purge: int | None = None
-    step: int = 1
-    horizon: int = 1
-    min_stock_days: int = 120
-    margin_days: int = 130
-    n_jobs: int = -1
-    threads_per_task: int = 1
-    start: pd.Timestamp | None = None
-    end: pd.Timestamp | None = None
-    progress: bool = True
-    label: str = "tradeable"
-    execution: str = "next_open"
-    resume: bool = False
-    backend: str = "local"
-    address: str = ""
-    warm_start: int | None = None
-
-    def __post_init__(self) -> None:
-        check_choice("scheme", self.scheme, SCHEMES)
-        for name in ("train_days", "retrain_every", "step", "horizon", "min_stock_days",
-                     "margin_days", "threads_per_task"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.purge is None:
-            self.purge = self.horizon
-        if self.purge < self.horizon:
-            raise ValueError(f"purge ({self.purge}) must be at least the horizon ({self.horizon}): "
-                             "otherwise the last training target overlaps the first forecast")
-        check_choice("label", self.label, LABELS)
-        check_choice("execution", self.execution, EXECUTIONS)
-        check_choice("backend", self.backend, BACKENDS)
-        if self.warm_start is not None and int(self.warm_start) < 0:
-            raise ValueError(f"warm_start must be >= 0 (0: no warm start), got {self.warm_start}")
-        if self.n_jobs == 0:
-            raise ValueError("n_jobs must not be 0 (use 1 for serial, -1 for all cores)")
-        self.start = check_date("start", self.start, allow_none=True)
-        self.end = check_date("end", self.end, allow_none=True)
-        if self.start is not None and self.end is not None and self.start > self.end:
-            raise ValueError(f"start ({self.start.date()}) is after end ({self.end.date()})")
-
-
-@dataclass
-class Fold:
-    """One refit: training rows ``train_start..cut``, forecasts on ``test_days``."""
-
-    fold: int
-    train_start: pd.Timestamp
-    cut: pd.Timestamp
-    test_days: pd.DatetimeIndex
-
-    def as_row(self) -> dict:
-        return {"fold": self.fold, "train_start": self.train_start, "train_end": self.cut,
-                "test_start": self.test_days[0], "test_end": self.test_days[-1],
-                "n_test_days": len(self.test_days)}
-
-
-def make_folds(calendar: pd.DatetimeIndex, config: WalkForwardConfig) -> list[Fold]:
-    """Cut the calendar (sorted trading days) into folds; see the module docstring.
-
-    A calendar of minute bars is cut by trading day: ``train_days``, ``retrain_every``,
-    ``purge`` and ``step`` count days, a fold trains on every bar up to its cut-off day's close
-    and forecasts every bar of its test days (the first bar of a day from the previous day's
-    last bar)."""
-    calendar = pd.DatetimeIndex(calendar).sort_values().unique()
-    if is_bar_calendar(calendar):
-        days = calendar.normalize()
-        return [_bar_fold(f, calendar, days) for f in make_folds(days.unique(), config)]
-    lo = calendar.searchsorted(pd.Timestamp(config.start)) if config.start else 0
-    hi = calendar.searchsorted(pd.Timestamp(config.end), side="right") if config.end else len(calendar)
-    folds, cut = [], config.train_days - 1
-    while True:
-        first = max(cut + config.purge, lo)
-        if first >= hi:
-            break
-        block = np.arange(first, min(cut + config.purge + config.retrain_every, hi))[:: config.step]
-        if len(block):
-            start = max(0, cut - config.train_days + 1) if config.scheme == "rolling" else 0
-            folds.append(Fold(len(folds), calendar[start], calendar[cut], calendar[block]))
-        cut += config.retrain_every
-    if not folds:
-        first = config.start.date() if config.start else "the first day"
-        last = config.end.date() if config.end else "the last day"
-        within = f" between start {first} and end {last}" if config.start or config.end else ""
-        raise ValueError(f"no fold fits: the data hold {len(calendar)} trading days, and train_days="
-                         f"{config.train_days} (--train-days) plus purge={config.purge} leave no day to "
-                         f"forecast{within}; lower --train-days or give more data")
-    return folds
-
-
-def _bar_fold(fold: Fold, bars: pd.DatetimeIndex, days: pd.DatetimeIndex) -> Fold:
-    """A fold of trading days as a fold of the bars of those days."""
-    train_start = bars[days.searchsorted(fold.train_start)]
-    cut = bars[days.searchsorted(fold.cut, side="right") - 1]
-    return Fold(fold.fold, train_start, cut, bars[days.isin(fold.test_days)])
-
 
 @dataclass
 class WalkForwardResult:
@@ -472,7 +325,7 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
     # a pickled copy of each fold's slice per task).
     frames = frames_in if "frames" in kinds else {}
     # the folds' panel: the training universe travels with it; the labels of the scores
-    # (_assemble, below) are read on the run's own panel
+    # (assembly.assemble) are read on the run's own panel
     folds_grid = grid if train_members is None else dataclasses.replace(
         grid, learn=np.asarray(train_members, dtype=bool), _cache={})
     started = time.perf_counter()
@@ -512,62 +365,12 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
                             if failed else ""))
     del outputs, output  # the per-fold parts: as large as the predictions at whole-market size
     started = time.perf_counter()
-    predictions = _assemble(rows, grid, frames_in, config)
+    predictions = assemble(rows, grid, frames_in, config)
     release_freed_heap()  # the parts' heap, for whatever the caller does next
     timings = {"folds": folds_seconds, "assembly": time.perf_counter() - started}
     folds_table = pd.DataFrame([{**f.as_row(), "n_stocks": len(members[f.fold])} for f in folds])
     return WalkForwardResult(predictions, folds_table, config, kept, skipped, failed, excluded, members,
                              n_resumed=len(done), seconds=seconds, timings=timings)
-
-
-def _assemble(rows: list[pd.DataFrame], grid: Panel, panel: dict, config: WalkForwardConfig
-              ) -> pd.DataFrame:
-    """The folds' forecast rows as one frame in (model, code, date) order, with the realised
-    label(s). ``rows`` is emptied as it is read.
-
-    Column by column, on integer positions: at whole-market size (30 M rows) a concat of
-    the parts, a hashed ``code`` column and a sorted copy of the whole frame each cost
-    gigabytes, and the parts are freed as they are read."""
-    names = np.array(sorted(set().union(*(part["model"].unique() for part in rows))), dtype=object)
-    code_index, name_index = pd.Index(grid.codes), pd.Index(names)
-    day, code, model, fold, forecast = [], [], [], [], []
-    rows.reverse()  # popped from the end: first part first
-    while rows:
-        part = rows.pop()
-        day.append(grid.dates.get_indexer(part.index).astype(np.int32))
-        code.append(code_index.get_indexer(part["code"]).astype(np.int32))
-        model.append(name_index.get_indexer(part["model"]).astype(np.int16))
-        fold.append(part["fold"].to_numpy(np.int64))
-        forecast.append(part["forecast"].to_numpy(np.float64))
-        if (day[-1] < 0).any() or (code[-1] < 0).any():  # a model forecast a day or stock not in the data
-            raise ValueError(f"model {part['model'].iloc[0]!r} returned dates or codes outside the panel")
-    del part
-    day, code, model = np.concatenate(day), np.concatenate(code), np.concatenate(model)
-    order = np.lexsort((day, code, model))  # stable: a fold's rows keep their order
-    day, code, model = day[order], code[order], model[order]
-    columns = {"code": _take_strings(grid.codes, code), "model": _take_strings(names, model),
-               "fold": np.concatenate(fold)[order], "forecast": np.concatenate(forecast)[order]}
-    del fold, forecast, order
-    index = pd.DatetimeIndex(grid.dates[day], name="date")
-    if config.label == "tradeable":
-        label, _ = tradeable_label(grid, config.horizon, config.execution)
-        columns["actual"] = _at(by_forecast_date(label), day, code)
-        columns["actual_close"] = _at(by_forecast_date(close_to_close(grid, config.horizon)), day, code)
-    else:
-        keys = pd.MultiIndex.from_arrays([index, columns["code"]])
-        columns["actual"] = _actuals(panel).reindex(keys).to_numpy()
-    return pd.DataFrame(columns, index=index, copy=False)
-
-
-def _take_strings(values: np.ndarray, positions: np.ndarray):
-    """``values[positions]`` as a string column. Where pandas keeps strings in Arrow (pandas
-    3 with pyarrow) the gather happens there: no Python object per row."""
-    default = pd.Series(["x"]).dtype  # the string dtype this pandas infers
-    if isinstance(default, pd.StringDtype) and default.storage == "pyarrow":
-        import pyarrow as pa
-
-        return pd.array(pa.array(values.astype(str)).take(pa.array(positions)), dtype=default)
-    return values[positions]
 
 
 def _collect(results, store: FoldStore | None, done: dict, n_todo: int, progress: bool):
@@ -583,24 +386,3 @@ def _collect(results, store: FoldStore | None, done: dict, n_todo: int, progress
             kept.update(fold_kept)
             bar.update(1)
     return outputs, kept
-
-
-def _at(values: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """``values [D, N]`` at positions ``(rows[i], cols[i])``; NaN where a position is -1 (a
-    date or code the panel lacks). Position lookups, not a (date, code) index of every cell:
-    at whole-market size that index alone is millions of entries."""
-    out = np.full(len(rows), np.nan)
-    ok = (rows >= 0) & (cols >= 0)
-    out[ok] = values[rows[ok], cols[ok]]
-    return out
-
-
-def _actuals(panel: dict[str, pd.DataFrame]) -> pd.Series:
-    """Realised log returns indexed by ``(date, code)``; NaN on suspended days, which no
-    forecast is scored on."""
-    parts = []
-    for code, frame in panel.items():
-        r = mask_suspended(log_returns(frame, code), frame)
-        parts.append(pd.Series(r.to_numpy(), index=pd.MultiIndex.from_arrays(
-            [frame.index, [code] * len(frame)], names=["date", "code"])))
-    return pd.concat(parts)
