@@ -25,7 +25,7 @@ class _Commands(click.Group):
     ``Error: ...`` line and exit status 1 (``-vv`` logs the traceback as well)."""
 
     def invoke(self, ctx):
-        from forecaster.app.experiment import ConfigError
+        from forecaster.app.fields import ConfigError
         from forecaster.app.outputs import OutputError
         from seq2seq.core import CheckpointError
 
@@ -67,7 +67,7 @@ def _interrupted(out: str) -> None:
 
 def _run(raw: dict, source: str, out: str, overwrite: bool = False) -> None:
     """Resolve, run and report an experiment (``backtest`` and ``run``)."""
-    from forecaster.app.experiment import ConfigError
+    from forecaster.app.fields import ConfigError
     from forecaster.app.pipeline import prepare, run_experiment
     from forecaster.data import DataError
     from forecaster.evaluation.fold_store import ResumeError
@@ -175,7 +175,8 @@ def backtest(data, out, overwrite, **options):
 def run_command(experiment, out, resume, overwrite):
     """Run the experiment file EXPERIMENT (TOML: [data], [features], [model], [models],
     [walk_forward], [strategy], [costs], [market], [backtest]; keys as the backtest options)."""
-    from forecaster.app.experiment import ConfigError, read_toml
+    from forecaster.app.experiment import read_toml
+    from forecaster.app.fields import ConfigError
 
     try:
         raw = read_toml(experiment)

@@ -130,7 +130,7 @@ def train(data, out, overwrite, end, **options):
     Transformer; default: the embedded synthetic series). Options and defaults are those of
     `forecaster backtest` (one definition).
     """
-    from forecaster.app.experiment import (
+    from forecaster.app.fields import (
         ConfigError,
         check_device,
         check_features,

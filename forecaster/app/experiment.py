@@ -28,8 +28,6 @@ for one stock vs a panel, the rebalance period = the horizon). :func:`resolve` f
 from __future__ import annotations
 
 import dataclasses
-import datetime
-import inspect
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,7 +36,16 @@ from pathlib import Path
 import pandas as pd
 from joblib import effective_n_jobs
 
-from forecaster.evaluation.walkforward import WalkForwardConfig
+from forecaster.app.fields import (
+    ConfigError,
+    check_device,
+    check_features,
+    check_model_params,
+    field_help,
+    model_params,
+    type_ok,
+)
+from forecaster.evaluation.folds import WalkForwardConfig
 from forecaster.portfolio.backtest import BacktestConfig
 from forecaster.portfolio.rules import CostModel, MarketRules
 from forecaster.portfolio.strategy import StrategyConfig
@@ -47,10 +54,6 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
-
-
-class ConfigError(ValueError):
-    """A bad experiment file or option: names the file, section and key."""
 
 
 @dataclass
@@ -156,9 +159,6 @@ class ModelsConfig:
 # Fields that another section decides: the label's execution is the backtest's execution,
 # progress bars are the caller's business.
 DERIVED = {"walk_forward": ("execution", "progress"), "backtest": ("strategy", "market", "costs")}
-# Transformer parameters the experiment sets from other sections.
-MODEL_DERIVED = ("horizon", "execution", "features", "progress")
-
 SECTIONS: dict[str, type] = {
     "data": DataConfig, "features": FeaturesConfig, "models": ModelsConfig,
     "walk_forward": WalkForwardConfig, "strategy": StrategyConfig, "costs": CostModel,
@@ -199,32 +199,6 @@ class Experiment:
 # ------------------------------------------------------------------ field descriptions
 
 
-def field_help(cls) -> dict[str, str]:
-    """``{field: description}`` from the ``Attributes:`` (or ``Args:``) section of ``cls``'s
-    docstring (the one place an option is described; the CLI's help reads it)."""
-    doc = inspect.getdoc(cls) or ""
-    out, current, inside = {}, None, False
-    for line in doc.splitlines():
-        if line.strip() in ("Attributes:", "Args:"):
-            inside = True
-            continue
-        if not inside:
-            continue
-        if line and not line.startswith(" "):
-            break
-        stripped = line.strip()
-        head, sep, text = stripped.partition(": ")
-        if sep and line.startswith("    ") and not line.startswith("     ") and all(
-                part.strip().isidentifier() for part in head.split(",")):
-            current = [part.strip() for part in head.split(",")]
-            for name in current:
-                out[name] = text
-        elif current and stripped:
-            for name in current:
-                out[name] += " " + stripped
-    return out
-
-
 def option_fields(section: str) -> list[tuple[str, object, str, str]]:
     """``(name, default, type hint, help)`` of each option of ``section`` (derived fields
     left out)."""
@@ -242,27 +216,6 @@ def option_fields(section: str) -> list[tuple[str, object, str, str]]:
 # ------------------------------------------------------------------ checking values
 
 
-def _type_ok(value, hint: str) -> bool:
-    """Whether ``value`` (as TOML gives it) fits a field's type hint (a string)."""
-    parts = {p.strip() for p in hint.replace("typing.", "").replace("Optional[", "").rstrip("]").split("|")}
-    if value is None:
-        return "None" in parts
-    for p in parts:
-        if p == "bool" and isinstance(value, bool):
-            return True
-        if p == "int" and isinstance(value, int) and not isinstance(value, bool):
-            return True
-        if p == "float" and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return True
-        if p == "str" and isinstance(value, str):
-            return True
-        if p == "pd.Timestamp" and isinstance(value, (str, datetime.date)):  # TOML dates, options
-            return True
-        if p.startswith(("tuple", "list")) and isinstance(value, (list, tuple)):
-            return True
-    return False
-
-
 def build_section(section: str, values: Mapping, source: str = "<options>"):
     """The config object of ``section`` from ``{key: value}``: unknown keys, wrong types and
     invalid values stop with an error naming the file, section and key."""
@@ -272,60 +225,12 @@ def build_section(section: str, values: Mapping, source: str = "<options>"):
         if key not in allowed:
             raise ConfigError(f"{source}: [{section}] unknown key {key!r}; expected one of: "
                               f"{', '.join(sorted(allowed))}")
-        if not _type_ok(value, allowed[key]):
+        if not type_ok(value, allowed[key]):
             raise ConfigError(f"{source}: [{section}] {key} = {value!r}: expected {allowed[key]}")
     try:
         return cls(**values)
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"{source}: [{section}] {exc}") from exc
-
-
-def model_class(panel: bool):
-    from forecaster.models.panel.model import PanelTransformer
-    from forecaster.models.stock.estimator import CausalTransformerForecaster
-
-    return PanelTransformer if panel else CausalTransformerForecaster
-
-
-def model_params(panel: bool) -> dict[str, object]:
-    """``{parameter: default}`` of the Transformer for a panel or one stock (the walk-forward
-    preset's defaults for one stock), without the parameters other sections set."""
-    from forecaster.models.presets import single_stock_transformer
-
-    params = {k: p.default for k, p in inspect.signature(model_class(panel).__init__).parameters.items()
-              if k != "self"}
-    if not panel:
-        params.update(single_stock_transformer().get_params())
-    return {k: v for k, v in params.items() if k not in MODEL_DERIVED}
-
-
-def model_annotation(name: str) -> str | None:
-    """The type hint (a string such as ``"int | None"``) of a Transformer parameter whose
-    default is ``None``, from either estimator's signature; ``None`` when not annotated."""
-    for panel in (True, False):
-        param = inspect.signature(model_class(panel).__init__).parameters.get(name)
-        if param is not None and param.annotation is not inspect.Parameter.empty:
-            return str(param.annotation)
-    return None
-
-
-def check_model_params(values: Mapping, panel: bool, source: str = "<options>") -> dict:
-    """``values`` checked against the Transformer's parameters for a panel or one stock
-    (unknown keys and wrong types name the key); lists become tuples."""
-    params = model_params(panel)
-    kind = "a panel (PanelTransformer)" if panel else "one stock (CausalTransformerForecaster)"
-    out = {}
-    for key, value in values.items():
-        if key not in params:
-            raise ConfigError(f"{source}: [model] unknown key {key!r} for {kind}; expected one of: "
-                              f"{', '.join(sorted(params))}")
-        default = params[key]
-        hint = type(default).__name__ if default is not None else model_annotation(key)
-        if hint is not None and not _type_ok(value, hint):
-            raise ConfigError(f"{source}: [model] {key} = {value!r}: expected {hint}"
-                              + (f" like the default {default!r}" if default is not None else ""))
-        out[key] = tuple(value) if isinstance(value, list) else value
-    return out
 
 
 # ------------------------------------------------------------------ resolving
@@ -427,28 +332,6 @@ def build_models(exp: Experiment) -> dict:
         raise ConfigError(f"{exp.source}: [model] {exc}") from exc
     check_device(exp.model.get("device", "auto"), exp.source)
     return models
-
-
-def check_features(names, panel: bool, source: str = "<options>") -> None:
-    """``[features] names`` against the features the model knows (an error names that key,
-    not ``[model]``)."""
-    if not names:
-        return
-    try:
-        model_class(panel)(features=tuple(names))._validate_params()
-    except ValueError as exc:
-        raise ConfigError(f"{source}: [features] names: {exc}") from exc
-
-
-def check_device(device, source: str = "<options>") -> None:
-    """An unknown or unavailable device is refused before any work (otherwise every fold's
-    Transformer would fail and the run would go on without it)."""
-    from seq2seq.core import resolve_device
-
-    try:
-        resolve_device(device)
-    except ValueError as exc:
-        raise ConfigError(f"{source}: [model] device: {exc}") from exc
 
 
 # ------------------------------------------------------------------ writing

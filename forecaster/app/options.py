@@ -18,7 +18,7 @@ _SKIP = {"data": ("path",)}
 def _model_option_fields():
     """``(name, default, hint, help)`` of the Transformer's parameters: the panel model's and
     the single-stock model's, with both defaults in the help where they differ."""
-    from forecaster.app.experiment import field_help, model_annotation, model_class, model_params
+    from forecaster.app.fields import field_help, model_annotation, model_class, model_params
 
     def annotation(name):
         return model_annotation(name) or "str"

@@ -14,7 +14,6 @@ from pathlib import Path
 import pandas as pd
 
 from forecaster.app.experiment import (
-    ConfigError,
     DataConfig,
     Experiment,
     build_models,
@@ -23,6 +22,7 @@ from forecaster.app.experiment import (
     resolve,
     to_toml,
 )
+from forecaster.app.fields import ConfigError
 from forecaster.app.outputs import check_output
 from forecaster.data import DataError, default_series_path, load_csv, load_dir, synthetic_panel
 from forecaster.data.intraday import attach_intraday, is_bar_frame

@@ -1,0 +1,134 @@
+"""What the options are and how a value is checked: the descriptions of config fields and
+Transformer parameters (read from their docstrings, the one place each is described), their
+types, and the checks that name the file, section and key of a bad value."""
+
+from __future__ import annotations
+
+import datetime
+import inspect
+from collections.abc import Mapping
+
+
+class ConfigError(ValueError):
+    """A bad experiment file or option: names the file, section and key."""
+
+
+# Transformer parameters the experiment sets from other sections.
+MODEL_DERIVED = ("horizon", "execution", "features", "progress")
+
+
+def field_help(cls) -> dict[str, str]:
+    """``{field: description}`` from the ``Attributes:`` (or ``Args:``) section of ``cls``'s
+    docstring (the one place an option is described; the CLI's help reads it)."""
+    doc = inspect.getdoc(cls) or ""
+    out, current, inside = {}, None, False
+    for line in doc.splitlines():
+        if line.strip() in ("Attributes:", "Args:"):
+            inside = True
+            continue
+        if not inside:
+            continue
+        if line and not line.startswith(" "):
+            break
+        stripped = line.strip()
+        head, sep, text = stripped.partition(": ")
+        if sep and line.startswith("    ") and not line.startswith("     ") and all(
+                part.strip().isidentifier() for part in head.split(",")):
+            current = [part.strip() for part in head.split(",")]
+            for name in current:
+                out[name] = text
+        elif current and stripped:
+            for name in current:
+                out[name] += " " + stripped
+    return out
+
+
+def type_ok(value, hint: str) -> bool:
+    """Whether ``value`` (as TOML gives it) fits a field's type hint (a string)."""
+    parts = {p.strip() for p in hint.replace("typing.", "").replace("Optional[", "").rstrip("]").split("|")}
+    if value is None:
+        return "None" in parts
+    for p in parts:
+        if p == "bool" and isinstance(value, bool):
+            return True
+        if p == "int" and isinstance(value, int) and not isinstance(value, bool):
+            return True
+        if p == "float" and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return True
+        if p == "str" and isinstance(value, str):
+            return True
+        if p == "pd.Timestamp" and isinstance(value, (str, datetime.date)):  # TOML dates, options
+            return True
+        if p.startswith(("tuple", "list")) and isinstance(value, (list, tuple)):
+            return True
+    return False
+
+
+def model_class(panel: bool):
+    from forecaster.models.panel.model import PanelTransformer
+    from forecaster.models.stock.estimator import CausalTransformerForecaster
+
+    return PanelTransformer if panel else CausalTransformerForecaster
+
+
+def model_params(panel: bool) -> dict[str, object]:
+    """``{parameter: default}`` of the Transformer for a panel or one stock (the walk-forward
+    preset's defaults for one stock), without the parameters other sections set."""
+    from forecaster.models.presets import single_stock_transformer
+
+    params = {k: p.default for k, p in inspect.signature(model_class(panel).__init__).parameters.items()
+              if k != "self"}
+    if not panel:
+        params.update(single_stock_transformer().get_params())
+    return {k: v for k, v in params.items() if k not in MODEL_DERIVED}
+
+
+def model_annotation(name: str) -> str | None:
+    """The type hint (a string such as ``"int | None"``) of a Transformer parameter whose
+    default is ``None``, from either estimator's signature; ``None`` when not annotated."""
+    for panel in (True, False):
+        param = inspect.signature(model_class(panel).__init__).parameters.get(name)
+        if param is not None and param.annotation is not inspect.Parameter.empty:
+            return str(param.annotation)
+    return None
+
+
+def check_model_params(values: Mapping, panel: bool, source: str = "<options>") -> dict:
+    """``values`` checked against the Transformer's parameters for a panel or one stock
+    (unknown keys and wrong types name the key); lists become tuples."""
+    params = model_params(panel)
+    kind = "a panel (PanelTransformer)" if panel else "one stock (CausalTransformerForecaster)"
+    out = {}
+    for key, value in values.items():
+        if key not in params:
+            raise ConfigError(f"{source}: [model] unknown key {key!r} for {kind}; expected one of: "
+                              f"{', '.join(sorted(params))}")
+        default = params[key]
+        hint = type(default).__name__ if default is not None else model_annotation(key)
+        if hint is not None and not type_ok(value, hint):
+            raise ConfigError(f"{source}: [model] {key} = {value!r}: expected {hint}"
+                              + (f" like the default {default!r}" if default is not None else ""))
+        out[key] = tuple(value) if isinstance(value, list) else value
+    return out
+
+
+def check_features(names, panel: bool, source: str = "<options>") -> None:
+    """``[features] names`` against the features the model knows (an error names that key,
+    not ``[model]``)."""
+    if not names:
+        return
+    try:
+        model_class(panel)(features=tuple(names))._validate_params()
+    except ValueError as exc:
+        raise ConfigError(f"{source}: [features] names: {exc}") from exc
+
+
+def check_device(device, source: str = "<options>") -> None:
+    """An unknown or unavailable device is refused before any work (otherwise every fold's
+    Transformer would fail and the run would go on without it)."""
+    from seq2seq.core import resolve_device
+
+    try:
+        resolve_device(device)
+    except ValueError as exc:
+        raise ConfigError(f"{source}: [model] device: {exc}") from exc
