@@ -16,11 +16,15 @@ import pytest
 from forecaster.app.experiment import DataConfig
 from forecaster.app.pipeline import load_data
 from forecaster.data import DataError, SyntheticConfig, load_csv, load_dir, synthetic_prices
+from forecaster.data.intraday import INTRADAY_FEATURES
 from forecaster.data.panel import Panel
 from forecaster.features.factors import (
     MARKET_FEATURES,
     NEEDS,
+    available_features,
+    feature,
     feature_tensor,
+    features_note,
     missing_inputs,
     missing_inputs_text,
 )
@@ -315,3 +319,33 @@ def test_the_panel_model_warns_in_fit_and_predict(tmp_path, caplog):
         assert ("1 stock without any value of amount, turnover that other stocks have: sz.000001; features "
                 in text and "log_turnover" in text and "vwap_close" in text and "missing (NaN)" in text)
     assert "sz.000001" in scores.index.get_level_values("code")  # still scored, and said so
+
+
+def test_without_an_amount_column_traded_value_is_close_times_volume_and_said(tmp_path):
+    """Data with no amount at all (Qlib's community folders): the two level features of
+    traded value read close x volume, close to the real amount's values; VWAP is left out;
+    the note names both. With the column present nothing changes."""
+    write_folder(tmp_path / "full")
+    write_folder(tmp_path / "bare", lambda i, frame: frame.drop(columns=["amount", "turn"]))
+    full = Panel.from_frames(load_dir(tmp_path / "full").frames)
+    bare = Panel.from_frames(load_dir(tmp_path / "bare").frames)
+    assert features_note(full, MARKET_FEATURES) == (  # these synthetic exports carry no valuation
+        "features: 21 of 24 computed; left out, the data lacking their columns: book_to_price (pb_mrq); "
+        "earnings_to_price (pe_ttm); sales_to_price (ps_ttm)")
+    kept = available_features(bare, MARKET_FEATURES)
+    assert "log_amount_20d" in kept and "illiquidity_20d" in kept and "vwap_close" not in kept
+    assert "log_turnover" not in kept and "book_to_price" not in kept
+    note = features_note(bare, MARKET_FEATURES)
+    daily = [n for n in MARKET_FEATURES if n not in INTRADAY_FEATURES]  # no minute bars: not counted
+    assert note.startswith(f"features: {len(kept)} of {len(daily)} computed; left out, the data lacking "
+                           "their columns: vwap_close (amount); log_turnover, turnover_20d, abnormal_turnover "
+                           "(turnover); book_to_price (pb_mrq)")
+    assert note.endswith("; log_amount_20d, illiquidity_20d computed from close x volume (the data have no "
+                         "amount)")
+    for name in ("log_amount_20d", "illiquidity_20d"):
+        real, proxy = feature(full, name, cache=False), feature(bare, name, cache=False)
+        both = np.isfinite(real) & np.isfinite(proxy)
+        assert both.sum() > 100 and np.isnan(proxy[~np.isfinite(real)]).all()
+        # the close is within the day's range, as the VWAP is: logs within a few percent
+        assert np.abs(real[both] - proxy[both]).max() < 0.12
+        assert np.corrcoef(real[both], proxy[both])[0, 1] > 0.99

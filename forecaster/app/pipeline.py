@@ -32,6 +32,8 @@ from forecaster.data.universe import Universe, coverage_line, resolve_universe
 from forecaster.evaluation.scoring import Report, score_run
 from forecaster.evaluation.universe import restrict_to_members
 from forecaster.evaluation.walkforward import WalkForwardResult, fold_store, make_folds, walk_forward
+from forecaster.features.factors import features_note
+from forecaster.models.panel.model import PanelTransformer
 from forecaster.portfolio.index_series import attach_index, index_for, split_indices
 from forecaster.reporting.report import write_report
 from seq2seq.core import atomic_write
@@ -56,6 +58,7 @@ class Loaded:
     universe: Universe | None = None  # [data] universe: the stocks scored and traded, by day
     indices: dict = field(default_factory=dict)  # index series kept out of the stocks: {code: frame}
     train_universe: Universe | None = None  # [data] train_universe: the stock-days learnt
+    features_note: str = ""  # what the data's columns did to the models' features
 
     @cached_property
     def panel(self) -> Panel:
@@ -150,6 +153,11 @@ def prepare(raw: Mapping[str, Mapping], source: str = "<options>") -> tuple[Expe
     exp = resolve(raw, len(loaded.frames), source)
     _check_dates(exp, loaded)
     load_universes(exp.data, loaded)
+    if exp.panel:  # features the data cannot give are left out: said before the run, not found after
+        names = exp.features.names or PanelTransformer.rules.default_features(len(loaded.frames))
+        loaded.features_note = features_note(loaded.panel, names)
+        if loaded.features_note:
+            loaded.summary += "\n" + loaded.features_note
     return exp, loaded
 
 
@@ -244,6 +252,8 @@ def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: 
             report.verdict.append(f"{report.model} strategy after costs against {main.index_name}: "
                                   f"{m['annual_return']:+.2%} against {i['annual_return']:+.2%} a year, "
                                   f"Sharpe {m['sharpe']:.2f} against {i['sharpe']:.2f}")
+    if loaded.features_note:
+        report.notes.append(loaded.features_note)
     if loaded.train_universe is not None:
         report.notes.insert(0, f"models learnt only the labels of the members of "
                             f"{loaded.train_universe.name} ({loaded.train_universe.source}) on each day")
