@@ -349,3 +349,25 @@ def test_without_an_amount_column_traded_value_is_close_times_volume_and_said(tm
         # the close is within the day's range, as the VWAP is: logs within a few percent
         assert np.abs(real[both] - proxy[both]).max() < 0.12
         assert np.corrcoef(real[both], proxy[both])[0, 1] > 0.99
+
+
+def test_features_asked_for_by_name_must_be_computable(tmp_path):
+    """A feature named on the command line or in the API whose columns the data lack stops
+    the run with the feature and the column named (not fed to the network as zeros)."""
+    from click.testing import CliRunner
+
+    from forecaster.app.cli import main
+
+    write_folder(tmp_path / "d", n_days=160)
+    res = CliRunner().invoke(main, ["backtest", str(tmp_path / "d"), "--out", str(tmp_path / "o"),
+                                    "--features", "ret_1d,book_to_price"])
+    assert res.exit_code != 0 and "Traceback" not in res.output, res.output
+    assert ("[features] names: the data's columns do not give the features book_to_price (needs pb_mrq)"
+            in res.output)
+    assert not (tmp_path / "o").exists()
+    panel = Panel.from_frames(load_dir(tmp_path / "d").frames)
+    model = PanelTransformer(features=("ret_1d", "sales_to_price"), max_epochs=1, n_seeds=1, device="cpu")
+    with pytest.raises(ValueError, match=r"sales_to_price \(needs ps_ttm\)"):
+        model.fit(panel)
+    model.set_params(features=("ret_1d", "gap")).fit(panel)  # computable: fits
+    assert model.features_ == ("ret_1d", "gap")

@@ -194,6 +194,7 @@ def train(data, out, overwrite, end, **options):
             "train_universe": learn_spec,
             "params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in model.get_params().items()}}
     if panel:
+        from forecaster.features.factors import features_note
         from forecaster.reporting.plots import plot_panel_training
 
         plot_panel_training(model.histories_, run / "training.png")
@@ -216,6 +217,9 @@ def train(data, out, overwrite, end, **options):
         if learn_spec:
             summary += (f"; labels learnt only from the members of {learn_spec} on each day "
                         f"({int(grid.learn.sum())} stock-days)")
+        note = features_note(grid, features or model.rules.default_features(grid.n_stocks))
+        if note:
+            summary = f"{note}\n{summary}"
     else:
         from forecaster.reporting.plots import plot_history
 

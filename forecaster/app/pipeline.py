@@ -32,7 +32,7 @@ from forecaster.data.universe import Universe, coverage_line, resolve_universe
 from forecaster.evaluation.scoring import Report, score_run
 from forecaster.evaluation.universe import restrict_to_members
 from forecaster.evaluation.walkforward import WalkForwardResult, fold_store, make_folds, walk_forward
-from forecaster.features.factors import features_note
+from forecaster.features.factors import check_available, features_note
 from forecaster.models.panel.model import PanelTransformer
 from forecaster.portfolio.index_series import attach_index, index_for, split_indices
 from forecaster.reporting.report import write_report
@@ -153,8 +153,13 @@ def prepare(raw: Mapping[str, Mapping], source: str = "<options>") -> tuple[Expe
     exp = resolve(raw, len(loaded.frames), source)
     _check_dates(exp, loaded)
     load_universes(exp.data, loaded)
-    if exp.panel:  # features the data cannot give are left out: said before the run, not found after
+    if exp.panel:  # features the data cannot give: said before the run, not found after it
         names = exp.features.names or PanelTransformer.rules.default_features(len(loaded.frames))
+        if exp.features.names:  # asked for by name: each must be computable
+            try:
+                check_available(loaded.panel, names)
+            except ValueError as exc:
+                raise ConfigError(f"{source}: [features] names: {exc}") from None
         loaded.features_note = features_note(loaded.panel, names)
         if loaded.features_note:
             loaded.summary += "\n" + loaded.features_note

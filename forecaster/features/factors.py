@@ -248,6 +248,18 @@ def available_features(panel: Panel, names=DEFAULT_FEATURES) -> tuple[str, ...]:
     return tuple(n for n in names if all(panel.has(c) for c in needs(panel, n)))
 
 
+def check_available(panel: Panel, names) -> None:
+    """Features asked for by name must be computable: each one the data's columns cannot give
+    is named with the columns it lacks (left in, it would reach the network as zeros)."""
+    absent = {n: [c for c in needs(panel, n) if not panel.has(c)] for n in names}
+    absent = {n: cols for n, cols in absent.items() if cols}
+    if absent:
+        raise ValueError("the data's columns do not give the features " + "; ".join(
+            f"{n} (needs {', '.join(cols)})" for n, cols in absent.items())
+            + " (intraday features need the minute bars: --intraday DIR)" * any(
+                n in INTRADAY_FEATURES for n in absent))
+
+
 def features_note(panel: Panel, names=DEFAULT_FEATURES) -> str:
     """In words, what the data's columns do to the features ``names``: those left out (with
     the columns they lack) and those computed from a stand-in; ``""`` when neither. The

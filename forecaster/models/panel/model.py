@@ -24,6 +24,7 @@ from forecaster.data.panel import Panel
 from forecaster.features.factors import (
     FEATURES,
     available_features,
+    check_available,
     feature_tensor,
     lookback,
     missing_inputs_text,
@@ -299,6 +300,8 @@ class PanelTransformer(BaseEstimator):
         beyond the last row are unknown and not used."""
         self._validate_params()
         panel = as_panel(data)
+        if self.features is not None:  # asked for by name: each must be computable
+            check_available(panel, self.features)
         names = (tuple(self.features) if self.features is not None
                  else available_features(panel, self.rules.default_features(panel.n_stocks)))
         if not names:
@@ -439,10 +442,10 @@ class PanelTransformer(BaseEstimator):
     def _windows(self, data) -> tuple[Panel, SequenceData]:
         self._check_fitted()
         panel = as_panel(data)
-        missing = sorted(set(self.features_) - set(available_features(panel, self.features_)))
-        if missing:  # computing them as empty would feed the network zeros in their place
-            raise ValueError(f"the model was fitted on features {missing} that this data's columns do "
-                             "not give (intraday features need the minute bars: --intraday DIR)")
+        try:  # computing them as empty would feed the network zeros in their place
+            check_available(panel, self.features_)
+        except ValueError as exc:
+            raise ValueError(f"the model was fitted on features that this data cannot give: {exc}") from None
         warn_missing_inputs(panel, self.features_, "predict")
         return panel, self._sequences(panel, self.features_, self.processor_)
 
