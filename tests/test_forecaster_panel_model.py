@@ -284,6 +284,14 @@ def test_every_loss_has_finite_gradients_with_a_day_without_labels_or_spread(nam
         loss = rank_loss(name, s, labels, mask, generator=torch.Generator().manual_seed(2))
         loss.backward()
         assert torch.isfinite(loss) and torch.isfinite(s.grad).all(), name
+    # A batch with a single scored day (a training period's last block of one day): the ICIR's
+    # spread across days is 0, and its square root must not make the gradient NaN.
+    for days_mask in (mask[[0]], torch.stack([mask[0], mask[1], mask[1]])):
+        one = scores.detach()[: len(days_mask)].clone().requires_grad_()
+        loss = rank_loss(name, one, labels[: len(days_mask)], days_mask,
+                         generator=torch.Generator().manual_seed(2))
+        loss.backward()
+        assert torch.isfinite(loss) and torch.isfinite(one.grad).all() and one.grad[0].abs().sum() > 0, name
     full = torch.ones(4, 10, dtype=torch.bool)
     kept = rank_loss(name, scores[[0]], labels[[0]], full[[0]], generator=torch.Generator().manual_seed(2))
     with_empty = rank_loss(name, scores[[0, 1]], labels[[0, 1]], torch.stack([full[0], mask[1]]),

@@ -53,7 +53,12 @@ def icir_loss(scores, labels, mask, floor: float):
     corr, days = _daily_corr(scores, labels, mask), _day_weights(mask)
     n = days.sum().clamp_min(1.0)
     mean = (corr * days).sum() / n
-    sd = (((corr - mean) ** 2) * days).sum().div(n).sqrt()
+    var = (((corr - mean) ** 2) * days).sum().div(n)
+    # One scored day in the batch (a training period's last, short block) or equal days: the
+    # square root's gradient at 0 is infinite, times zero deviations NaN, which poisoned every
+    # weight of a cn_qlib fold in its first epoch. There the spread is 0 with a zero gradient.
+    spread = var > 0
+    sd = torch.where(spread, torch.where(spread, var, torch.ones_like(var)).sqrt(), torch.zeros_like(var))
     return -mean / (sd + floor)
 
 
