@@ -273,3 +273,21 @@ def test_an_experiment_files_intraday_folder_is_read_from_its_folder(tmp_path):
     data = read_toml(path)["data"]
     assert data["intraday"] == str((tmp_path / "exp" / "bars").resolve())
     assert data["path"] == str((tmp_path / "exp" / "daily").resolve())
+
+
+def test_minute_bars_beside_a_qlib_folder_are_attached_as_beside_a_folder_of_files(tmp_path):
+    """``--intraday`` with a Qlib data folder as DATA reads the bars and says so (it was once
+    ignored there, silently): the same intraday features as beside the daily files."""
+    from forecaster.app.experiment import DataConfig
+    from forecaster.app.pipeline import load_data
+    from forecaster.data import load_dir, write_qlib
+
+    daily, minute = write_daily_and_bars(tmp_path, n_stocks=3, n_days=30)
+    write_qlib(load_dir(daily).frames, tmp_path / "qlib")
+    files = load_data(DataConfig(path=str(daily), intraday=str(minute)))
+    qlib = load_data(DataConfig(path=str(tmp_path / "qlib"), intraday=str(minute)))
+    assert "intraday features from" in qlib.summary and str(minute) in qlib.summary
+    for code, frame in files.frames.items():
+        got = qlib.frames[code]
+        for name in ("last30_return", "intraday_vol"):
+            np.testing.assert_allclose(got[name].to_numpy(), frame[name].to_numpy(), rtol=1e-9, atol=1e-12)

@@ -94,9 +94,10 @@ def _load_data(data: DataConfig) -> Loaded:
         qlib = read_qlib(path, cache=data.cache)
         frames, rows = qlib.frames, sum(len(f) for f in qlib.frames.values())
         notes = "".join(f"; {note}" for note in qlib.notes)
-        return Loaded(frames, str(Path(path).resolve()),
-                      f"{path}: Qlib data folder, {len(frames)} stocks, {rows} rows (prices unadjusted "
-                      f"from $factor), read in {time.perf_counter() - started:.1f} s{notes}")
+        summary = (f"{path}: Qlib data folder, {len(frames)} stocks, {rows} rows (prices unadjusted "
+                   f"from $factor), read in {time.perf_counter() - started:.1f} s{notes}")
+        frames, summary = _with_intraday(data, frames, summary)
+        return Loaded(frames, str(Path(path).resolve()), summary)
     if path and Path(path).is_dir():
         loaded = load_dir(path, on_bad=on_bad, cache=data.cache, trust_code_column=data.trust_code_column,
                           strict=data.strict)
@@ -106,19 +107,7 @@ def _load_data(data: DataConfig) -> Loaded:
                             "is daily: pass minute bars as --intraday DIR ([data] intraday) beside a "
                             "folder of daily files, or one stock's bars as a file")
         # stocks, rows, suspended days, dropped rows, trusted code columns, entries not read
-        summary, frames = loaded.summary(), loaded.frames
-        if data.intraday:
-            if not Path(data.intraday).is_dir():
-                what = "is a file" if Path(data.intraday).is_file() else "does not exist"
-                raise DataError(f"--intraday {data.intraday}: {what}; expected a folder of minute-bar "
-                                "files (one per stock, beside the daily folder DATA)")
-            minute = load_dir(data.intraday, on_bad=on_bad, cache=data.cache,
-                              trust_code_column=data.trust_code_column, strict=data.strict)
-            try:
-                frames, line = attach_intraday(frames, minute.frames)
-            except ValueError as exc:
-                raise DataError(f"--intraday {data.intraday}: {exc}") from None
-            summary = f"{summary}\n{minute.summary()}\n{line}"
+        frames, summary = _with_intraday(data, loaded.frames, loaded.summary())
         return Loaded(frames, str(Path(path).resolve()), summary)
     if data.intraday:
         raise ConfigError("--intraday needs DATA to be a folder of daily files (a panel)")
@@ -126,6 +115,24 @@ def _load_data(data: DataConfig) -> Loaded:
     frame, report = load_csv(file, on_bad=on_bad, trust_code_column=data.trust_code_column,
                              strict=data.strict)
     return Loaded({str(frame["code"].iloc[0]): frame}, str(file.resolve()), report.summary())
+
+
+def _with_intraday(data: DataConfig, frames: dict, summary: str) -> tuple[dict, str]:
+    """The daily frames of a folder (of files, or Qlib's) with ``[data] intraday``'s minute-bar
+    features attached, and the load summary with what was read; as given without it."""
+    if not data.intraday:
+        return frames, summary
+    if not Path(data.intraday).is_dir():
+        what = "is a file" if Path(data.intraday).is_file() else "does not exist"
+        raise DataError(f"--intraday {data.intraday}: {what}; expected a folder of minute-bar "
+                        "files (one per stock, beside the daily folder DATA)")
+    minute = load_dir(data.intraday, on_bad=data.on_bad, cache=data.cache,
+                      trust_code_column=data.trust_code_column, strict=data.strict)
+    try:
+        frames, line = attach_intraday(frames, minute.frames)
+    except ValueError as exc:
+        raise DataError(f"--intraday {data.intraday}: {exc}") from None
+    return frames, f"{summary}\n{minute.summary()}\n{line}"
 
 
 def prepare(raw: Mapping[str, Mapping], source: str = "<options>") -> tuple[Experiment, Loaded]:
