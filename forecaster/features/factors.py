@@ -226,11 +226,17 @@ def available_features(panel: Panel, names=DEFAULT_FEATURES) -> tuple[str, ...]:
     return tuple(n for n in names if all(panel.has(c) for c in NEEDS.get(n, ())))
 
 
+def lacking(panel: Panel, names) -> dict[str, tuple[str, ...]]:
+    """``{feature: columns}``: the features of ``names`` the panel cannot give, each with the
+    columns it lacks."""
+    absent = {n: tuple(c for c in NEEDS.get(n, ()) if not panel.has(c)) for n in names}
+    return {n: cols for n, cols in absent.items() if cols}
+
+
 def check_available(panel: Panel, names) -> None:
     """Features asked for by name must be computable: each one the data's columns cannot give
     is named with the columns it lacks (left in, it would reach the network as zeros)."""
-    absent = {n: [c for c in NEEDS.get(n, ()) if not panel.has(c)] for n in names}
-    absent = {n: cols for n, cols in absent.items() if cols}
+    absent = lacking(panel, names)
     if absent:
         raise ValueError("the data's columns do not give the features " + "; ".join(
             f"{n} (needs {', '.join(cols)})" for n, cols in absent.items())
@@ -245,13 +251,12 @@ def features_note(panel: Panel, names=DEFAULT_FEATURES) -> str:
     if not any(panel.has(n) for n in INTRADAY_FEATURES):
         names = tuple(n for n in names if n not in INTRADAY_FEATURES)
     lost: dict[tuple[str, ...], list[str]] = {}
-    for name in names:
-        absent = tuple(c for c in NEEDS.get(name, ()) if not panel.has(c))
-        if absent:
-            lost.setdefault(absent, []).append(name)
+    for name, absent in lacking(panel, names).items():
+        lost.setdefault(absent, []).append(name)
     if not lost:
         return ""
-    return (f"features: {len(available_features(panel, names))} of {len(names)} computed; left out, the "
+    n_lost = sum(len(lost_names) for lost_names in lost.values())
+    return (f"features: {len(names) - n_lost} of {len(names)} computed; left out, the "
             "data lacking their columns: " + "; ".join(f"{', '.join(lost_names)} ({', '.join(absent)})"
                                                        for absent, lost_names in lost.items()))
 

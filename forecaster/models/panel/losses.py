@@ -13,6 +13,14 @@ import torch
 RANK_LOSSES = ("mse", "ic", "icir", "pairwise", "listnet")
 
 
+def _sqrt_or_zero(x: torch.Tensor) -> torch.Tensor:
+    """``sqrt(x)`` where ``x > 0``, else 0 with a zero gradient: the square root's gradient at
+    0 is infinite, and times a zero weight or zero deviations NaN, which would poison every
+    weight of the network (bit-identical to ``sqrt`` where ``x > 0``)."""
+    positive = x > 0
+    return torch.where(positive, torch.where(positive, x, torch.ones_like(x)).sqrt(), torch.zeros_like(x))
+
+
 def _day_weights(mask: torch.Tensor) -> torch.Tensor:
     return (mask.sum(1) >= 2).to(torch.float32)
 
@@ -31,12 +39,10 @@ def _daily_corr(scores, labels, mask):
     s_c = (scores - (scores * w).sum(1, keepdim=True) / n) * w
     y_c = (y - (y * w).sum(1, keepdim=True) / n) * w
     spread = s_c.pow(2).sum(1) * y_c.pow(2).sum(1)
-    # A day with no spread (no labelled stock among a step's drawn ones, or equal scores): the
-    # square root's gradient at 0 is infinite, and times the day's zero weight it is NaN, which
-    # would poison every weight. Such a day's correlation is 0, with a zero gradient.
-    flat = spread <= 0
-    corr = (s_c * y_c).sum(1) / (torch.where(flat, torch.ones_like(spread), spread).sqrt() + 1e-8)
-    return torch.where(flat, torch.zeros_like(corr), corr)
+    # A day with no spread (no labelled stock among a step's drawn ones, or equal scores) has a
+    # correlation of 0, with a zero gradient.
+    corr = (s_c * y_c).sum(1) / (_sqrt_or_zero(spread) + 1e-8)
+    return torch.where(spread > 0, corr, torch.zeros_like(corr))
 
 
 def ic_loss(scores, labels, mask):
@@ -53,12 +59,9 @@ def icir_loss(scores, labels, mask, floor: float):
     corr, days = _daily_corr(scores, labels, mask), _day_weights(mask)
     n = days.sum().clamp_min(1.0)
     mean = (corr * days).sum() / n
-    var = (((corr - mean) ** 2) * days).sum().div(n)
-    # One scored day in the batch (a training period's last, short block) or equal days: the
-    # square root's gradient at 0 is infinite, times zero deviations NaN, which poisoned every
-    # weight of a cn_qlib fold in its first epoch. There the spread is 0 with a zero gradient.
-    spread = var > 0
-    sd = torch.where(spread, torch.where(spread, var, torch.ones_like(var)).sqrt(), torch.zeros_like(var))
+    # One scored day in the batch (a block cut short) or equal days: a spread of 0 (once NaN
+    # gradients, which lost a cn_qlib fold's weights in its first epoch).
+    sd = _sqrt_or_zero((((corr - mean) ** 2) * days).sum().div(n))
     return -mean / (sd + floor)
 
 
