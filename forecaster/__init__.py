@@ -19,9 +19,9 @@ _PUBLIC = {
     "walk_forward": "forecaster.evaluation.walkforward",
     "WalkForwardConfig": "forecaster.evaluation.folds",
     "WalkForwardResult": "forecaster.evaluation.walkforward",
-    "load_csv": "forecaster.data.loading",
-    "load_dir": "forecaster.data.folders",
-    "synthetic_panel": "forecaster.data.synthetic",
+    "load_csv": "forecaster.data.daily.loading",
+    "load_dir": "forecaster.data.daily.folders",
+    "synthetic_panel": "forecaster.data.synthetic.daily",
 }
 __all__ = sorted(_PUBLIC)
 

@@ -25,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from forecaster.data.folders import load_dir  # noqa: E402
+from forecaster.data.daily.folders import load_dir  # noqa: E402
 from forecaster.data.panel import Panel  # noqa: E402
 from forecaster.models.panel.model import PanelTransformer  # noqa: E402
 

@@ -52,7 +52,7 @@ TRAINED = ("transformer", "gbm", "lightgbm", "ridge_features")  # learn the pane
 def _subset(data: Path, universe: str, n: int, out: Path, start: str, end: str) -> Path:
     """A Qlib folder of ``n`` stocks of ``data`` (links, not copies) for development runs: up
     to half of them members of ``universe`` during ``start..end``, then other stocks."""
-    from forecaster.data.universe import resolve_universe
+    from forecaster.data.market.universe import resolve_universe
 
     period = resolve_universe(universe, data).members_between(start, end)
     members = [c.replace(".", "").upper() for c in period]

@@ -1,5 +1,5 @@
 """Minute bars, measured in one run (synthetic bars with planted effects; see
-:mod:`forecaster.data.synthetic_bars`). Prints::
+:mod:`forecaster.data.synthetic.minute`). Prints::
 
     load stocks=100 days=244 bars=1171200 cold_seconds=S cached_seconds=S
     bars model=NAME ic=+0.000 rank_ic=+0.000 position_rank_ic=+0.000 planted=+0.000

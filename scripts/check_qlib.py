@@ -54,7 +54,8 @@ def main() -> None:
     p.add_argument("--data", default=str(REPO.parent / "shared/data/ashare"))
     args = p.parse_args()
     from forecaster.data import load_dir, write_qlib
-    from forecaster.data.qlib import qlib_code, qlib_predictions
+    from forecaster.data.qlib.conventions import qlib_code
+    from forecaster.data.qlib.writer import qlib_predictions
     from forecaster.evaluation.walkforward import WalkForwardConfig, walk_forward
     from forecaster.metrics import daily_ic, ic_summary
     from forecaster.models.panel.baselines import FeatureRegressor

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.data.panel import Panel
-from forecaster.data.qlib import read_qlib
+from forecaster.data.qlib.reader import read_qlib
 from forecaster.portfolio.index_series import split_indices
 
 

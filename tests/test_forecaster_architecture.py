@@ -1,6 +1,7 @@
 """The layout's rules, checked on the source: each part of ``forecaster`` imports only the
-parts below it, the forecaster reaches ``seq2seq`` through its core only, reporting renders and
-never computes, and one ``forecaster backtest`` builds its Panel once."""
+parts below it, each room of ``forecaster/data`` only the rooms it may, the forecaster reaches
+``seq2seq`` through its core only, no module is past 500 lines, reporting renders and never
+computes, and one ``forecaster backtest`` builds its Panel once."""
 
 from __future__ import annotations
 
@@ -32,6 +33,27 @@ ALLOWED = {
 }
 # Top-level modules every part may use: the package's checks of option values.
 SHARED = {"checks"}
+
+# The rooms of forecaster/data (its sub-packages) and its loose modules, and what each may import
+# of the others (ARCHITECTURE.md). ``sources`` decides what a path is (a Qlib folder, a folder of
+# files, a file in one of the layouts it registers) for the readers of ``daily`` (one file, a
+# folder; a minute file's rows are made bars by ``minute``) and ``qlib``; ``minute`` builds on the
+# daily layouts' type and quality margins; ``market`` (exchange facts, universes) reads codes and
+# errors only; generated data (``synthetic``) reads no file; ``panel`` aligns frames; nothing of
+# data imports ``synthetic`` or ``fetch`` (only the package's ``__init__`` re-exports them), and
+# no room imports ``forecaster.data`` itself.
+DATA_ROOMS = {
+    "sources": {"daily", "minute", "market"},
+    "daily": {"sources", "minute", "market"},
+    "minute": {"sources", "daily", "market"},
+    "qlib": {"sources", "daily", "market", "panel"},
+    "market": {"sources", "qlib"},
+    "synthetic": {"market", "minute"},
+    "panel": {"market", "minute"},
+    "fetch": {"market"},
+}
+MAX_LOOSE_DATA_MODULES = 4  # modules of forecaster/data outside its rooms (__init__ aside)
+MAX_LINES = 500  # no module of forecaster or seq2seq is longer
 
 
 def _imports(path: Path, root: Path, package: str) -> list[tuple[int, str]]:
@@ -71,6 +93,26 @@ def violations(root: Path = ROOT, package: str = "forecaster") -> list[str]:
     return found
 
 
+def data_violations(root: Path = ROOT / "data", package: str = "forecaster.data") -> list[str]:
+    """Every import inside ``forecaster/data`` that breaks :data:`DATA_ROOMS`, as ``file:line: what``."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root).parts
+        if parts == ("__init__.py",):  # the package's public names, re-exported
+            continue
+        room = parts[0] if len(parts) > 1 else path.stem
+        for line, name in _imports(path, root, package):
+            where = f"data/{path.relative_to(root)}:{line}"
+            if name == package:
+                found.append(f"{where}: {room} imports {package} itself (import from the defining module)")
+            if not name.startswith(package + "."):
+                continue
+            target = name.split(".")[2]
+            if target != room and target not in DATA_ROOMS.get(room, ()):
+                found.append(f"{where}: {room} imports {name} (allowed: {sorted(DATA_ROOMS.get(room, ()))})")
+    return found
+
+
 def test_every_part_imports_only_the_parts_below_it():
     assert set(ALLOWED) == {p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file()}
     assert violations() == []
@@ -90,6 +132,42 @@ def test_the_checker_catches_a_broken_rule(tmp_path):
     assert any("data/loading.py:1: data imports forecaster.models" in v for v in found)
     assert any("reporting/report.py:1: imports seq2seq.plots" in v for v in found)
     assert any("reporting/report.py:2: reporting imports forecaster.models" in v for v in found)
+
+
+def test_each_room_of_data_imports_only_the_rooms_it_may():
+    data = ROOT / "data"
+    rooms = {p.name for p in data.iterdir() if (p / "__init__.py").is_file()}
+    loose = {p.stem for p in data.glob("*.py") if p.name != "__init__.py"}
+    assert set(DATA_ROOMS) == rooms | loose
+    assert data_violations() == []
+
+
+def test_the_data_checker_catches_a_broken_rule(tmp_path):
+    data = tmp_path / "data"
+    for room in ("market", "synthetic"):
+        (data / room).mkdir(parents=True)
+        (data / room / "__init__.py").write_text("")
+    (data / "__init__.py").write_text("from forecaster.data.synthetic.daily import synthetic_panel\n")
+    (data / "market" / "exchange.py").write_text("from forecaster.data.synthetic.daily import x\n"
+                                                 "from forecaster.data import Panel\n")
+    (data / "synthetic" / "daily.py").write_text("from forecaster.data.market.exchange import board\n")
+    (data / "sources.py").write_text("from .market import exchange\n")  # relative: allowed
+    found = data_violations(data)
+    assert len(found) == 2
+    assert any("market/exchange.py:1: market imports forecaster.data.synthetic.daily" in v for v in found)
+    assert any("market/exchange.py:2: market imports forecaster.data itself" in v for v in found)
+
+
+def test_data_keeps_at_most_four_loose_modules():
+    loose = sorted(p.name for p in (ROOT / "data").glob("*.py") if p.name != "__init__.py")
+    assert len(loose) <= MAX_LOOSE_DATA_MODULES, loose
+
+
+def test_no_module_is_past_500_lines():
+    files = [*ROOT.rglob("*.py"), *(ROOT.parent / "seq2seq").rglob("*.py")]
+    long = {str(p.relative_to(ROOT.parent)): n for p in sorted(files)
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert long == {}, f"modules past {MAX_LINES} lines: {long}"
 
 
 def test_public_names_resolve():

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from forecaster.data.exchange import board, limit_matrix, limit_prices, price_limit, round_price
+from forecaster.data.market.exchange import board, limit_matrix, limit_prices, price_limit, round_price
 from forecaster.portfolio.backtest import (
     TRADE_COLUMNS,
     BacktestConfig,

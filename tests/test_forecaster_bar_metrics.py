@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from forecaster.data import Panel
-from forecaster.data.intraday import add_session_columns
-from forecaster.data.synthetic_bars import bar_stamps
+from forecaster.data.minute.session import add_session_columns
+from forecaster.data.synthetic.minute import bar_stamps
 from forecaster.evaluation.scoring import score_run
 from forecaster.evaluation.walkforward import WalkForwardConfig, WalkForwardResult
 from forecaster.metrics.bars import within_day_ic

@@ -59,7 +59,7 @@ def _bad(tmp_path, folder):
         ),
         (["backtest", str(folder), "--out", str(not_dir / "sub")], "cannot write there"),
         (["train", str(folder), "--out", str(not_dir)], "is a file"),
-        (["backtest", str(folder), "--out", str(used)], "already holds an earlier run"),
+        (["backtest", str(folder), "--out", str(used)], "already holds files"),
         (
             ["backtest", str(folder), "--out", str(tmp_path / "b3"), "--epoch-stock-days", "-5"],
             "epoch_stock_days must be None or a positive integer, got -5",
@@ -89,24 +89,34 @@ def test_bad_invocations_end_in_one_clear_line(tmp_path, folder):
 
 def test_output_folder_refused_overwritten_or_resumed(tmp_path):
     import seq2seq.core
+    from seq2seq.core import MANIFEST, atomic_write
 
     # One rule for both commands: the forecaster's names are seq2seq.core's.
     assert (check_output, OutputError) == (seq2seq.core.check_output, seq2seq.core.OutputError)
     out = tmp_path / "report"
-    assert check_output(out).claim() == out and out.is_dir()  # new: created
-    (out / "stock_metrics.csv").write_text("old\n")
-    (out / "folds").mkdir()
-    (out / "folds" / "fold_000.pkl").write_bytes(b"x")
+    assert check_output(out).claim() == out and out.is_dir()  # new: created, with its manifest
+    for name in ("stock_metrics.csv", "folds/fold_000.pkl"):  # what a run writes is listed as written
+        with atomic_write(out / name) as f:
+            f.write(b"old\n")
     with pytest.raises(OutputError, match="already holds an earlier run .*stock_metrics.csv.*--overwrite"):
         check_output(out)
     checked = check_output(out, overwrite=True)
     assert (out / "stock_metrics.csv").exists()  # nothing removed before the work starts
     checked.claim()
-    assert list(out.iterdir()) == []  # the earlier run's files are gone before the new ones come
-    (out / "fold_metrics.csv").write_text("x")
+    assert [p.name for p in out.iterdir()] == [MANIFEST]  # the earlier run's files (and folds/) gone
+    with atomic_write(out / "fold_metrics.csv") as f:
+        f.write(b"x")
     assert check_output(out, resume=True).claim() == out and (out / "fold_metrics.csv").exists()
+    # A file no run wrote, whatever its name, and a run's file changed since: never removed.
     (out / "notes.docx").write_text("mine")
-    with pytest.raises(OutputError, match="files a run does not write \\(notes.docx\\)"):
+    (out / "prices.csv").write_text("mine")
+    with pytest.raises(OutputError, match=r"holds 2 file\(s\) no run of this tool wrote: notes.docx, "
+                                          r"prices.csv\. --overwrite removes only"):
+        check_output(out, overwrite=True)
+    (out / "notes.docx").unlink()
+    (out / "prices.csv").unlink()
+    (out / "fold_metrics.csv").write_text("edited by hand")
+    with pytest.raises(OutputError, match=r"1 changed since a run wrote them: fold_metrics.csv"):
         check_output(out, overwrite=True)
     with pytest.raises(OutputError, match="contradict"):
         check_output(out, overwrite=True, resume=True)
@@ -149,10 +159,20 @@ def test_a_second_backtest_into_the_same_folder_is_refused_then_overwritten(tmp_
         umask = os.umask(0)
         os.umask(umask)
         assert mode == 0o666 & ~umask, (name, oct(mode))  # 0644 under the usual umask, like open()
-    (out / "quantile_returns_old.png").write_bytes(b"\x89PNG")  # a figure only the earlier run made
     res = CliRunner().invoke(main, args)
     assert res.exit_code != 0 and "already holds an earlier run" in res.output
-    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir() if p.name in first} == first  # untouched
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == first  # untouched
+    # A run's own file that no new run writes goes with --overwrite (never mixed with the new run)
+    from seq2seq.core import atomic_write
+
+    with atomic_write(out / "quantile_returns_old.png") as f:
+        f.write(b"\x89PNG")
+    # A user's files beside the run are never removed, whatever their names: refused, named.
+    (out / "holdings.csv").write_text("code,shares\n")
+    res = CliRunner().invoke(main, [*args, "--overwrite"])
+    assert res.exit_code != 0 and "no run of this tool wrote: holdings.csv" in res.output
+    assert (out / "holdings.csv").exists() and (out / "quantile_returns_old.png").exists()
+    (out / "holdings.csv").unlink()
     res = CliRunner().invoke(main, [*args, "--overwrite"])
     assert res.exit_code == 0, res.output
     assert not (out / "quantile_returns_old.png").exists()  # not mixed with the earlier run

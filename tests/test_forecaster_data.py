@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from forecaster.data import DataError, SyntheticConfig, load_csv, load_dir, synthetic_prices
-from forecaster.data.synthetic import default_series_path
+from forecaster.data.synthetic.daily import default_series_path
 from forecaster.features.series import UnadjustedReturnsWarning, log_returns, make_features, mask_suspended
 
 N = 25
@@ -92,7 +92,7 @@ def _write(tmp_path, name, text, encoding="utf-8"):
 
 
 HEADER = "date,code,open,high,low,close,preclose,volume,tradestatus\n"
-ROW = "2024-01-0{d},sh.600000,10,10.5,9.8,{c},10,1000,1\n"
+ROW = "2023-01-0{d},sh.600000,10,10.5,9.8,{c},10,1000,1\n"
 
 
 @pytest.mark.parametrize(
@@ -106,7 +106,7 @@ ROW = "2024-01-0{d},sh.600000,10,10.5,9.8,{c},10,1000,1\n"
          r"yahoo export without the required column\(s\) \['Close'\]"),
         ("other.csv", "day,price\n2024-01-02,1\n", r"other\.csv: unrecognised header \['day', 'price'\]"),
         ("dup.csv", HEADER + ROW.format(d=2, c=10) + ROW.format(d=3, c=11) + ROW.format(d=3, c=12),
-         r"duplicate date 2024-01-03 on lines \[3, 4\]"),
+         r"duplicate date 2023-01-03 on lines \[3, 4\]"),
         ("neg.csv", HEADER + ROW.format(d=2, c=10) + ROW.format(d=3, c=-11),
          r"neg\.csv: line 3, column 'close': expected a positive price, got -11 "),
         ("text.csv", HEADER + ROW.format(d=2, c=10) + ROW.format(d=3, c="abc"),
@@ -209,7 +209,7 @@ def test_load_dir_cache_gives_the_same_frames_and_notices_changes(tmp_path, capl
     text = first.read_text().splitlines(keepends=True)
     first.write_text("".join(text[:-1]))
     os.utime(first, ns=(first.stat().st_atime_ns, first.stat().st_mtime_ns + 10**9))
-    with caplog.at_level(logging.INFO, logger="forecaster.data.cache"):
+    with caplog.at_level(logging.INFO, logger="forecaster.data.daily.cache"):
         again, _ = load_dir(folder, cache=True)
     assert "out of date" in caplog.text
     code = str(plain[sorted(plain)[0]]["code"].iloc[0])

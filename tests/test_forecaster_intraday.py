@@ -24,7 +24,7 @@ from forecaster.data import (
     synthetic_intraday,
     write_minute_csv,
 )
-from forecaster.data.intraday import add_session_columns, session_minutes
+from forecaster.data.minute.session import add_session_columns, session_minutes
 from forecaster.evaluation.walkforward import WalkForwardConfig, make_folds, walk_forward
 from forecaster.metrics import daily_ic, ic_summary
 from forecaster.models.panel.baselines import FeatureRegressor

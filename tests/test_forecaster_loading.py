@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from forecaster.data import DataError, FolderLoad, SyntheticConfig, load_csv, load_dir, synthetic_prices
-from forecaster.data.formats import code_in_name, data_stem
+from forecaster.data.sources import code_in_name, data_stem
 
 N = 30
 
@@ -163,12 +163,12 @@ def test_trusting_the_code_column_warns_and_uses_it(tmp_path, caplog):
 
     write(tmp_path, "sz.300001.csv", bars_text("sh.600016"))
     write(tmp_path, "sz.300002.csv.gz", bars_text("sz.300002", seed=1))
-    with caplog.at_level(logging.WARNING, logger="forecaster.data.loading"):
+    with caplog.at_level(logging.WARNING, logger="forecaster.data.daily.loading"):
         frame, report = load_csv(tmp_path / "sz.300001.csv", trust_code_column=True)
     assert frame["code"].iloc[0] == "sh.600016" and report.name_code == "sz.300001"
     assert "sz.300001.csv: the file name says sz.300001 but column 'code' says sh.600016" in caplog.text
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="forecaster.data.loading"):
+    with caplog.at_level(logging.WARNING, logger="forecaster.data.daily.loading"):
         loaded = load_data(DataConfig(path=str(tmp_path), trust_code_column=True))
     assert list(loaded.frames) == ["sh.600016", "sz.300002"]
     assert "the file name says sz.300001 but column 'code' says sh.600016" in caplog.text
@@ -216,7 +216,7 @@ def test_entries_that_are_not_data_are_counted_and_named(tmp_path, caplog):
     (tmp_path / "raw" / "sz.300009.csv").write_text(bars_text("sz.300009"))
     (tmp_path / ".hidden").write_text("x")
     load_dir(tmp_path, cache=True)  # makes .forecaster_cache
-    with caplog.at_level(logging.WARNING, logger="forecaster.data.loading"):
+    with caplog.at_level(logging.WARNING, logger="forecaster.data.daily.loading"):
         loaded = load_dir(tmp_path, cache=True)
     assert loaded.from_cache and len(loaded.frames) == 3
     assert [(s.name, s.reason) for s in loaded.skipped] == [
@@ -249,7 +249,7 @@ def test_cache_keys_on_gzip_files_and_notices_a_change(tmp_path, caplog):
     text = read(gz).splitlines(keepends=True)
     gz.write_bytes(gzip.compress("".join(text[:-1]).encode()))
     os.utime(gz, ns=(gz.stat().st_atime_ns, gz.stat().st_mtime_ns + 10**9))
-    with caplog.at_level(logging.INFO, logger="forecaster.data.cache"):
+    with caplog.at_level(logging.INFO, logger="forecaster.data.daily.cache"):
         again = load_dir(tmp_path, cache=True)
     assert "out of date" in caplog.text and not again.from_cache
     assert len(again.frames[codes[1]]) == N - 1

@@ -94,7 +94,7 @@ def _signal_day_panel():
 
 @pytest.mark.parametrize("at_limit", ["block", "limit_order"])
 def test_orders_apply_the_next_days_limits(at_limit):
-    from forecaster.data.exchange import limit_prices
+    from forecaster.data.market.exchange import limit_prices
     from forecaster.portfolio.orders import book_orders_for_panel
 
     panel = _signal_day_panel()
@@ -124,3 +124,39 @@ def test_orders_apply_the_next_days_limits(at_limit):
     plain = orders.loc[["syn.000004", "syn.000005"]]
     assert plain["status"].isin(["order", "partial"]).all() and (plain["side"] == "buy").all()
     assert (plain["reference_price"].to_numpy() == close[[3, 4]]).all()
+
+
+@pytest.mark.parametrize(("code", "cash", "want"), [
+    ("sh.600000", 17_500, 1700),   # main board: 100-share lots (floor of 17,500 / 10 less fees)
+    ("sz.300750", 17_500, 1700),   # ChiNext: 100-share lots too
+    ("sh.688981", 17_500, 1748),   # STAR: at least 200, then steps of 1
+    ("sh.688981", 1_500, 0),       # STAR: 149 shares affordable is below the 200 minimum
+    ("bj.830799", 1_500, 149),     # Beijing: at least 100, then steps of 1
+])
+def test_buys_follow_each_boards_lot_rule(code, cash, want):
+    """An order the exchange would reject is never placed: STAR buys are 200 shares or more in
+    steps of one (a 100-share STAR order is refused), main board and ChiNext buys 100-share lots."""
+    from forecaster.portfolio.broker import Broker
+
+    broker = Broker([code], cash)
+    status = broker.order("2025-04-08", 0, 10_000, 10.0)
+    assert broker.shares[0] == want
+    assert status == ("blocked" if want == 0 else "partial")
+    if code.startswith("sh.688") and want:
+        assert broker.shares[0] >= 200
+
+
+def test_a_buy_of_a_stock_that_closed_at_limit_down_is_sized_at_the_close():
+    """The reference price is the signal day's close (the next day's limits are columns of their
+    own): a stock that closed at limit-down and is wanted is bought at about its close."""
+    from forecaster.portfolio.orders import book_orders_for_panel
+
+    panel = _signal_day_panel()
+    scores = pd.Series([0.0, 3.0, -2.0, 2.0, 1.0, -1.0], index=list(panel.codes))  # 000002 best
+    config = BacktestConfig(strategy=StrategyConfig(rule="top_k", top_k=2), capital=1e6)
+    orders = book_orders_for_panel(scores, panel, Book({}, 1e6), config).set_index("code")
+    row = orders.loc["syn.000002"]
+    close = panel["close"][-1][1]
+    assert row["side"] == "buy" and row["status"] == "order"
+    assert row["reference_price"] == close and row["limit_down"] < close
+    assert row["shares"] == np.floor(0.5e6 / close / 1.001 / 100) * 100  # half the book at the close

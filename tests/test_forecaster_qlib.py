@@ -12,7 +12,8 @@ from forecaster.app.cli import main
 from forecaster.app.experiment import DataConfig
 from forecaster.app.pipeline import load_data
 from forecaster.data import DataError, Panel, load_qlib, qlib_frames, synthetic_panel, write_qlib
-from forecaster.data.qlib import qlib_code, qlib_predictions
+from forecaster.data.qlib.conventions import qlib_code
+from forecaster.data.qlib.writer import qlib_predictions
 from forecaster.reporting.report import write_predictions
 
 

@@ -1,4 +1,4 @@
-"""What the loader says is missing or implausible (forecaster.data.quality): impossible bars,
+"""What the loader says is missing or implausible (forecaster.data.daily.quality): impossible bars,
 jumps beyond the daily limit that no preclose explains, an adjustflag unlike the other
 files', each counted and named (file, line, date) in the load summary and an error with
 ``strict``; stocks whose files lack columns the others have are named, and their features
@@ -16,7 +16,7 @@ import pytest
 from forecaster.app.experiment import DataConfig
 from forecaster.app.pipeline import load_data
 from forecaster.data import DataError, SyntheticConfig, load_csv, load_dir, synthetic_prices
-from forecaster.data.intraday import INTRADAY_FEATURES
+from forecaster.data.minute.features import INTRADAY_FEATURES
 from forecaster.data.panel import Panel
 from forecaster.features.factors import (
     MARKET_FEATURES,
@@ -352,8 +352,8 @@ def test_features_asked_for_by_name_must_be_computable(tmp_path):
     res = CliRunner().invoke(main, ["backtest", str(tmp_path / "d"), "--out", str(tmp_path / "o"),
                                     "--features", "ret_1d,book_to_price"])
     assert res.exit_code != 0 and "Traceback" not in res.output, res.output
-    assert ("[features] names: the data's columns do not give the features book_to_price (needs pb_mrq)"
-            in res.output)
+    assert ("Error: --features: the data's columns do not give the features book_to_price (needs pb_mrq)"
+            in res.output)  # the option typed, not the config field
     assert not (tmp_path / "o").exists()
     panel = Panel.from_frames(load_dir(tmp_path / "d").frames)
     model = PanelTransformer(features=("ret_1d", "sales_to_price"), max_epochs=1, n_seeds=1, device="cpu")

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from forecaster.data import load_csv, load_dir, synthetic_panel, write_synthetic_panel
-from forecaster.data.exchange import limit_matrix
+from forecaster.data.market.exchange import limit_matrix
 
 BAOSTOCK_HEADER = ("date,code,open,high,low,close,preclose,volume,amount,adjustflag,turn,tradestatus,"
                    "pctChg,isST,peTTM,pbMRQ,psTTM")

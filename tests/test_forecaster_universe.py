@@ -14,8 +14,8 @@ from click.testing import CliRunner
 
 from forecaster.app.cli import main
 from forecaster.data import DataError, Panel, synthetic_panel, write_qlib, write_synthetic_panel
-from forecaster.data.folders import load_dir
-from forecaster.data.universe import read_universe, resolve_universe
+from forecaster.data.daily.folders import load_dir
+from forecaster.data.market.universe import read_universe, resolve_universe
 from forecaster.evaluation.scoring import score_run
 from forecaster.evaluation.universe import restrict_to_members
 from forecaster.evaluation.walkforward import WalkForwardConfig, WalkForwardResult

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from seq2seq.checkpoint import load_checkpoint
 from seq2seq.cli import main
-from seq2seq.core import OutputError, check_output
+from seq2seq.core import MANIFEST, OutputError, atomic_write, check_output
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -39,7 +39,7 @@ def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("tiny") / "run"
     result = _train(out)
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in out.iterdir()) == ["best.pt", "last.pt"]
+    assert sorted(p.name for p in out.iterdir()) == [MANIFEST, "best.pt", "last.pt"]
     return out
 
 
@@ -50,22 +50,22 @@ def run(tiny_run, tmp_path):
 
 
 def test_what_a_run_writes_is_overwritten_and_resuming_is_offered_only_when_possible(tmp_path):
-    run = tmp_path / "run"
-    run.mkdir()
-    written = ("best.pt", "ema0.998.pt", ".last.pt.x1y2.tmp", "val_selection.txt", "test_scores.json",
-               "train.log", "cross_layer0_mean.png")
+    run = check_output(tmp_path / "run").claim()
+    written = ("best.pt", "ema0.998.pt", "val_selection.txt", "test_scores.json", "train.log",
+               "cross_layer0_mean.png")
     for name in written:
-        (run / name).write_text("x")
+        with atomic_write(run / name, "w") as f:
+            f.write("x")
     with pytest.raises(OutputError, match="--overwrite to remove its files and write a new run there, "
                                           "--resume X to continue it, or choose another folder$"):
         check_output(run, option="--out-dir", resume_with="--resume X")
-    with pytest.raises(OutputError, match=r"^--out-dir \S+: already holds an earlier run \(7 entries: .*"
+    with pytest.raises(OutputError, match=r"^--out-dir \S+: already holds an earlier run \(6 entries: .*"
                                           "; pass --overwrite to remove its files and write a new run "
                                           "there, or choose another folder$"):
         check_output(run, option="--out-dir", resume_with=None)
     checked = check_output(run, overwrite=True)
-    assert sorted(p.name for p in run.iterdir()) == sorted(written)  # removed only by claim()
-    assert checked.claim() == run and list(run.iterdir()) == []
+    assert sorted(p.name for p in run.iterdir()) == sorted([*written, MANIFEST])  # removed only by claim()
+    assert checked.claim() == run and [p.name for p in run.iterdir()] == [MANIFEST]
 
 
 def test_a_folder_with_a_run_is_refused_and_left_as_it_was(run):
@@ -107,11 +107,11 @@ def test_resume_from_elsewhere_needs_an_empty_or_overwritten_folder(run, tiny_ru
 
 def test_overwrite_replaces_the_earlier_run_files(run):
     assert _train(run, "--resume", str(run / "last.pt"), "--epochs", "2").exit_code == 0
-    (run / "ema0.99.pt").write_bytes(b"an earlier run's checkpoint")
-    (run / "train.log").write_text("an earlier run's log\n")
+    with atomic_write(run / "ema0.99.pt") as f:
+        f.write(b"an earlier run's checkpoint")
     result = _train(run, "--overwrite")
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in run.iterdir()) == ["best.pt", "last.pt"]
+    assert sorted(p.name for p in run.iterdir()) == [MANIFEST, "best.pt", "last.pt"]
     assert load_checkpoint(run / "last.pt")["train_state"]["epoch"] == 1  # a new run, not epoch 3
 
 
@@ -133,8 +133,9 @@ def test_overwrite_never_empties_a_folder_of_other_files_or_removes_an_input(run
     (run / "notes.docx").write_text("mine")
     before = _snapshot(run)
     assert _errors(_train(run, "--overwrite")) == [
-        f"Error: --out-dir {run}: holds files a run does not write (notes.docx); --overwrite only "
-        "empties folders of earlier runs: move them or choose another folder"]
+        f"Error: --out-dir {run}: holds 1 file(s) no run of this tool wrote: notes.docx. --overwrite "
+        f"removes only the files a run lists in its {MANIFEST}, as written: move the others or choose "
+        "another folder"]
     assert _snapshot(run) == before
     (run / "notes.docx").unlink()
     (run / "src.txt").write_text("a b\n")

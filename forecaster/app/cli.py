@@ -15,7 +15,7 @@ import pandas as pd
 
 from forecaster.app import daily
 from forecaster.app.options import DATE, experiment_options, raw_sections
-from forecaster.app.outputs import check_apart, check_output
+from forecaster.app.outputs import check_apart, check_output, check_output_file
 from forecaster.data import DataError
 from seq2seq.core import atomic_write
 
@@ -191,11 +191,17 @@ def run_command(experiment, out, resume, overwrite):
 @click.argument("reports", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
               help="Also write the table as CSV here, and a PNG of it beside (same name, .png).")
-def compare(reports, out):
+@click.option("--overwrite", is_flag=True, help="--out (or its PNG) exists: replace it.")
+def compare(reports, out, overwrite):
     """Key figures of several report folders side by side: the model under test's rank IC
     and ICIR, the best baseline, excess return after costs, turnover and costs."""
     from forecaster.reporting.compare import compare_reports, plot_comparison
 
+    if out:  # before any work: never inside a report read, never over a file without --overwrite
+        out = Path(out)
+        check_apart([out, out.with_suffix(".png")], reports)
+        for path in (out, out.with_suffix(".png")):
+            check_output_file(path, overwrite=overwrite)
     try:
         table = compare_reports(list(reports))
     except ValueError as exc:
@@ -203,9 +209,9 @@ def compare(reports, out):
     with pd.option_context("display.width", 220, "display.max_columns", 20):
         click.echo(table.to_string(float_format=lambda v: f"{v:+.4f}"))
     if out:
-        out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        table.to_csv(out)
+        with atomic_write(out, "w") as f:
+            table.to_csv(f)
         click.echo(f"wrote {out} and {plot_comparison(table, out.with_suffix('.png'))}")
 
 
@@ -214,15 +220,17 @@ def compare(reports, out):
 @click.option("--model", default="transformer", show_default=True, help="Which model's scores.")
 @click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
               help="Pickle to write (default REPORT/qlib_pred.pkl).")
-def export_qlib(report, model, out):
+@click.option("--overwrite", is_flag=True, help="--out exists and no export wrote it: replace it.")
+def export_qlib(report, model, out, overwrite):
     """Write a report's predictions as the frame Qlib's SignalRecord and PortAnaRecord read: a
     pickled DataFrame indexed by (datetime, instrument) (SH600000-style names) with a 'score'
     column, for Qlib's analysis and backtest."""
-    from forecaster.data.qlib import qlib_predictions
+    from forecaster.data.qlib.writer import qlib_predictions
     from forecaster.reporting.report import read_predictions
 
-    frame = qlib_predictions(read_predictions(report), model)
     out = Path(out) if out else Path(report) / "qlib_pred.pkl"
+    check_output_file(out, overwrite=overwrite)
+    frame = qlib_predictions(read_predictions(report), model)
     with atomic_write(out) as f:
         frame.to_pickle(f)
     days = frame.index.get_level_values("datetime")
@@ -249,7 +257,8 @@ def export_qlib(report, model, out):
               help="Folder mode: seconds between requests (be polite to shared servers).")
 @click.option("--resume/--no-resume", default=True, show_default=True,
               help="Folder mode: keep the codes whose file is already in --out.")
-def fetch(codes, start, end, out, source, frequency, adjustflag, codes_file, pause, resume):
+@click.option("--overwrite", is_flag=True, help="One code: replace the CSV --out if it exists.")
+def fetch(codes, start, end, out, source, frequency, adjustflag, codes_file, pause, resume, overwrite):
     """Download bars of CODES (e.g. sh.600000) with baostock or akshare, as files that
     `forecaster backtest` reads: one code to the CSV --out, several to the folder --out."""
     from forecaster.data.fetch import FetchError, adjustment_note, fetch_bars, fetch_folder, read_codes
@@ -260,6 +269,7 @@ def fetch(codes, start, end, out, source, frequency, adjustflag, codes_file, pau
     first, last = str(start.date()), str(end.date())
     try:
         if len(codes) == 1 and not codes_file and not Path(out).is_dir():
+            check_output_file(out, overwrite=overwrite)  # before going online
             click.echo(f"wrote {fetch_bars(codes[0], first, last, out, source, frequency, adjustflag)}")
             click.echo(adjustment_note(frequency, adjustflag))
             return

@@ -12,7 +12,13 @@ import click
 import pandas as pd
 
 from forecaster.app.options import DATE, experiment_options, raw_sections
-from forecaster.app.outputs import check_apart, check_output
+from forecaster.app.outputs import (
+    check_apart,
+    check_output,
+    check_output_file,
+    is_own_file,
+    remove_own_file,
+)
 from forecaster.app.signal_day import (
     check_signal_day,
     members_only,
@@ -22,14 +28,16 @@ from forecaster.app.signal_day import (
     warn_if_stale,
 )
 from forecaster.data import DataError, default_series_path, load_csv
-from forecaster.data.intraday import is_bar_frame
-from forecaster.data.universe import resolve_universe
+from forecaster.data.market.universe import resolve_universe
+from forecaster.data.minute.session import is_bar_frame
 from forecaster.features.series import log_returns
 from forecaster.metrics import stat_text
 from seq2seq.core import atomic_write
 
 MODEL_FILE = "model.pt"
 RUN_FILE = "run.json"
+PANEL_PLOTS = ("training.png", "next_day.png", "rolling_ic.png")
+STOCK_PLOTS = ("forecast_vs_actual.png", "price_path.png", "attention.png")
 
 
 def _load(csv: str | None, on_bad: str = "raise"):
@@ -105,6 +113,15 @@ def _open_run(run: str, data: str | None, device: str):
     return run, info, model
 
 
+def _signal_date_of(orders_file: Path) -> str:
+    """The ``signal_date`` an earlier orders file was made for ("unknown" if it has none)."""
+    try:
+        days = pd.read_csv(orders_file, usecols=["signal_date"])["signal_date"].dropna().unique()
+    except (ValueError, OSError):
+        return "unknown"
+    return ", ".join(map(str, days)) or "unknown"
+
+
 def _predictions_table(model, frame: pd.DataFrame) -> pd.DataFrame:
     pred = model.predict(frame)
     table = pred.to_frame() if isinstance(pred, pd.Series) else pred
@@ -131,11 +148,14 @@ def train(data, out, overwrite, end, **options):
     `forecaster backtest` (one definition).
     """
     from forecaster.app.fields import (
+        OPTIONS,
         ConfigError,
         check_device,
         check_features,
         check_model_params,
+        config_error,
         model_class,
+        model_fields,
     )
     from forecaster.models.presets import single_stock_transformer
 
@@ -159,7 +179,7 @@ def train(data, out, overwrite, end, **options):
         try:  # every model option before the data is read
             model_class(panel)(**params)._validate_params()
         except ValueError as exc:
-            raise ConfigError(f"<options>: [model] {exc}") from None
+            raise config_error(OPTIONS, "model", str(exc), model_fields()) from None
         if panel:
             from forecaster.models.panel.model import PanelTransformer
 
@@ -223,14 +243,16 @@ def train(data, out, overwrite, end, **options):
     else:
         from forecaster.reporting.plots import plot_history
 
-        pd.DataFrame(model.history_).to_csv(run / "history.csv", index=False)
+        with atomic_write(run / "history.csv", "w") as f:
+            pd.DataFrame(model.history_).to_csv(f, index=False)
         plot_history(model.history_, run / "loss.png")
         info.update(best_epoch=model.best_epoch_, epochs_run=len(model.history_))
         best = model.history_[model.best_epoch_ - 1]
         summary = (f"trained on {Path(source).name}: {len(model.history_)} epochs (best {model.best_epoch_}, "
                    f"val loss {stat_text(best.get('val_loss'), '.4f', 'no validation windows')}), "
                    f"training data up to {model.train_end_.date()}")
-    (run / RUN_FILE).write_text(json.dumps(info, indent=2))
+    with atomic_write(run / RUN_FILE, "w") as f:
+        f.write(json.dumps(info, indent=2))
     click.echo(f"{summary}; saved {run / MODEL_FILE}")
 
 
@@ -253,7 +275,10 @@ def train(data, out, overwrite, end, **options):
                    "order at the limit price (status limit_order).")
 @experiment_options(("strategy", "costs", "market", "backtest", "data"),
                     only={"backtest": ("capital", "rebalance_tolerance"), "data": ("intraday", "universe")})
-def predict(data, run, out, device, holdings, stale_after, at_limit, **options):
+@click.option("--overwrite", is_flag=True,
+              help="Replace an output file that this command did not write (by default only its own "
+                   "earlier outputs are replaced).")
+def predict(data, run, out, device, holdings, stale_after, at_limit, overwrite, **options):
     """Panel run: tomorrow's ranked list of DATA's stocks (default: the training folder) --
     code, score, rank, quintile and whether it can be bought at the next open -- as CSV and
     PNG; with --holdings or --capital, also the orders for the next open (orders.csv: side,
@@ -278,8 +303,16 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, **options):
         out = Path(out) if out else run / "next_day.csv"
         orders_file = out.with_name("orders.csv")
         want_orders = bool(holdings) or "capital" in raw.get("backtest", {})
-        check_apart([out, out.with_suffix(".png")] + ([orders_file] if want_orders else []),
-                    [source, holdings, intraday, run / MODEL_FILE, run / RUN_FILE])
+        written = [out, out.with_suffix(".png")] + ([orders_file] if want_orders else [])
+        check_apart(written, [source, holdings, intraday, run / MODEL_FILE, run / RUN_FILE])
+        for path in written:  # the command's own earlier outputs are replaced, nothing else
+            check_output_file(path, overwrite=overwrite)
+        stale_orders = not want_orders and orders_file.exists()
+        if stale_orders and not is_own_file(orders_file):
+            raise click.ClickException(
+                f"{orders_file}: orders this command did not write (or changed since) lie where the new "
+                f"list goes; they would read as orders for its signal day. Move the file, or pass "
+                "--holdings/--capital to write new orders")
         _, grid = _load_panel(source, info.get("on_bad", "raise"), intraday=intraday)
         check_signal_day(model.train_end_, grid)
         warn_if_stale(model.train_end_, grid.dates, stale_after)
@@ -305,6 +338,14 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, **options):
             with atomic_write(orders_file, "w") as f:
                 orders.to_csv(f, index=False)
             click.echo(orders_line(orders, orders_file))
+            if orders.attrs.get("warning"):
+                click.echo(orders.attrs["warning"], err=True)
+        elif stale_orders:  # never beside a list of another signal day
+            old_day = _signal_date_of(orders_file)
+            remove_own_file(orders_file)
+            click.echo(f"removed {orders_file} (orders for the signal day {old_day}, written by an earlier "
+                       "predict): this list comes without orders; pass --holdings or --capital for them",
+                       err=True)
         last = grid.dates[-1].date()
         buy = table[table["buyable"]].head(10)
         click.echo(f"signal day {last}; for the next trading day's open, best buyable scores:")
@@ -322,6 +363,7 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, **options):
                                    "(a folder of stocks); this run holds a one-stock model")
     out = Path(out) if out else run / "predictions.csv"
     check_apart([out], [data or info["csv"], run / MODEL_FILE, run / RUN_FILE])
+    check_output_file(out, overwrite=overwrite)
     path, frame = _load(data or info["csv"], info.get("on_bad", "raise"))
     warn_if_stale(model.train_end_, frame.index, stale_after)
     table = _predictions_table(model, frame)
@@ -351,18 +393,32 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, **options):
 @click.option("--run", "run", required=True, type=click.Path(file_okay=False), help="Run folder from train.")
 @click.option("--out", "out", type=click.Path(file_okay=False), help="Folder for PNGs (default RUN).")
 @click.option("--device", default="auto", show_default=True)
-def plot(data, run, out, device):
-    """PNGs. Panel run: training curves, tomorrow's ranked list and, for days after the
-    training cut-off in DATA, the daily rank IC. One stock: forecast vs actual, implied price
-    path, attention over the last input window."""
+@click.option("--overwrite", is_flag=True,
+              help="Replace PNGs of the same names that this command did not write.")
+@click.option("--holdings", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Panel run: CSV of what is held (code, shares), marked [held] in next_day.png.")
+def plot(data, run, out, device, overwrite, holdings):
+    """PNGs. Panel run: training curves (the loss named, the chosen epoch marked), tomorrow's
+    ranked list (names where the data carry them, stocks at a price limit on the signal day
+    and, with --holdings, those held marked) and, for days after the training cut-off in DATA,
+    the daily rank IC; a figure that cannot be drawn is named with the reason. One stock:
+    forecast vs actual, implied price path, attention over the last input window."""
     from forecaster.evaluation.walkforward import point_forecast
     from forecaster.reporting.plots import plot_attention, plot_forecast_vs_actual, plot_price_path
 
     run, info, model = _open_run(run, data, device)
     out = Path(out) if out else run
+    # never inside the data read (a PNG there is not a stock, but the folder is the user's)
+    check_apart([out] if out != run else [], [data or info.get("data") or info.get("csv")])
+    names = PANEL_PLOTS if info.get("kind") == "panel" else STOCK_PLOTS
+    for name in names:  # its own earlier figures are replaced; a user's file of that name is not
+        check_output_file(out / name, overwrite=overwrite)
     out.mkdir(parents=True, exist_ok=True)
+    if holdings and info.get("kind") != "panel":
+        raise click.ClickException("--holdings is for panel runs (a folder of stocks); this run holds a "
+                                   "one-stock model")
     if info.get("kind") == "panel":
-        files = _plot_panel_run(model, info, data, out)
+        files = _plot_panel_run(model, info, data, out, holdings)
     else:
         path, frame = _load(data or info["csv"], info.get("on_bad", "raise"))
         point = point_forecast(model.predict(frame))
@@ -379,17 +435,26 @@ def plot(data, run, out, device):
         click.echo(f"wrote {f}")
 
 
-def _plot_panel_run(model, info: dict, data: str | None, out: Path) -> list[Path]:
+def _plot_panel_run(model, info: dict, data: str | None, out: Path,
+                    holdings: str | None = None) -> list[Path]:
+    """The panel run's figures: every one that can be drawn; the one that cannot is named, with
+    the reason, on stderr."""
+    from forecaster.app.next_day_marks import mark_ranked_list
     from forecaster.features.labels import by_forecast_date, tradeable_label
     from forecaster.metrics import daily_ic, ic_summary
     from forecaster.portfolio.next_day import ranked_list
     from forecaster.reporting.plots import plot_panel_training, plot_ranked_list, plot_rolling_ic
 
-    _, grid = _load_panel(data or info["data"], info.get("on_bad", "raise"),
-                          intraday=info.get("intraday", ""))
-    files = [plot_panel_training(model.histories_, out / "training.png"),
-             plot_ranked_list(ranked_list(model, grid), out / "next_day.png", signal_date=grid.dates[-1],
-                              train_end=model.train_end_)]
+    source = data or info["data"]
+    _, grid = _load_panel(source, info.get("on_bad", "raise"), intraday=info.get("intraday", ""))
+    # the loss it was trained with (None in the parameters: the size rules' choice)
+    budget = getattr(model, "budget_", None) or model.budget(grid.n_stocks, 0)
+    files = [plot_panel_training(model.histories_, out / "training.png",
+                                 loss=model.loss or budget.get("loss"),
+                                 best_epochs=getattr(model, "best_epochs_", None))]
+    table = mark_ranked_list(ranked_list(model, grid), grid, source, holdings)
+    files.append(plot_ranked_list(table, out / "next_day.png", signal_date=grid.dates[-1],
+                                  train_end=model.train_end_))
     after = grid.dates[grid.dates > model.train_end_]
     if len(after) > 5:
         scores = model.predict(grid).unstack("code").reindex(index=after)
@@ -401,4 +466,10 @@ def _plot_panel_run(model, info: dict, data: str | None, out: Path) -> list[Path
         s = ic_summary(ic)
         click.echo(f"after the training cut-off {model.train_end_.date()}: {s['n_days']} days, daily rank IC "
                    f"{s['mean_ic']:+.4f} (ICIR {s['icir']:+.3f})")
+    else:
+        days = f"{len(after)} trading day{'s' if len(after) != 1 else ''}"
+        click.echo(f"rolling_ic.png not written: the model was trained on data up to "
+                   f"{model.train_end_.date()} and {source} has {days} after that (it needs more than 5 "
+                   "to score the model out of sample); give DATA with later days, or train with --end "
+                   "before the data's last days", err=True)
     return files

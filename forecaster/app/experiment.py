@@ -41,7 +41,9 @@ from forecaster.app.fields import (
     check_device,
     check_features,
     check_model_params,
+    config_error,
     field_help,
+    model_fields,
     model_params,
     type_ok,
 )
@@ -223,14 +225,14 @@ def build_section(section: str, values: Mapping, source: str = "<options>"):
     allowed = {name: hint for name, _, hint, _ in option_fields(section)}
     for key, value in values.items():
         if key not in allowed:
-            raise ConfigError(f"{source}: [{section}] unknown key {key!r}; expected one of: "
-                              f"{', '.join(sorted(allowed))}")
+            raise config_error(source, section, f"unknown key {key!r}; expected one of: "
+                               f"{', '.join(sorted(allowed))}")
         if not type_ok(value, allowed[key]):
-            raise ConfigError(f"{source}: [{section}] {key} = {value!r}: expected {allowed[key]}")
+            raise config_error(source, section, f"{key} = {value!r}: expected {allowed[key]}", allowed)
     try:
         return cls(**values)
     except (ValueError, TypeError) as exc:
-        raise ConfigError(f"{source}: [{section}] {exc}") from exc
+        raise config_error(source, section, str(exc), allowed) from exc
 
 
 # ------------------------------------------------------------------ resolving
@@ -256,7 +258,13 @@ def read_toml(path: str | Path) -> dict:
     data = raw.get("data", {})
     for key in ("path", "intraday"):
         if isinstance(data.get(key), str) and data[key] and not Path(data[key]).is_absolute():
-            data[key] = str((path.parent / data[key]).resolve())
+            given = data[key]
+            data[key] = str((path.parent / given).resolve())
+            if not Path(data[key]).exists():  # named as written in the file, and where it was looked for
+                raise ConfigError(f"{path}: [data] {key} = {given!r}: no such file or folder (relative "
+                                  f"paths are read from the experiment file's folder: {data[key]})")
+        elif isinstance(data.get(key), str) and data[key] and not Path(data[key]).exists():
+            raise ConfigError(f"{path}: [data] {key} = {data[key]!r}: no such file or folder")
     for key in ("universe", "train_universe"):  # a file beside the experiment (else a market's name)
         if isinstance(data.get(key), str) and data[key] and (path.parent / data[key]).is_file():
             data[key] = str((path.parent / data[key]).resolve())
@@ -329,7 +337,7 @@ def build_models(exp: Experiment) -> dict:
     try:
         models["transformer"]._validate_params()
     except ValueError as exc:
-        raise ConfigError(f"{exp.source}: [model] {exc}") from exc
+        raise config_error(exp.source, "model", str(exc), model_fields()) from exc
     check_device(exp.model.get("device", "auto"), exp.source)
     return models
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import inspect
+import re
 from collections.abc import Mapping
 
 
@@ -15,6 +16,33 @@ class ConfigError(ValueError):
 
 # Transformer parameters the experiment sets from other sections.
 MODEL_DERIVED = ("horizon", "execution", "features", "progress")
+OPTIONS = "<options>"  # the source of values typed on the command line
+
+
+def config_error(source: str, section: str, text: str, fields=()) -> ConfigError:
+    """A bad value, named as the user typed it: ``FILE: [section] key ...`` for an experiment
+    file; for the command line the option itself (``--epochs must be ...``, not the field
+    ``max_epochs``), every field of ``fields`` named in ``text`` replaced by its option."""
+    if source != OPTIONS:
+        return ConfigError(f"{source}: [{section}] {text}")
+    from forecaster.app.options import option_flag
+
+    known = set(fields)
+    return ConfigError(re.sub(r"(?<![-\w])[a-z][a-z0-9_]*\b",
+                              lambda m: option_flag(m.group()) if m.group() in known else m.group(), text))
+
+
+def model_fields() -> set[str]:
+    """Every Transformer parameter an option can set (panel and one stock)."""
+    return set(model_params(True)) | set(model_params(False))
+
+
+def plain_text(text: str) -> str:
+    """Docstring markup as a help text shows it: ``:mod:`~a.b.c``` -> ``c``, ``:func:`f``` ->
+    ``f``, double backquotes -> none."""
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", lambda m: m.group(1).rsplit(".", 1)[-1]
+                  if m.group(0)[m.group(0).index("`") + 1] == "~" else m.group(1), text)
+    return text.replace("``", "")
 
 
 def field_help(cls) -> dict[str, str]:
@@ -40,7 +68,7 @@ def field_help(cls) -> dict[str, str]:
         elif current and stripped:
             for name in current:
                 out[name] += " " + stripped
-    return out
+    return {name: plain_text(text) for name, text in out.items()}
 
 
 def type_ok(value, hint: str) -> bool:
@@ -101,13 +129,14 @@ def check_model_params(values: Mapping, panel: bool, source: str = "<options>") 
     out = {}
     for key, value in values.items():
         if key not in params:
-            raise ConfigError(f"{source}: [model] unknown key {key!r} for {kind}; expected one of: "
-                              f"{', '.join(sorted(params))}")
+            raise config_error(source, "model", f"unknown key {key!r} for {kind}; expected one of: "
+                               f"{', '.join(sorted(params))}")
         default = params[key]
         hint = type(default).__name__ if default is not None else model_annotation(key)
         if hint is not None and not type_ok(value, hint):
-            raise ConfigError(f"{source}: [model] {key} = {value!r}: expected {hint}"
-                              + (f" like the default {default!r}" if default is not None else ""))
+            raise config_error(source, "model", f"{key} = {value!r}: expected {hint}"
+                               + (f" like the default {default!r}" if default is not None else ""),
+                               model_fields())
         out[key] = tuple(value) if isinstance(value, list) else value
     return out
 
@@ -120,7 +149,7 @@ def check_features(names, panel: bool, source: str = "<options>") -> None:
     try:
         model_class(panel)(features=tuple(names))._validate_params()
     except ValueError as exc:
-        raise ConfigError(f"{source}: [features] names: {exc}") from exc
+        raise config_error(source, "features", f"names: {exc}", ("names",)) from exc
 
 
 def check_device(device, source: str = "<options>") -> None:
@@ -131,4 +160,4 @@ def check_device(device, source: str = "<options>") -> None:
     try:
         resolve_device(device)
     except ValueError as exc:
-        raise ConfigError(f"{source}: [model] device: {exc}") from exc
+        raise config_error(source, "model", f"device: {exc}", ("device",)) from exc

@@ -9,6 +9,11 @@ import click
 _ALIASES = {"n_jobs": "jobs", "commission_rate": "commission", "transfer_fee_rate": "transfer-fee",
             "random_state": "seed", "n_heads": "heads", "n_layers": "layers", "max_epochs": "epochs",
             "names": "features"}
+def option_flag(name: str) -> str:
+    """The command-line option of a config field (``max_epochs`` -> ``--epochs``)."""
+    return "--" + _ALIASES.get(name, name.replace("_", "-"))
+
+
 # Sections whose fields are ``backtest`` options, in help order; DATA is the argument.
 _OPTION_SECTIONS = ("features", "model", "models", "walk_forward", "strategy", "costs", "market",
                     "backtest", "data")

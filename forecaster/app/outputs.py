@@ -2,9 +2,17 @@
 :mod:`seq2seq.core.outputs` (one implementation for ``forecaster`` and ``seq2seq``),
 re-exported here under its earlier name."""
 
-from seq2seq.core.outputs import OutputError, OutputFolder, check_output
+from seq2seq.core.outputs import (
+    OutputError,
+    OutputFolder,
+    check_output,
+    check_output_file,
+    is_own_file,
+    remove_own_file,
+)
 
-__all__ = ["OutputError", "OutputFolder", "check_apart", "check_output"]
+__all__ = ["OutputError", "OutputFolder", "check_apart", "check_output", "check_output_file",
+           "is_own_file", "remove_own_file"]
 
 
 def check_apart(outputs, inputs, option: str = "--out") -> None:

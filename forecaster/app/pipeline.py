@@ -22,19 +22,22 @@ from forecaster.app.experiment import (
     resolve,
     to_toml,
 )
-from forecaster.app.fields import ConfigError
+from forecaster.app.fields import ConfigError, config_error
 from forecaster.app.outputs import check_output
 from forecaster.data import DataError, default_series_path, load_csv, load_dir, synthetic_panel
-from forecaster.data.intraday import attach_intraday, is_bar_frame
+from forecaster.data.market.universe import Universe, coverage_line, resolve_universe
+from forecaster.data.minute.features import attach_intraday
+from forecaster.data.minute.session import is_bar_frame
 from forecaster.data.panel import Panel
-from forecaster.data.qlib import is_qlib_folder, read_qlib
-from forecaster.data.universe import Universe, coverage_line, resolve_universe
+from forecaster.data.qlib.reader import read_qlib
+from forecaster.data.sources import is_qlib_folder
 from forecaster.evaluation.scoring import Report, score_run
 from forecaster.evaluation.universe import restrict_to_members
 from forecaster.evaluation.walkforward import WalkForwardResult, fold_store, make_folds, walk_forward
 from forecaster.features.factors import check_available, features_note
 from forecaster.models.panel.model import PanelTransformer
 from forecaster.portfolio.index_series import attach_index, index_for, split_indices
+from forecaster.portfolio.strategy import top_k_warning
 from forecaster.reporting.report import write_report
 from seq2seq.core import atomic_write
 
@@ -160,13 +163,19 @@ def prepare(raw: Mapping[str, Mapping], source: str = "<options>") -> tuple[Expe
     exp = resolve(raw, len(loaded.frames), source)
     _check_dates(exp, loaded)
     load_universes(exp.data, loaded)
+    if exp.panel:
+        members = loaded.universe.mask(loaded.panel.dates, loaded.panel.codes).sum(axis=1).max() \
+            if loaded.universe is not None else len(loaded.frames)
+        warning = top_k_warning(exp.backtest.strategy, int(members))
+        if warning:
+            loaded.summary += "\n" + warning
     if exp.panel:  # features the data cannot give: said before the run, not found after it
         names = exp.features.names or PanelTransformer.rules.default_features(len(loaded.frames))
         if exp.features.names:  # asked for by name: each must be computable
             try:
                 check_available(loaded.panel, names)
             except ValueError as exc:
-                raise ConfigError(f"{source}: [features] names: {exc}") from None
+                raise config_error(source, "features", f"names: {exc}", ("names",)) from None
         loaded.features_note = features_note(loaded.panel, names)
         if loaded.features_note:
             loaded.summary += "\n" + loaded.features_note

@@ -55,7 +55,7 @@ def check_signal_day(train_end: pd.Timestamp, grid) -> None:
 def members_only(grid, universe: str, source: str):
     """``grid`` with the point-in-time membership of ``--universe`` (a file, or a market of
     the Qlib folder ``source``); no member on the signal day is an error."""
-    from forecaster.data.universe import resolve_universe
+    from forecaster.data.market.universe import resolve_universe
 
     try:
         members = resolve_universe(universe, source).mask(grid.dates, grid.codes)
@@ -89,7 +89,7 @@ def next_open_orders(table: pd.DataFrame, grid, holdings: str | None, raw: dict,
 
     from forecaster.app.experiment import build_section
     from forecaster.portfolio.orders import Book, book_orders_for_panel, read_holdings
-    from forecaster.portfolio.strategy import StrategyConfig
+    from forecaster.portfolio.strategy import StrategyConfig, top_k_warning
 
     strategy = build_section("strategy", {**dataclasses.asdict(StrategyConfig.for_universe(grid.n_stocks)),
                                           **raw.get("strategy", {})})
@@ -103,6 +103,7 @@ def next_open_orders(table: pd.DataFrame, grid, holdings: str | None, raw: dict,
     orders = book_orders_for_panel(scores, grid, book, config, at_limit=at_limit)
     orders.attrs["summary"] = (f"{strategy.rule}, top {strategy.top_k}; cash {book.cash:,.0f}, "
                                f"{sum(1 for v in book.shares.values() if v)} position(s)")
+    orders.attrs["warning"] = top_k_warning(strategy, len(table))
     return orders
 
 

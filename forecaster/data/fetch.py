@@ -21,7 +21,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from forecaster.checks import check_choice
-from forecaster.data.formats import canonical_code
+from forecaster.data.market.exchange import canonical_code
 from seq2seq.core import atomic_write
 
 log = logging.getLogger(__name__)

@@ -18,8 +18,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from forecaster.data.exchange import limit_matrix
-from forecaster.data.intraday import INTRADAY_FEATURES, is_bar_frame
+from forecaster.data.market.exchange import limit_matrix
+from forecaster.data.minute.features import INTRADAY_FEATURES
+from forecaster.data.minute.session import is_bar_frame
 
 # Canonical columns carried into the panel when a frame has them.
 FIELDS = ("open", "high", "low", "close", "preclose", "volume", "amount", "turnover",
@@ -40,7 +41,7 @@ class Panel:
         limit_up, limit_down: ``[D, N]`` limit prices (inf / 0 on days without a limit,
             such as a new listing's first days; NaN without a bar).
         members: ``[D, N]`` the stock belongs to the run's universe that day (an index's
-            point-in-time members, :mod:`forecaster.data.universe`); ``None``: every stock.
+            point-in-time members, :mod:`forecaster.data.market.universe`); ``None``: every stock.
             Backtests trade and benchmark only members; a non-member held is sold.
         learn: ``[D, N]`` the stock-days whose labels a model may learn from
             (:func:`forecaster.features.labels.tradeable_label` masks the others); ``None``: all.

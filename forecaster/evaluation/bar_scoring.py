@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from forecaster.data.intraday import SESSION_MINUTES, SESSION_RULE, session_minutes
+from forecaster.data.minute.session import SESSION_MINUTES, SESSION_RULE, session_minutes
 from forecaster.data.panel import Panel
 from forecaster.metrics.bars import bar_positions, position_summary
 

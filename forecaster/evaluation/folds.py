@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.checks import check_choice, check_date
-from forecaster.data.intraday import is_bar_calendar
+from forecaster.data.minute.session import is_bar_calendar
 from forecaster.evaluation.backends import BACKENDS
 from forecaster.features.labels import EXECUTIONS
 
@@ -149,9 +149,15 @@ def make_folds(calendar: pd.DatetimeIndex, config: WalkForwardConfig) -> list[Fo
         first = config.start.date() if config.start else "the first day"
         last = config.end.date() if config.end else "the last day"
         within = f" between start {first} and end {last}" if config.start or config.end else ""
-        raise ValueError(f"no fold fits: the data hold {len(calendar)} trading days, and train_days="
-                         f"{config.train_days} (--train-days) plus purge={config.purge} leave no day to "
-                         f"forecast{within}; lower --train-days or give more data")
+        # name what the user typed: a purge nobody set is the horizon's
+        purge = (f"--horizon {config.horizon} (the purge gap between a cut-off and its first forecast)"
+                 if config.purge == config.horizon else f"--purge {config.purge}")
+        fixes = "lower --train-days" + (" or --horizon" if config.horizon > 1 else "")
+        if config.horizon >= len(calendar) // 2:
+            fixes = f"choose a --horizon well below the {len(calendar)} days of the data"
+        raise ValueError(f"no fold fits: the data hold {len(calendar)} trading days, and --train-days "
+                         f"{config.train_days} plus {purge} leave no day to forecast{within}; {fixes}, "
+                         "or give more data")
     return folds
 
 

@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from forecaster.data.exchange import board
-from forecaster.data.intraday import is_bar_calendar
+from forecaster.data.market.exchange import board
+from forecaster.data.minute.session import is_bar_calendar
 from forecaster.data.panel import Panel
 from forecaster.evaluation.bar_scoring import bar_notes, bar_scores
+from forecaster.evaluation.tearsheet import StrategyStats, quantile_curves, strategy_stats
 from forecaster.evaluation.universe import universe_counts, universe_line, universe_table
 from forecaster.evaluation.verdict import (
     data_caveats,
@@ -66,7 +67,11 @@ class Report:
     folder stores the predictions (:attr:`BacktestConfig.predictions_format`). Minute bars:
     ``overall`` pools every bar; ``bar_positions`` holds each model's IC and rank IC by bar of
     the day across days, ``bar_summary`` their mean over the day's bars
-    (:mod:`forecaster.metrics.bars`).
+    (:mod:`forecaster.metrics.bars`). ``strategy``: the backtests' tear sheet (risk table,
+    returns before and after costs, relative growth, drawdowns, months, the paired test of the
+    main model's strategy against each baseline's; :mod:`forecaster.evaluation.tearsheet`).
+    ``quantile_curves`` (panels): each model's cumulative return per score quantile and its
+    long-short curve (:func:`~forecaster.evaluation.tearsheet.quantile_curves`).
     """
 
     model: str
@@ -92,6 +97,8 @@ class Report:
     bar_positions: pd.DataFrame = field(default_factory=pd.DataFrame)
     bar_summary: pd.DataFrame = field(default_factory=pd.DataFrame)
     timings: dict = field(default_factory=dict)  # seconds of the scoring's phases
+    strategy: StrategyStats = field(default_factory=StrategyStats)  # the tear sheet (tearsheet.py)
+    quantile_curves: dict = field(default_factory=dict)  # model -> cumulative quantile returns
 
     @property
     def bars(self) -> bool:
@@ -128,7 +135,7 @@ class Report:
                 m: r.metrics["annual_return"] - r.benchmark_metrics["annual_return"]
                 for m, r in self.backtests.items()})
             table["sharpe"] = bt["sharpe"]
-            table["max_dd"] = bt["max_drawdown"]
+            table["max_dd"] = -bt["max_drawdown"]  # a fall: negative, as in the figures
         return table
 
     @property
@@ -188,7 +195,7 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
     dm = (dm_table(pred[pred["model"].isin(returns_models)], model, baselines, horizon=horizon)
           if model in returns_models and baselines else pd.DataFrame())
 
-    ic, daily, ic_close, quantiles, horizons, tests, gaps = {}, {}, {}, {}, {}, [], {}
+    ic, daily, ic_close, quantiles, horizons, tests, gaps, qcurves = {}, {}, {}, {}, {}, [], {}, {}
     years, boards = [], []
     if panel:
         actual = pred.pivot_table(index="date", columns="code", values="actual", aggfunc="first")
@@ -204,7 +211,14 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
             gaps[name] = _ic_gaps(ic[name], f, actual)
             if close is not False:
                 ic_close[name] = ic_summary(daily_ic(f, close, method="spearman"))
-            quantiles[name] = quantile_summary(quantile_returns(f, actual), horizon=horizon)
+            ranked = f[f.nunique(axis=1) > 1]  # a day whose forecast is one value ranks nothing
+            if len(ranked):
+                qret = quantile_returns(ranked, actual)
+                quantiles[name] = quantile_summary(qret, horizon=horizon)
+                qcurves[name] = quantile_curves(qret, horizon)
+            else:
+                gaps[name] = {**gaps[name], **{k: "a constant forecast has no ranking" for k in
+                                               ("q_spread", "monotonicity")}}
             if labels:
                 horizons[name] = ic_by_horizon(f, labels)
         if model in daily:
@@ -235,8 +249,12 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
         results[name] = run_backtest(grid, forecast, backtest)
         backtest_seconds += time.perf_counter() - one
 
+    one = time.perf_counter()
+    strategy = strategy_stats(results, model, horizon)
+    backtest_seconds += time.perf_counter() - one
     verdict = verdict_lines(model, overall if model in returns_models else overall.iloc[:0], dm, ic,
-                       results, ic_tests, horizon, gaps, reference_model(models, "zero"))
+                            results, ic_tests, horizon, gaps, reference_model(models, "zero"),
+                            strategy_tests=strategy.tests)
     universe = universe_table(grid, result, model)
     if result.failed:
         verdict.append(failure_line(model, result))
@@ -262,12 +280,12 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
     return Report(model, overall, per_fold, per_stock, dm, ic, daily_ic_frame, results, verdict, notes,
                   ic_close, ic_tests, quantiles, pd.DataFrame(horizons).T, universe, dict(result.failed),
                   {m: g for m, g in gaps.items() if g}, ic_years, ic_boards, backtest.predictions_format,
-                  positions, position_means, timings)
+                  positions, position_means, timings, strategy, qcurves)
 
 
 def report_board(code: str) -> str:
     """The board of ``code`` in the IC breakdown (one of :data:`BOARDS`): the exchange's
-    board (:func:`forecaster.data.exchange.board`), with ``"sme"`` for Shenzhen's former SME
+    board (:func:`forecaster.data.market.exchange.board`), with ``"sme"`` for Shenzhen's former SME
     board (sz.002xxx) apart from ``"main"``."""
     name = board(code)
     number = str(code).strip().lower()

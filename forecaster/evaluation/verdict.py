@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from forecaster.data.exchange import is_synthetic
+from forecaster.data.market.exchange import is_synthetic
 from forecaster.evaluation.walkforward import WalkForwardResult
 from forecaster.metrics import stat_text
 
@@ -69,11 +69,97 @@ def ic_meaning(config, horizon: int) -> str:
             "score is only as good as how consistently it is positive (ICIR = mean / std)")
 
 
+def pct(value: float, reason: str | None = None, per_year: bool = False, sign: bool = True) -> str:
+    """A fraction as a percentage with its unit (``+15.11 %``, ``+15.11 %/yr``), or why it is
+    missing (:func:`stat_text`)."""
+    text = stat_text(None if value is None else value * 100, "+.2f" if sign else ".2f", reason)
+    return f"{text} %{'/yr' if per_year else ''}" if text[0] != "n" else text
+
+
+def p_text(p: float, reason: str | None = None) -> str:
+    """A p-value as read: ``p = 0.010``, ``p < 0.001`` (never signed), or why it is missing."""
+    if p is not None and math.isfinite(float(p)) and p < 0.001:
+        return "p < 0.001"
+    return f"p = {stat_text(p, '.3f', reason)}"
+
+
+def _significance(p: float, alpha: float = 0.05) -> str:
+    if p is None or not math.isfinite(float(p)):
+        return "no test"
+    return "significant" if p < alpha else "not significant"
+
+
+def best_strategy(backtests: dict, model: str) -> str | None:
+    """The baseline whose strategy earned the most a year after costs (None: no other backtest
+    with a return)."""
+    others = {n: r.metrics["annual_return"] for n, r in backtests.items()
+              if n != model and np.isfinite(r.metrics.get("annual_return", math.nan))}
+    return max(others, key=others.get) if others else None
+
+
+def strategy_lines(model: str, backtests: dict, tests: pd.DataFrame | None, alpha: float = 0.05) -> list[str]:
+    """The verdict on the strategies, after costs: what the main model's earned against its
+    benchmark, whether the best baseline's strategy beat it, by how much a year and with what
+    test (the paired Newey-West test of the daily returns' difference), and which other
+    baselines' strategies earned more."""
+    if model not in backtests:
+        return []
+    main = backtests[model]
+    m, b = main.metrics, main.benchmark_metrics
+    flat = "no trades" if not m.get("n_trades") else "the equity never moved"
+    lines = [f"{model} strategy after costs: {pct(m['annual_return'], flat, True)}, Sharpe "
+             f"{stat_text(m['sharpe'], '.2f', flat)}, max drawdown {pct(-m['max_drawdown'], flat)}; "
+             f"{pct(m['annual_return'] - b['annual_return'], 'no days', True)} over the benchmark "
+             f"({main.benchmark}: {pct(b['annual_return'], 'no days', True)}, Sharpe "
+             f"{stat_text(b['sharpe'], '.2f', 'flat benchmark')})"]
+    best = best_strategy(backtests, model)
+    if best is None:
+        return lines
+    theirs = backtests[best].metrics
+    t = (tests.set_index("baseline").loc[best] if tests is not None and len(tests)
+         and best in set(tests["baseline"]) else None)
+    diff = m["annual_return"] - theirs["annual_return"]
+    test = ("paired Newey-West test of the daily returns' difference: "
+            f"t {stat_text(t['t_stat'], '+.2f', 'no variation')}, {p_text(t['p_value'], 'no variation')}, "
+            f"{_significance(t['p_value'], alpha)}" if t is not None else "no paired test")
+    numbers = (f"{pct(m['annual_return'], flat, True)} against {pct(theirs['annual_return'], None, True)}, "
+               f"Sharpe {stat_text(m['sharpe'], '.2f', flat)} against {stat_text(theirs['sharpe'], '.2f')}, "
+               f"max drawdown {pct(-m['max_drawdown'], flat)} against {pct(-theirs['max_drawdown'])}")
+    if not np.isfinite(diff):
+        lines.append(f"{model}'s strategy against the best baseline strategy, {best}: not compared "
+                     f"({flat}); {best} {pct(theirs['annual_return'], None, True)}")
+    elif diff < 0:
+        lines.append(f"the best baseline strategy, {best}, BEAT {model}'s after costs by "
+                     f"{pct(-diff, sign=False)}/yr ({numbers}); {test}")
+    else:
+        lines.append(f"{model}'s strategy beat the best baseline strategy, {best}, after costs by "
+                     f"{pct(diff, sign=False)}/yr ({numbers}); {test}")
+    ahead = sorted(((n, r.metrics["annual_return"]) for n, r in backtests.items()
+                    if n != model and np.isfinite(r.metrics["annual_return"])
+                    and r.metrics["annual_return"] > m["annual_return"]), key=lambda x: -x[1])
+    n_others = sum(1 for n in backtests if n != model)
+    if np.isfinite(m["annual_return"]):
+        if ahead:
+            named = ", ".join(f"{n} ({pct(a - m['annual_return'])}/yr)" for n, a in ahead)
+            sig = ([n for n, _ in ahead if tests is not None and len(tests) and n in set(tests["baseline"])
+                    and tests.set_index("baseline").loc[n, "p_value"] < alpha])
+            lines.append(f"{len(ahead)} of {n_others} baseline strategies earned more than {model}'s after "
+                         f"costs: {named}; significantly (paired test, p < {alpha:g}): "
+                         f"{', '.join(sig) if sig else 'none'}")
+        else:
+            lines.append(f"none of {n_others} baseline strategies earned more than {model}'s after costs")
+    return lines
+
+
 def verdict_lines(model: str, overall: pd.DataFrame, dm: pd.DataFrame, ic: dict, backtests: dict,
-             ic_tests: pd.DataFrame | None = None, horizon: int = 1, gaps: dict | None = None,
-             zero: str | None = "zero") -> list[str]:
-    """Plain sentences on whether the model beat the simple alternatives; a statistic that
-    could not be computed is said to be so, with the reason (``gaps``: model -> stat -> why)."""
+                  ic_tests: pd.DataFrame | None = None, horizon: int = 1, gaps: dict | None = None,
+                  zero: str | None = "zero", strategy_tests: pd.DataFrame | None = None) -> list[str]:
+    """Plain sentences on whether the model beat the simple alternatives, as a forecast and as
+    a strategy after costs (``strategy_tests``: the paired tests of its strategy against each
+    baseline's, :class:`~forecaster.evaluation.tearsheet.StrategyStats`); a statistic that
+    could not be computed is said to be so, with the reason (``gaps``: model -> stat -> why).
+    A panel's verdict starts with the strategies (what a portfolio manager trades), one
+    stock's with the forecast against zero."""
     lines, gaps = [], gaps or {}
     row = overall.set_index("model").loc[model] if model in set(overall["model"]) else None
     if row is not None:
@@ -89,9 +175,9 @@ def verdict_lines(model: str, overall: pd.DataFrame, dm: pd.DataFrame, ic: dict,
         dm_why = "no zero-forecast baseline in the run" if vs_zero is None else "too few paired days"
         lines.append(f"{model} {word} the zero forecast: out-of-sample R^2 vs zero "
                      f"{stat_text(r2, '+.4f', 'no scored forecast')}, Diebold-Mariano stat "
-                     f"{stat_text(stat, '+.2f', dm_why)}, p = {stat_text(p, '.3f', dm_why)}")
-        lines.append(f"{model} sign hit rate {stat_text(row['hit_rate'], '.1%', 'no scored forecast')} "
-                     f"(binomial p = {stat_text(row['binomial_p'], '.3f', 'no scored forecast')})")
+                     f"{stat_text(stat, '+.2f', dm_why)}, {p_text(p, dm_why)}")
+        lines.append(f"{model} sign hit rate {pct(row['hit_rate'], 'no scored forecast', sign=False)} "
+                     f"(binomial {p_text(row['binomial_p'], 'no scored forecast')})")
     if ic and model in ic:
         others = {m: v for m, v in ic.items() if m != model and np.isfinite(v["mean_ic"])}
         best = max(others, key=lambda m: others[m]["mean_ic"]) if others else None
@@ -120,19 +206,16 @@ def verdict_lines(model: str, overall: pd.DataFrame, dm: pd.DataFrame, ic: dict,
                     word = "does NOT significantly beat" if t["mean_diff"] > 0 else "does NOT beat"
                 lines.append(f"{model} {word} the best baseline {best}: daily rank IC difference "
                              f"{t['mean_diff']:+.4f}, Newey-West t {t['t_stat']:+.2f}, "
-                             f"p = {t['p_value']:.3f}")
+                             f"{p_text(t['p_value'])}")
                 wins = ic_tests[(ic_tests["mean_diff"] > 0) & (ic_tests["p_value"] < 0.05)]
-                lines.append(f"{model} beats {len(wins)} of {len(ic_tests)} other models significantly "
-                             "(rank IC, p < 0.05)")
-    if model in backtests:
-        m, b = backtests[model].metrics, backtests[model].benchmark_metrics
-        flat = "no trades" if not m.get("n_trades") else "the equity never moved"
-        lines.append(f"{model} strategy after costs: annual return "
-                     f"{stat_text(m['annual_return'], '+.2%', flat)}, "
-                     f"Sharpe {stat_text(m['sharpe'], '.2f', flat)}, max drawdown "
-                     f"{stat_text(m['max_drawdown'], '.1%', flat)}; benchmark ({backtests[model].benchmark}) "
-                     f"{stat_text(b['annual_return'], '+.2%', 'no days')}, Sharpe "
-                     f"{stat_text(b['sharpe'], '.2f', 'flat benchmark')}")
-    return lines
-
-
+                losses = ic_tests[(ic_tests["mean_diff"] < 0) & (ic_tests["p_value"] < 0.05)]
+                line = (f"{model} beats {len(wins)} of {len(ic_tests)} other models significantly "
+                        "(rank IC, p < 0.05)")
+                if len(losses):
+                    losses = losses.sort_values("mean_diff")
+                    line += "; significantly better than it: " + ", ".join(
+                        f"{b} ({-d:+.4f}, {p_text(p)})" for b, d, p in
+                        zip(losses["baseline"], losses["mean_diff"], losses["p_value"], strict=True))
+                lines.append(line)
+    strategy = strategy_lines(model, backtests, strategy_tests)
+    return [*strategy, *lines] if ic else [*lines, *strategy]

@@ -314,8 +314,14 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
         done = store.start(config.resume)
     members = fold_members(grid, folds, config.min_stock_days)
     empty = [f.fold for f in folds if not members[f.fold]]
+    if folds and len(empty) == len(folds):  # the cause named, not "no model produced any forecast"
+        most = int(np.max(grid.listed[: grid.dates.searchsorted(folds[-1].cut, side="right")].sum(axis=0),
+                          initial=0))
+        raise ValueError(f"no fold has a stock with --min-stock-days {config.min_stock_days} rows up to its "
+                         f"cut-off (the most any stock has by the last cut-off {folds[-1].cut.date()} is "
+                         f"{most}); lower --min-stock-days or give more data")
     if empty:
-        log.warning("%d fold(s) have no stock with %d training days: %s", len(empty),
+        log.warning("%d fold(s) have no stock with %d training days (--min-stock-days): %s", len(empty),
                     config.min_stock_days, empty)
     todo = [f for f in folds if members[f.fold] and f.fold not in done]
     tasks = [(fold, members[fold.fold], config, kinds, models, config.threads_per_task, keep_models)

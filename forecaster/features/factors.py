@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from forecaster.data.intraday import INTRADAY_FEATURES
+from forecaster.data.minute.features import INTRADAY_FEATURES
 from forecaster.data.panel import Panel
 
 # name -> (days of history it needs, what it is)
@@ -44,7 +44,7 @@ FEATURES: dict[str, tuple[int, str]] = {
     "book_to_price": (1, "1 / pbMRQ"),
     "earnings_to_price": (1, "1 / peTTM"),
     "sales_to_price": (1, "1 / psTTM"),
-    # From minute bars (--intraday DIR; forecaster.data.intraday.daily_features), each from the
+    # From minute bars (--intraday DIR; forecaster.data.minute.features.daily_features), each from the
     # bars of its own day up to the close.
     **{name: (1, text) for name, text in INTRADAY_FEATURES.items()},
 }
@@ -139,7 +139,8 @@ def feature(panel: Panel, name: str, cache: bool = True) -> np.ndarray:
     elif name in ("return_5d", "return_20d", "return_60d"):
         days = int(name.split("_")[1][:-1])
         logp = panel.log_adjusted("close")
-        prev = np.vstack([np.full((days, ret.shape[1]), np.nan), logp[:-days]])
+        prev = np.full_like(logp, np.nan)  # a slice shorter than `days` has no such return at all
+        prev[days:] = logp[:-days]
         out = np.where(trades, logp - prev, np.nan)
     elif name == "max_return_20d":
         out = _roll(ret, 20, "max")

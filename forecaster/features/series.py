@@ -12,7 +12,7 @@ import pandas as pd
 log = logging.getLogger(__name__)
 
 FEATURES = ("log_return", "range", "gap", "volume_change", "turnover_change", "time_of_day", "first_bar")
-# Features of minute bars only (forecaster.data.intraday): when in the session a bar closes, and
+# Features of minute bars only (forecaster.data.minute.session): when in the session a bar closes, and
 # whether it is the day's first bar (its return carries the overnight move).
 BAR_FEATURES = ("time_of_day", "first_bar")
 
@@ -70,7 +70,7 @@ def make_features(frame: pd.DataFrame, features: tuple[str, ...] = ("log_return"
     Features: ``log_return``; ``range`` = log(high/low); ``gap`` = log(open/previous close);
     ``volume_change`` and ``turnover_change`` = change of log1p(volume or turnover) against the
     previous trading day (0 on suspended days, counted in the log). Minute bars
-    (:mod:`forecaster.data.intraday`) also have ``time_of_day`` (trading minutes since 09:30
+    (:mod:`forecaster.data.minute.session`) also have ``time_of_day`` (trading minutes since 09:30
     over 240) and ``first_bar`` (1 on a day's first bar); on minute bars ``log_return`` is the
     bar's return and ``gap`` is 0 but on first bars.
     """

@@ -73,7 +73,7 @@ import pandas as pd
 from forecaster.checks import check_choice
 from forecaster.data.panel import Panel
 from forecaster.portfolio.broker import TRADE_COLUMNS, Broker, performance_metrics
-from forecaster.portfolio.rules import CostModel, MarketRules
+from forecaster.portfolio.rules import CostModel, MarketRules, valid_buy
 from forecaster.portfolio.strategy import StrategyConfig, rebalance_rows, target_weights
 
 log = logging.getLogger(__name__)
@@ -262,19 +262,20 @@ def trade_towards(broker: Broker, date, w: np.ndarray, price: np.ndarray, value_
         return
     nav = broker.cash + float(shares @ value_price)
     c = config.costs
-    lot = config.market.lot_size
+    minimum, step = broker.min_buy, broker.buy_step  # each board's buy lots
     # Size with the buy-side cost estimate so that a 100% target is affordable after fees.
     size_price = np.where(np.isfinite(price), price, value_price) * (
         1 + c.slippage_bps / 1e4 + c.commission_rate + c.transfer_fee_rate)
     with np.errstate(invalid="ignore", divide="ignore"):
         raw = np.where(size_price > 0, np.abs(w) * nav / size_price, 0.0)
-    desired = (np.sign(w) * np.floor(raw / lot + 1e-9) * lot).astype(np.int64)
+    desired = np.sign(w).astype(np.int64) * valid_buy(np.floor(raw + 1e-9).astype(np.int64), minimum, step)
     keep = (shares != 0) & (np.sign(shares) == np.sign(w))
     if resize and tolerance < math.inf:
         keep &= np.abs(shares * value_price - w * nav) <= tolerance * np.abs(w) * nav
     desired = np.where(keep, shares, desired)
     delta = desired - shares
-    delta = np.where(delta > 0, delta // lot * lot, delta)  # buys in whole lots (odd lots stay)
+    # every buy order in the board's lots (an odd lot held stays)
+    delta = np.where(delta > 0, valid_buy(delta, minimum, step), delta)
     for i in np.flatnonzero((w != 0) & (shares == 0) & (desired == 0) & (size_price > 0)):
         broker.reject(date, i, "buy" if w[i] > 0 else "sell", int(round(raw[i])), float(price[i]), "lot_size",
                       signal_date)  # the target is worth less than one lot

@@ -1,8 +1,9 @@
-"""The broker of the A-share backtest: one order at a time, under the exchange's rules (whole
-lots for buys, T+1, no buy at limit-up, no sell at limit-down, nothing on suspended stocks or
-without a bar), with costs; every order recorded as a trade row. Also the performance figures
-of an equity curve. :func:`forecaster.portfolio.backtest.run_backtest` drives a broker day by
-day; a broker can be driven by hand too.
+"""The broker of the A-share backtest: one order at a time, under the exchange's rules (buys
+in each board's lots: 100 shares, STAR at least 200 then steps of 1; T+1, no buy at limit-up, no
+sell at limit-down, nothing on suspended stocks or without a bar), with costs; every order
+recorded as a trade row. Also the performance figures of an equity curve.
+:func:`forecaster.portfolio.backtest.run_backtest` drives a broker day by day; a broker can be
+driven by hand too.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.metrics import TRADING_DAYS
-from forecaster.portfolio.rules import CostModel
+from forecaster.portfolio.rules import CostModel, buy_lots, valid_buy
 
 TRADE_COLUMNS = [
     "date", "signal_date", "code", "side", "requested", "shares", "price", "value", "commission",
@@ -32,7 +33,7 @@ class Broker:
         codes: the stocks, addressed by position in :meth:`order`.
         capital: starting cash.
         costs: the cost model.
-        lot_size: buys are whole lots.
+        lot_size: the main board's lot; buys follow each board's rule (:func:`buy_lots`).
         allow_short: let sells take positions below zero.
     """
 
@@ -42,6 +43,7 @@ class Broker:
         self.cash = float(capital)
         self.costs = costs if costs is not None else CostModel()
         self.lot = int(lot_size)
+        self.min_buy, self.buy_step = buy_lots(self.codes, self.lot)  # [stocks] by board
         self.allow_short = allow_short
         self.shares = np.zeros(len(self.codes), dtype=np.int64)
         self.bought_today = np.zeros(len(self.codes), dtype=np.int64)
@@ -97,7 +99,7 @@ class Broker:
         if side == "buy":
             if price >= limit_up - 1e-9:
                 return self._block(date, signal_date, i, side, requested, price, "limit_up")
-            qty = requested // self.lot * self.lot
+            qty = int(valid_buy(requested, self.min_buy[i], self.buy_step[i]))
             if qty == 0:
                 return self._block(date, signal_date, i, side, requested, price, "lot_size")
             fill = min(self.costs.fill_price("buy", price), limit_up)
@@ -105,10 +107,12 @@ class Broker:
             if self._buy_cost(qty, fill, date) > self.cash:
                 reason = "cash"
                 c = self.costs
-                per_lot = self.lot * fill * (1 + c.commission_rate + c.transfer_fee_rate)
-                qty = min(qty, int(max(self.cash, 0.0) // per_lot) * self.lot)
+                per_share = fill * (1 + c.commission_rate + c.transfer_fee_rate)
+                affordable = int(max(self.cash, 0.0) // per_share)
+                qty = int(valid_buy(min(qty, affordable), self.min_buy[i], self.buy_step[i]))
                 while qty > 0 and self._buy_cost(qty, fill, date) > self.cash:
-                    qty -= self.lot  # the commission minimum can make the estimate one lot short
+                    # the commission minimum can make the estimate one step short
+                    qty = int(valid_buy(qty - 1, self.min_buy[i], self.buy_step[i]))
                 if qty == 0:
                     return self._block(date, signal_date, i, side, requested, price, "cash")
         else:

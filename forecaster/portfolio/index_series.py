@@ -14,7 +14,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from forecaster.data.minute_returns import is_index
+from forecaster.data.minute.returns import is_index
 from forecaster.portfolio.broker import performance_metrics
 
 # The index each universe name follows (Qlib's market names; CSI / SSE index codes).

@@ -15,9 +15,10 @@ day's limit-up and limit-down prices (board and ST rules as in the backtest). A 
 closed at limit-up on the signal day is likely to open there, where buys queue unfilled, and one
 that closed at limit-down likewise for sells: such orders are ``blocked`` ("likely to open at
 the limit; would queue"), or, with ``at_limit="limit_order"``, placed as limit orders at the
-limit price (status ``limit_order``: they may not fill). Every other order's reference price is
-the signal day's close; a stock without a bar or suspended on the signal day counts as
-suspended. Orders are estimates; the open decides the fills.
+limit price (status ``limit_order``: they may not fill, and their reference price is that limit
+price). Every other order is sized at its reference price, the signal day's close; a stock
+without a bar or suspended on the signal day counts as suspended. Orders are estimates; the
+open decides the fills.
 """
 
 from __future__ import annotations
@@ -28,8 +29,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.checks import check_choice
-from forecaster.data.exchange import limit_matrix
-from forecaster.data.formats import canonical_code
+from forecaster.data.market.exchange import canonical_code, limit_matrix
 from forecaster.data.panel import Panel
 from forecaster.portfolio.backtest import BacktestConfig, trade_towards
 from forecaster.portfolio.broker import Broker
@@ -150,7 +150,7 @@ def next_day_orders(scores: pd.Series, book: Book, config: BacktestConfig, *, da
     table = table.assign(_s=side_order).sort_values(["_s", "rank", "code"], kind="stable")
     table = table.drop(columns="_s").reset_index(drop=True)
     table["rank"] = table["rank"].astype("Int64")
-    return table.round({"value": 2, "est_costs": 2})
+    return table.round({"value": 2, "est_costs": 2, "score": 6})
 
 
 _BLOCKED = {"limit_up": "at limit-up: a buy would queue unfilled", "limit_down": "at limit-down: a sell "
@@ -192,14 +192,19 @@ def book_orders_for_panel(scores: pd.Series, panel: Panel, book: Book, config: B
     up, down = up[0], down[0]
     closed_up = panel.at_limit_up("close")[last] & ~suspended
     closed_down = panel.at_limit_down("close")[last] & ~suspended
-    # A stock that closed at a limit most likely opens at the next day's limit: that is its
-    # reference price, so the broker's own limit rule blocks the buy (the sell) there.
-    price = np.where(closed_up, up, np.where(closed_down, down, close))
+    # Every order is sized at the reference price, the signal day's close (the next day's limit
+    # prices stay in their own columns). A stock that closed at a limit most likely opens at the
+    # next day's limit, where a buy (a sell) queues: blocked by placing the broker's limit at
+    # that close, unless it is to go out as a limit order.
+    # A buy placed as a limit order is sized at its limit price (what it would pay).
+    price = close
     broker_up, broker_down = up, down
-    if at_limit == "limit_order":
-        # Just beyond the limit, so the order goes through and its fill is capped at the limit.
+    if at_limit == "block":
+        broker_up = np.where(closed_up, close, up)
+        broker_down = np.where(closed_down, close, down)
+    else:  # just beyond the limit, so the order goes through and its fill is capped there
+        price = np.where(closed_up, up, close)
         broker_up = np.where(closed_up, up + 2e-9, up)
-        broker_down = np.where(closed_down, down - 2e-9, down)
     table = next_day_orders(scores.reindex(panel.codes), book, config, date=next_day, price=price,
                             value_price=np.nan_to_num(close), up=broker_up, down=broker_down,
                             suspended=suspended | ~listed, signal_date=panel.dates[-1],
@@ -210,6 +215,9 @@ def book_orders_for_panel(scores: pd.Series, panel: Panel, book: Book, config: B
                                                                       & closed_down[where]))
     placed = at_limit_rows & table["status"].isin(["order", "partial"]).to_numpy()
     table.loc[placed, "status"] = "limit_order"
+    sells = placed & (table["side"] == "sell").to_numpy()  # a limit sell goes out at limit-down
+    table.loc[sells, "reference_price"] = down[where][sells]
+    table.loc[sells, "value"] = (table.loc[sells, "shares"] * table.loc[sells, "reference_price"]).round(2)
     table.loc[placed, "reason"] = np.where(
         table.loc[placed, "side"] == "buy",
         "closed at limit-up on the signal day: likely to open at the limit; a limit order there may queue "

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from forecaster.checks import check_choice, check_date, check_int
-from forecaster.data.exchange import round_price
+from forecaster.data.market.exchange import board, round_price
 
 SIDES = ("buy", "sell")
 
@@ -88,7 +89,9 @@ class MarketRules:
     and T+1 always apply).
 
     Attributes:
-        lot_size: shares per board lot; buys are whole lots.
+        lot_size: shares per board lot of the main board and ChiNext; buys are whole lots.
+            STAR (688/689) buys are at least 200 shares, then any whole number; Beijing's at
+            least 100, then any (the exchanges' rules: :func:`buy_lots`).
         corporate_actions: ``"shares"`` (held shares scaled on ex-dates) or ``"cash"`` (the
             ex-date drop credited as cash); see :mod:`forecaster.portfolio.backtest`.
     """
@@ -101,3 +104,26 @@ class MarketRules:
         if self.corporate_actions not in CORPORATE_ACTIONS:
             raise ValueError(f"corporate_actions must be one of {CORPORATE_ACTIONS}, "
                              f"got {self.corporate_actions!r}")
+
+
+# Board -> (smallest buy, step above it) in shares, where it differs from the main board's lot:
+# the STAR market takes 200 shares then steps of 1, Beijing's exchange 100 then steps of 1.
+_BOARD_LOTS = {"star": (200, 1), "bse": (100, 1)}
+
+
+def buy_lots(codes, lot_size: int = 100) -> tuple[np.ndarray, np.ndarray]:
+    """``(minimum, step)`` ``[stocks]``: the smallest buy order each stock's board accepts and
+    the step above it (main board and ChiNext: ``lot_size`` and ``lot_size``; see
+    :data:`_BOARD_LOTS`)."""
+    pairs = [_BOARD_LOTS.get(board(c), (lot_size, lot_size)) for c in codes]
+    minimum = np.array([p[0] for p in pairs], dtype=np.int64).reshape(-1)
+    step = np.array([p[1] for p in pairs], dtype=np.int64).reshape(-1)
+    return minimum, step
+
+
+def valid_buy(shares, minimum, step):
+    """The largest buy at most ``shares`` that the board accepts (elementwise; 0 below the
+    minimum): ``minimum + floor((shares - minimum) / step) * step``."""
+    shares = np.asarray(shares, dtype=np.int64)
+    out = minimum + (shares - minimum) // step * step
+    return np.where(shares >= minimum, out, 0)

@@ -102,6 +102,15 @@ class StrategyConfig:
         return cls(**{**defaults, **given})
 
 
+def top_k_warning(strategy: StrategyConfig, n_stocks: int) -> str:
+    """A warning when ``top_k`` reaches the universe's size (the book then holds every stock:
+    an equal weight, not a selection by score); ``""`` otherwise."""
+    if strategy.rule not in ("top_k", "dropout") or n_stocks < 2 or strategy.top_k < n_stocks:
+        return ""
+    return (f"warning: --top-k {strategy.top_k} is at or above the {n_stocks} stocks of the universe: the "
+            "strategy holds every stock it can (an equal-weight book, not a selection by score)")
+
+
 def rebalance_rows(n_rows: int, every: int) -> np.ndarray:
     """Index of the row whose weights are in force on each row (the last rebalance row)."""
     return np.arange(n_rows) // every * every

@@ -1,63 +1,95 @@
 """``report.html``: one self-contained page per report folder (figures embedded as data
-URIs, no scripts, no network): the verdict first, the model-vs-baselines table, the figures,
-the universe, failures, the configuration and the data caveats."""
+URIs, no scripts, no network), for a screen 1280 px wide and for A4 paper (a print
+stylesheet): the verdict first, then the strategies after costs (their table, the excess
+return over the benchmark, equity curves, the risk table, returns by month and year, the
+worst drawdowns, holdings and turnover), then forecast skill (its table, rolling IC,
+quantiles, IC by horizon, year and board, folds), the universe, failures, the notes and the
+configuration.
+
+Numbers are rendered, never computed here: percentages carry their unit, p-values have no
+sign, each table is sorted by the column the verdict reads, a column without any value is left
+out and named with the reason."""
 
 from __future__ import annotations
 
 import base64
-import html
+import struct
 from pathlib import Path
 
 import pandas as pd
 
-from forecaster.reporting.figures import plural
+from forecaster.reporting.tables import (
+    count_text,
+    drawdowns_section,
+    esc,
+    glance_table,
+    html_table,
+    ic_breakdown_section,
+    risk_section,
+    skill_section,
+    strategy_section,
+    years_section,
+)
 from seq2seq.core import atomic_write
 
-# Figures in the order a reader wants them, with what each shows.
+# Figures in the order a reader wants them, with what each shows; the section each belongs to.
 FIGURES = (
-    ("equity.png", "Equity after costs against the benchmark, with drawdown"),
+    ("excess_return.png", "Cumulative excess return over the benchmark, after costs (solid) and before "
+                          "costs (dashed), of the main model and the best baseline strategy, and its "
+                          "drawdown"),
+    ("equity.png", "Equity after costs of the shown strategies against the benchmark, with drawdowns"),
+    ("monthly_returns.png", "Returns after costs by month and year"),
+    ("holdings_turnover.png", "Stocks held and turnover over time"),
     ("rolling_ic.png", "Rolling daily rank IC"),  # _figure_caption words it as the figure's axis
     ("bar_position_ic.png", "Rank IC by bar of the day"),
+    ("quantile_cumulative.png", "Cumulative return of each score quantile and the long-short curve, "
+                                "before costs"),
     ("quantile_returns.png", "Mean tradeable return per score quintile (monotone = the ranking works)"),
     ("ic_by_horizon.png", "Rank IC of the score against labels 1, 5 and 20 days ahead"),
-    ("fold_metrics.png", "Scores per walk-forward fold"),
+    ("fold_metrics.png", "Scores per walk-forward fold (test days under each fold)"),
     ("predicted_vs_actual.png", "Forecasts against outcomes"),
     ("dm_pvalues.png", "Diebold-Mariano p-values against each baseline"),
 )
+STRATEGY_FIGURES = ("excess_return.png", "equity.png")
+SKILL_FIGURES = ("rolling_ic.png", "bar_position_ic.png", "quantile_cumulative.png", "quantile_returns.png",
+                 "ic_by_horizon.png")
+DETAIL_FIGURES = ("fold_metrics.png", "predicted_vs_actual.png", "dm_pvalues.png")
 
 _STYLE = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;
-color:#222;line-height:1.45;padding:0 1rem}
-h1{font-size:1.6rem;margin-bottom:.2rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}
-.verdict li{margin:.3rem 0}.verdict{background:#f6f8fa;border-left:4px solid #0969da;padding:.6rem 1.2rem}
-table{border-collapse:collapse;font-size:.82rem;margin:.5rem 0}
-th,td{border:1px solid #d0d7de;padding:.2rem .45rem;text-align:right}th{background:#f6f8fa}
-td:first-child,th:first-child{text-align:left}tr.main td{font-weight:600;background:#fff8c5}
-figure{margin:1rem 0}figure img{max-width:100%;border:1px solid #eee}figcaption{color:#555;font-size:.9rem}
-pre{background:#f6f8fa;padding:.8rem;overflow:auto;font-size:.8rem}.caveat{color:#8a4600}
-.muted{color:#666;font-size:.85rem}.scroll{overflow-x:auto}
+*{box-sizing:border-box}
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Noto Sans","Noto Sans CJK SC",sans-serif;
+margin:1.2rem auto;max-width:1140px;color:#222;line-height:1.45;padding:0 1rem}
+h1{font-size:1.5rem;margin:0 0 .2rem}h2{font-size:1.2rem;margin-top:1.8rem;border-bottom:1px solid #ddd}
+h3{font-size:1rem;margin:1.1rem 0 .3rem}
+nav{font-size:.85rem;margin:.3rem 0 .6rem}nav a{color:#0969da;margin-right:.7rem;text-decoration:none}
+.verdict li{margin:.25rem 0}
+.verdict{background:#f6f8fa;border-left:4px solid #0969da;padding:.5rem 1.2rem .5rem 2rem;margin:.5rem 0}
+.wrap{max-width:100%;overflow-x:auto}
+table{border-collapse:collapse;font-size:.8rem;margin:.4rem 0;max-width:100%}
+th,td{border:1px solid #d0d7de;padding:.18rem .4rem;text-align:right}
+th{background:#f6f8fa;font-weight:600;vertical-align:bottom;white-space:normal}
+td{white-space:nowrap;font-variant-numeric:tabular-nums}
+td:first-child,th:first-child{text-align:left}td.text,th.text{white-space:normal;text-align:left}
+tr.main td{font-weight:700;background:#fff8c5}tr.best td{background:#ddf4ff}
+tr.ref td{color:#555;font-style:italic}
+.grid2{display:flex;flex-wrap:wrap;gap:0 2rem;align-items:flex-start}
+figure{margin:1rem 0}figure img{max-width:100%;height:auto;border:1px solid #eee}
+figcaption{color:#555;font-size:.88rem}
+pre{background:#f6f8fa;padding:.8rem;font-size:.78rem;white-space:pre-wrap;word-break:break-word}
+.caveat{color:#8a4600}.muted{color:#666;font-size:.85rem}
+@media print{
+@page{size:A4;margin:12mm 11mm}
+body{max-width:none;margin:0;padding:0;font-size:9.5pt;line-height:1.35}
+nav{display:none}
+h1{font-size:15pt}h2{font-size:12pt;margin-top:10pt;break-after:avoid}h3{break-after:avoid}
+table{font-size:7.6pt}th,td{padding:1px 3px}
+figure,table,.verdict,.grid2>div{break-inside:avoid}
+figure img{max-width:100%;width:auto !important;border:none}
+.verdict,tr.main td,tr.best td,th{-webkit-print-color-adjust:exact;print-color-adjust:exact}
+.wrap{overflow:visible}
+pre{font-size:7pt}
+}
 """
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
-
-
-def _table(frame: pd.DataFrame, highlight: str | None = None, fmt: str = "{:+.4f}") -> str:
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in [frame.index.name or "", *frame.columns])
-    rows = []
-    for idx, row in frame.iterrows():
-        cells = []
-        for v in row:
-            if isinstance(v, float):
-                cells.append("<td>–</td>" if pd.isna(v) else f"<td>{fmt.format(v)}</td>")
-            else:
-                cells.append(f"<td>{html.escape(str(v))}</td>")
-        cls = ' class="main"' if idx == highlight else ""
-        rows.append(f"<tr{cls}><td>{html.escape(str(idx))}</td>{''.join(cells)}</tr>")
-    return (f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody>'
-            "</table></div>")
-
 
 def _figure_caption(name: str, text: str, panel: bool, bars: bool = False) -> str:
     """The caption of figure ``name`` in the words of the figure itself (panel, one stock, or
@@ -82,118 +114,125 @@ def _figure_caption(name: str, text: str, panel: bool, bars: bool = False) -> st
     return text
 
 
-def _table_caption(columns) -> str:
-    """What the columns of the model-vs-baselines table mean: only those it has (a one-stock
-    table has no cross-sectional columns)."""
-    names = [str(c) for c in columns]
-
-    def has(key: str) -> bool:
-        return any(n == key or n.startswith(key + "(") for n in names)
-
-    parts = ["– : not computed (see the notes)"]
-    if has("hit_rate"):
-        parts.append("hit_rate: share of the rows with a nonzero forecast and outcome whose signs agree")
-    pooled = [c for c in ("pearson_ic", "rank_ic") if has(c)]
-    if pooled:
-        parts.append(f"{' and '.join(pooled)}: correlation of forecast and outcome over every scored row")
-    cross = [c for c in ("daily_rank_ic", "icir", "q_spread") if has(c)]
-    if cross:
-        parts.append(f"{', '.join(cross)}: across the stocks of each day, on the label above")
-    if has("position_ic"):
-        parts.append("position_ic and position_rank_ic: the IC and rank IC of each bar of the day across "
-                     "days, averaged over the day's bars (bar_position_metrics.csv)")
-    if has("rank_ic_close"):
-        parts.append("rank_ic_close: the daily rank IC against the close-to-close return")
-    if has("ic_diff_p"):
-        parts.append("ic_diff_p: Newey-West test of the daily rank-IC difference")
-    if has("dm_p"):
-        parts.append("dm_p: Diebold-Mariano test of the squared-error difference")
-    if has("excess_vs_bench"):
-        parts.append("excess_vs_bench: annual return minus that of its benchmark")
-    return "; ".join(parts) + "."
+def png_size(data: bytes) -> tuple[int, int]:
+    """Width and height of a PNG, from its header (0, 0 if it is not one)."""
+    if data[:8] != b"\x89PNG\r\n\x1a\n" or len(data) < 24:
+        return 0, 0
+    return struct.unpack(">II", data[16:24])
 
 
 def _figure(path: Path, caption: str) -> str:
-    data = base64.b64encode(path.read_bytes()).decode("ascii")
-    return (f'<figure id="{html.escape(path.stem)}"><img alt="{html.escape(path.name)}" '
-            f'src="data:image/png;base64,{data}"><figcaption>{html.escape(path.name)}: '
-            f"{html.escape(caption)}</figcaption></figure>")
+    """The figure embedded as a data URI, drawn at half its pixels (figures are saved at twice
+    the screen resolution), never wider than the page."""
+    raw = path.read_bytes()
+    width, height = png_size(raw)
+    size = f' width="{width // 2}" height="{height // 2}"' if width else ""
+    data = base64.b64encode(raw).decode("ascii")
+    return (f'<figure id="{esc(path.stem)}"><img alt="{esc(path.name)}"{size} '
+            f'src="data:image/png;base64,{data}"><figcaption>{esc(path.name)}: '
+            f"{esc(caption)}</figcaption></figure>")
 
 
-def _ic_breakdown(report) -> list[str]:
-    """The daily rank IC by calendar year and by board: one row per model, each cell the mean
-    IC and the ICIR in brackets (days and stocks: ic_by_year.csv, ic_by_board.csv)."""
-    parts = []
-    for table, key, title in ((report.ic_years, "year", "year"), (report.ic_boards, "board", "board")):
-        if not len(table):
-            continue
-        cells = table.assign(cell=[("–" if pd.isna(m) else f"{m:+.4f}")
-                                   + ("" if pd.isna(r) else f" ({r:+.2f})")
-                                   for m, r in zip(table["mean_ic"], table["icir"], strict=True)])
-        if key == "board":  # the board's stocks in its column's name
-            stocks = table.groupby("board", sort=False)["n_stocks"].max()
-            cells["board"] = [f"{b} ({plural(stocks[b], 'stock')})" for b in cells["board"]]
-        grid = cells.pivot(index="model", columns=key, values="cell").reindex(
-            columns=list(dict.fromkeys(cells[key])), index=list(dict.fromkeys(cells["model"]))).fillna("–")
-        grid.index.name, grid.columns.name = "model", None
-        grid.columns = [str(c) for c in grid.columns]
-        parts += [f"<h3>By {title}</h3>", _table(grid, highlight=report.model, fmt="{}")]
-    if not parts:
-        return []
-    return ["<h2>Daily rank IC by year and by board</h2>",
-            '<p class="muted">Each cell: mean daily rank IC (ICIR). A board\'s IC is the daily rank IC '
-            "within its stocks (days with fewer than 5 of them scored have none); main excludes the "
-            "former SME board (sz.002xxx). Days per cell: ic_by_year.csv, ic_by_board.csv.</p>", *parts]
+def data_label(data: str | None, codes) -> str:
+    """What the report is about, in a few words: the data folder's name, or SYNTHETIC."""
+    codes = [str(c) for c in codes]
+    if codes and all(c.lower().startswith("syn.") for c in codes):
+        return "SYNTHETIC panel" if len(codes) > 1 else "SYNTHETIC series"
+    if data and not str(data).startswith("synthetic"):
+        return Path(str(data).rstrip("/")).name or str(data)
+    return codes[0] if len(codes) == 1 else "the data"
 
 
-def write_html(report, result, out: str | Path) -> Path:
-    """Write ``out/report.html`` from a :class:`~forecaster.reporting.report.Report` and the figures
-    already written into ``out`` (and ``out/experiment.toml`` when the run has one)."""
+def write_html(report, result, out: str | Path, shown: list[str] | None = None,
+               data: str | None = None) -> Path:
+    """Write ``out/report.html`` from a :class:`~forecaster.evaluation.scoring.Report` and the
+    figures already written into ``out`` (and ``out/experiment.toml`` when the run has one).
+    ``shown``: the models the line figures draw (named under them); ``data``: the data's
+    source (its name heads the page)."""
+    from forecaster.evaluation.verdict import best_strategy
+
     out = Path(out)
-    n_codes = int(result.predictions["code"].nunique())
-    table = report.summary_table()
-    table.index.name = "model"
-    notes = [n for n in report.notes]
+    codes = result.predictions["code"].unique()
+    n_codes = len(codes)
+    label = data_label(data, codes)
+    start, end = result.predictions.index.min().date(), result.predictions.index.max().date()
+    notes = list(report.notes)
     caveats = [n for n in notes if "SYNTHETIC" in n or "survivorship" in n or "not scored" in n]
     other_notes = [n for n in notes if n not in caveats]
-    parts = [f"<h1>Walk-forward report: {html.escape(report.model)}</h1>",
-             f'<p class="muted">{_count(len(result.folds), "fold")}, {_count(n_codes, "stock")}, '
-             f"{result.predictions.index.min().date()} to {result.predictions.index.max().date()}; "
-             f"label: {html.escape(result.config.label)}, horizon {result.config.horizon}</p>",
-             "<h2>Verdict</h2>", '<ul class="verdict">',
-             *(f"<li>{html.escape(line)}</li>" for line in report.verdict), "</ul>"]
-    if caveats:
-        parts += ["<h2>Data caveats</h2>", "<ul>",
-                  *(f'<li class="caveat">{html.escape(c)}</li>' for c in caveats), "</ul>"]
-    parts += ["<h2>Model against baselines</h2>",
-              f'<p class="muted">{html.escape(_table_caption(table.columns))}</p>',
-              _table(table, highlight=report.model)]
-    parts += _ic_breakdown(report)
-    figures = [(out / name, _figure_caption(name, text, n_codes > 1, report.bars)) for name, text in FIGURES
-               if (out / name).is_file()]
-    if figures:
-        parts += ["<h2>Figures</h2>", *(_figure(p, t) for p, t in figures)]
+    backtests = report.backtests if isinstance(report.backtests, dict) else {}
+    best = best_strategy(backtests, report.model) if backtests else None
+    has = {name: (out / name).is_file() for name, _ in FIGURES}
+    captions = {name: _figure_caption(name, text, n_codes > 1, report.bars) for name, text in FIGURES}
+    if shown:
+        drawn = ", ".join(shown)
+        for name in ("equity.png", "rolling_ic.png", "quantile_returns.png", "ic_by_horizon.png",
+                     "fold_metrics.png", "quantile_cumulative.png"):
+            captions[name] += f"; drawn: {drawn} (every model: the tables)"
+
+    def figures(names) -> list[str]:
+        return [_figure(out / n, captions[n]) for n in names if has.get(n)]
+
+    sections = []
+    strategy = strategy_section(report, best) if backtests else []
+    if strategy:
+        sections.append(("strategy", "Strategies after costs", [*strategy, *figures(STRATEGY_FIGURES)]))
+        sheet = [*risk_section(report, best)]
+        months = years_section(report)
+        if months or has.get("monthly_returns.png"):
+            sheet += ["<h3>Returns by year and month</h3>", *figures(("monthly_returns.png",)), *months]
+        sheet += drawdowns_section(report)
+        sheet += figures(("holdings_turnover.png",))
+        if sheet:
+            sections.append(("tearsheet", f"Tear sheet: {report.model}", sheet))
+    skill = skill_section(report)
+    if skill or any(has.get(n) for n in SKILL_FIGURES):
+        sections.append(("skill", "Forecast skill",
+                         [*skill, *figures(SKILL_FIGURES), *ic_breakdown_section(report)]))
+    details = figures(DETAIL_FIGURES)
+    if details:
+        sections.append(("folds", "Folds and tests", details))
     if len(report.universe):
         counts = report.universe_counts
-        parts += ["<h2>Universe</h2>",
-                  f"<p>{_count(counts['loaded'], 'stock')} loaded, {counts['used']} used, "
-                  f"{len(counts['left_out'])} left out (every stock: universe.csv).</p>"]
+        universe = [f"<p>{count_text(counts['loaded'], 'stock')} loaded, {counts['used']} used, "
+                    f"{len(counts['left_out'])} left out (every stock: universe.csv).</p>"]
         left = report.universe[report.universe["reason"] != ""].set_index("code")
         if len(left):
-            parts.append(_table(left[["status", "days", "folds", "scored_days", "reason"]], fmt="{}"))
+            universe.append(html_table(left[["status", "days", "folds", "scored_days", "reason"]], fmt="{}",
+                                   text_columns=("reason",)))
+        sections.append(("universe", "Universe", universe))
     if result.failed:
         rows = pd.DataFrame([{"fold": f, "model": m, "error": why} for (f, m), why in
                              sorted(result.failed.items())]).set_index("fold")
-        parts += ["<h2>Failed model runs</h2>", _table(rows, fmt="{}")]
+        sections.append(("failed", "Failed model runs",
+                         [html_table(rows, fmt="{}", text_columns=("error",))]))
     if other_notes:
-        parts += ["<h2>Notes</h2>", "<ul>", *(f"<li>{html.escape(n)}</li>" for n in other_notes), "</ul>"]
+        sections.append(("notes", "Notes", ["<ul>", *(f"<li>{esc(n)}</li>" for n in other_notes), "</ul>"]))
     config = out / "experiment.toml"
     if config.is_file():
-        parts += ["<h2>Configuration</h2>",
-                  '<p class="muted">experiment.toml: <code>forecaster run experiment.toml --out NEW</code> '
-                  "reproduces this report.</p>", f"<pre>{html.escape(config.read_text())}</pre>"]
+        sections.append(("configuration", "Configuration", [
+            '<p class="muted">experiment.toml: <code>forecaster run experiment.toml --out NEW</code> '
+            "reproduces this report.</p>", f"<pre>{esc(config.read_text())}</pre>"]))
+
+    heading = f"Walk-forward report: {report.model} on {label}"
+    parts = [f"<h1>{esc(heading)}</h1>",
+             f'<p class="muted">{esc(data or label)}: {count_text(n_codes, "stock")}, '
+             f"{count_text(len(result.folds), 'fold')}, {start} to {end}; "
+             f"label: {esc(result.config.label)}, horizon {result.config.horizon}</p>",
+             "<nav>" + "".join(f'<a href="#{key}">{esc(title.split(":")[0])}</a>' for key, title, _ in
+                               [("verdict", "Verdict", None), *sections]) + "</nav>",
+             '<h2 id="verdict">Verdict</h2>', '<ul class="verdict">',
+             *(f"<li>{esc(line)}</li>" for line in report.verdict), "</ul>"]
+    if backtests and report.model in report.strategy.risk.index:
+        parts.append(glance_table(report, best))
+    if caveats:
+        parts += ["<h2>Data caveats</h2>", "<ul>", *(f'<li class="caveat">{esc(c)}</li>' for c in caveats),
+                  "</ul>"]
+    for key, title, body in sections:
+        parts += [f'<h2 id="{key}">{esc(title)}</h2>', *body]
+    title = f"{report.model} walk-forward report: {label}, {start} to {end}"
     page = ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{html.escape(report.model)} walk-forward report</title><style>{_STYLE}</style></head>"
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{esc(title)}</title><style>{_STYLE}</style></head>"
             f"<body>{''.join(parts)}</body></html>")
     path = out / "report.html"
     with atomic_write(path, "w") as f:

@@ -1,10 +1,12 @@
-"""PNG plots of forecasts, implied prices, attention and training curves (matplotlib, Agg)."""
+"""PNG figures of a scored run's forecasts (matplotlib, Agg): forecasts against outcomes, rolling
+IC, scores per fold, Diebold-Mariano p-values, quantile returns, IC by horizon. The figures of
+a trained run for daily use (training curves, the ranked list, attention) live in
+:mod:`forecaster.reporting.run_figures` and are importable from here too."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib.dates as mdates
 import numpy as np
 import pandas as pd
 
@@ -15,22 +17,42 @@ from forecaster.reporting.figures import (
     MODEL_COLORS,
     NEUTRAL,
     ROLLING_IC_WINDOW,
+    date_axis,
+    legend_outside,
+    model_styles,
     plt,
     plural,
-    sign_colors,
+    style_of,
 )
 from forecaster.reporting.figures import save_figure as _save
+from forecaster.reporting.run_figures import (  # noqa: F401  (their home before; callers import them here)
+    LOSS_NAMES,
+    loss_label,
+    plot_attention,
+    plot_history,
+    plot_panel_training,
+    plot_price_path,
+    plot_ranked_list,
+    ranked_list_labels,
+    ranked_list_title,
+)
 
 
-def _day(x) -> str:
-    """A date as ``YYYY-MM-DD`` (Timestamp, date or text)."""
-    return str(pd.Timestamp(x).date())
+def _bar_date_ticks(ax, index, max_ticks: int = 8) -> None:
+    """Ticks of bars drawn in trading order (x = 0, 1, ...): at the first bar of evenly spaced
+    days, labelled with the date."""
+    days = pd.DatetimeIndex(index).normalize()
+    starts = np.flatnonzero(np.r_[True, days[1:] != days[:-1]])
+    pick = starts[np.unique(np.linspace(0, len(starts) - 1, min(max_ticks, len(starts))).round().astype(int))]
+    ax.set_xticks(pick, [str(days[i].date()) for i in pick], fontsize=8)
 
 
 def plot_forecast_vs_actual(forecast: pd.Series, actual: pd.Series, path: str | Path,
                             title: str = "", bars: bool = False) -> Path:
-    """Daily (or, with ``bars``, per-bar) forecast and realised log returns over time, and
-    their scatter. Bars are drawn in trading order, so nights and lunch breaks leave no gaps.
+    """Daily (or, with ``bars``, per-bar) realised log returns (top left) and the forecasts
+    (below, on their own scale: a forecast is far smaller than the moves it forecasts) over
+    time, and their scatter (right). Bars are drawn in trading order, so nights and lunch
+    breaks leave no gaps, with the dates on the axis.
 
     The correlation and sign hit rate in the scatter's title are
     :func:`forecaster.metrics.point_metrics`'s, the report table's definitions: the hit rate
@@ -40,17 +62,25 @@ def plot_forecast_vs_actual(forecast: pd.Series, actual: pd.Series, path: str | 
     actual = actual.reindex(forecast.index)
     ok = actual.notna() & forecast.notna()
     unit = "bar" if bars else "day"
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.2), gridspec_kw={"width_ratios": [2.2, 1]})
+    fig = plt.figure(figsize=(13, 5.2))
+    grid = fig.add_gridspec(2, 2, width_ratios=[2.2, 1], height_ratios=[1.3, 1])
+    ax1 = fig.add_subplot(grid[0, 0])
+    ax2 = fig.add_subplot(grid[:, 1])  # axes[1]: the scatter
+    ax3 = fig.add_subplot(grid[1, 0], sharex=ax1)
     x = np.arange(len(forecast)) if bars else forecast.index
-    ax1.plot(x, actual, lw=0.6, color="0.6", label="actual")
-    ax1.plot(x, forecast, lw=0.9, color="C0", label="forecast")
-    ax1.axhline(0, color="k", lw=0.5)
+    ax1.plot(x, actual, lw=0.6, color="0.45")
+    ax3.plot(x, forecast, lw=0.9, color="C0")
+    for ax in (ax1, ax3):
+        ax.axhline(0, color="k", lw=0.5)
     if bars:
-        ax1.set_xlabel(f"bar, in trading order ({pd.Timestamp(forecast.index[0]).date()} .. "
-                       f"{pd.Timestamp(forecast.index[-1]).date()})")
-    ax1.set_ylabel(f"{'bar' if bars else 'daily'} log return")
-    ax1.legend(loc="upper left")
-    ax1.set_title(title or f"forecast vs actual {'bar' if bars else 'daily'} log return")
+        _bar_date_ticks(ax3, forecast.index)
+    else:
+        date_axis(ax3)
+    ax1.tick_params(labelbottom=False)
+    what = "bar" if bars else "daily"
+    ax1.set_ylabel(f"actual {what}\nlog return", fontsize=9)
+    ax3.set_ylabel("forecast\n(own scale)", fontsize=9)
+    ax1.set_title(title or f"forecast vs actual {what} log return", fontsize=10)
     m = point_metrics(forecast.to_numpy(dtype=float), actual.to_numpy(dtype=float))
     ax2.scatter(forecast[ok], actual[ok], s=4, alpha=0.5)
     ax2.axhline(0, color="k", lw=0.5)
@@ -60,81 +90,6 @@ def plot_forecast_vs_actual(forecast: pd.Series, actual: pd.Series, path: str | 
     ax2.set_title(f"corr {m['pearson_ic']:+.3f}, sign hit rate {m['hit_rate']:.1%}\n"
                   f"(over {plural(m['n_directional'], unit)} with nonzero forecast and outcome)",
                   fontsize=9)
-    return _save(fig, path)
-
-
-def plot_price_path(frame: pd.DataFrame, returns: pd.Series, forecast: pd.Series, path: str | Path) -> Path:
-    """Two price views of return forecasts (``returns``: the stock's realised daily log returns).
-
-    Top: the one-step implied price ``previous close * exp(forecast)`` next to the close. It
-    always hugs the price, whatever the forecast's skill, because it starts from yesterday's
-    close (the seed's plot looked good for this reason). Bottom: the honest view, cumulative
-    log return of actual vs forecast.
-    """
-    close = frame["close"].reindex(forecast.index)
-    prev = frame["preclose"] if "preclose" in frame.columns else frame["close"].shift(1)
-    implied = prev.reindex(forecast.index) * np.exp(forecast)
-    # Days without a return (the first one without preclose) add nothing to the cumulative sum.
-    actual = returns.reindex(forecast.index).fillna(0.0)
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(12, 7), sharex=True)
-    ax1.plot(close.index, close, lw=0.9, color="0.3", label="close")
-    ax1.plot(implied.index, implied, lw=0.7, color="C1", label="previous close x exp(forecast)")
-    ax1.set_ylabel("price")
-    ax1.set_title("one-step implied price (tracks the close by construction: not evidence of skill)")
-    ax1.legend(loc="upper left")
-    ax2.plot(actual.index, actual.cumsum(), lw=0.9, color="0.3", label="actual cumulative log return")
-    ax2.plot(forecast.index, forecast.cumsum(), lw=0.9, color="C0", label="sum of forecasts")
-    ax2.axhline(0, color="k", lw=0.5)
-    ax2.set_ylabel("cumulative log return")
-    ax2.legend(loc="upper left")
-    return _save(fig, path)
-
-
-def plot_attention(weights: list[np.ndarray], dates: pd.DatetimeIndex, path: str | Path) -> Path:
-    """Self-attention over the input window, per layer (mean over heads): the full causal map,
-    and below it the row that makes the forecast (the last query).
-
-    Args:
-        weights: per layer ``[heads, window, window]``.
-        dates: the window's dates (axis labels).
-    """
-    n = len(weights)
-    fig, axes = plt.subplots(2, n, figsize=(5.2 * n, 8), squeeze=False,
-                             gridspec_kw={"height_ratios": [3, 1]})
-    labels = [d.strftime("%m-%d") for d in dates]
-    step = max(1, len(labels) // 12)
-    ticks = range(0, len(labels), step)
-    for i, w in enumerate(weights):
-        mean = w.mean(0)
-        # The first queries see only a few keys and take all the weight; clip the colour
-        # scale so the structure of the later rows stays visible.
-        lower = mean[np.tril_indices_from(mean)][min(len(mean), 15):]
-        vmax = float(np.quantile(lower, 0.99)) if lower.size else None
-        ax = axes[0, i]
-        im = ax.imshow(mean, cmap="viridis", aspect="auto", vmin=0, vmax=vmax)
-        ax.set_title(f"layer {i + 1} (mean of {w.shape[0]} heads)")
-        ax.set_xticks(ticks, labels[::step], rotation=90, fontsize=7)
-        ax.set_yticks(ticks, labels[::step], fontsize=7)
-        ax.set_xlabel("attended day (key)")
-        ax.set_ylabel("query day")
-        fig.colorbar(im, ax=ax, fraction=0.046, extend="max")
-        bar = axes[1, i]
-        bar.bar(range(len(labels)), mean[-1], color="C0")
-        bar.set_xticks(ticks, labels[::step], rotation=90, fontsize=7)
-        bar.set_title(f"weights of the forecasting query ({labels[-1]})", fontsize=9)
-    return _save(fig, path)
-
-
-def plot_history(history: list[dict], path: str | Path) -> Path:
-    """Training and validation loss per epoch."""
-    h = pd.DataFrame(history)
-    fig, ax = plt.subplots(figsize=(6, 3.6))
-    ax.plot(h["epoch"], h["train_loss"], marker="o", label="train")
-    if "val_loss" in h:
-        ax.plot(h["epoch"], h["val_loss"], marker="o", label="validation")
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("loss (scaled units)")
-    ax.legend()
     return _save(fig, path)
 
 
@@ -149,39 +104,14 @@ def plot_scatter(forecast: pd.Series, actual: pd.Series, path: str | Path, title
         bins = np.clip(np.searchsorted(edges, f, side="right") - 1, 0, 9)
         centres = [f[bins == b].mean() for b in range(10)]
         means = [a[bins == b].mean() for b in range(10)]
-        ax.plot(centres, means, "o-", color="C1", label="mean actual per forecast decile")
-        ax.legend(loc="upper left")
+        ax.plot(centres, means, "o-", color="C1", label="mean actual per\nforecast decile")
+        legend_outside(ax)
     ax.axhline(0, color="k", lw=0.5)
     ax.axvline(0, color="k", lw=0.5)
     corr = float(np.corrcoef(f, a)[0, 1]) if len(f) > 2 else float("nan")
     ax.set_xlabel("forecast")
     ax.set_ylabel("actual")
     ax.set_title(f"{title}\npooled corr {corr:+.3f}, n={len(f)}", fontsize=10)
-    return _save(fig, path)
-
-
-def plot_equity(equity: pd.Series, benchmark: pd.Series, path: str | Path, title: str = "",
-                index: pd.Series | None = None, index_label: str = "index") -> Path:
-    """Equity of the strategy and its benchmark (normalised to 1), and their drawdowns; with
-    ``index``, the universe's index's own series too."""
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(12, 6.5), sharex=True,
-                                   gridspec_kw={"height_ratios": [3, 1.3]})
-    lines = [(equity, "strategy", "C0"), (benchmark, "benchmark", "0.4")]
-    if index is not None:
-        lines.append((index, index_label, "C4"))
-    for series, label, color in lines:
-        s = series.dropna()
-        if s.empty:
-            continue
-        norm = s / s.iloc[0]
-        ax1.plot(norm.index, norm, color=color, lw=1, label=label)
-        # lines, not filled areas: three overlapping fills hide one another
-        ax2.plot(norm.index, norm / norm.cummax() - 1, color=color, lw=0.9, label=label)
-    ax1.set_ylabel("growth of 1")
-    ax1.set_title(title)
-    ax1.legend(loc="upper left")
-    ax2.set_ylabel("drawdown")
-    ax2.legend(loc="lower left")
     return _save(fig, path)
 
 
@@ -192,12 +122,24 @@ def rolling_ic_label(window: int, panel: bool) -> str:
             else f"{window}-day rolling correlation of forecast and actual")
 
 
+def _main_last(names, main: str | None) -> list:
+    """Draw order: the other models first, the main model last (on top)."""
+    return [n for n in names if str(n) != main] + [n for n in names if str(n) == main]
+
+
+def _legend_main_first(ax, main: str | None, **kwargs):
+    return legend_outside(ax, first=main, **kwargs)
+
+
 def plot_rolling_ic(predictions: pd.DataFrame, daily_ic: pd.DataFrame, path: str | Path,
-                    window: int = ROLLING_IC_WINDOW) -> Path:
+                    window: int = ROLLING_IC_WINDOW, styles: dict | None = None, main: str = "transformer",
+                    shown: list[str] | None = None) -> Path:
     """Rolling mean IC per model: the daily cross-sectional rank IC for panels, else the
-    rolling time-series correlation of forecast and actual. A model without any value (a constant
-    forecast such as zero has no correlation) has no line, so it is named in the title
-    instead of the legend."""
+    rolling time-series correlation of forecast and actual. ``shown``: the models drawn (the
+    main model, the best baseline and a few named others; the rest are in the report's
+    tables), each in its colour of ``styles``. A model without any value (a constant forecast
+    such as zero has no correlation) has no line, so it is named in the title instead of the
+    legend."""
     fig, ax = plt.subplots(figsize=(12, 4.5))
     panel = bool(len(daily_ic.columns))
     if panel:
@@ -210,57 +152,103 @@ def plot_rolling_ic(predictions: pd.DataFrame, daily_ic: pd.DataFrame, path: str
         curves = pd.DataFrame(curves)
     ylabel = rolling_ic_label(window, panel)
     empty = [str(name) for name in curves.columns if not curves[name].notna().any()]
-    # Model colours, never red or green (gains and losses); past eight models they repeat
-    # dashed. The Transformer is drawn in black, thicker, so it stands out among fifteen lines.
-    others = [n for n in curves.columns if str(n) not in empty and n != "transformer"]
-    for i, name in enumerate(others):
-        ax.plot(curves.index, curves[name], lw=0.8, label=str(name),
-                color=MODEL_COLORS[i % len(MODEL_COLORS)], ls="-" if i < len(MODEL_COLORS) else "--")
-    if "transformer" in curves.columns and "transformer" not in empty:
-        ax.plot(curves.index, curves["transformer"], lw=1.6, color="k", label="transformer")
+    names = [str(n) for n in curves.columns]
+    order = [*(n for n in (shown or []) if n in names), *(n for n in names if n not in (shown or []))]
+    drawn = [n for n in order if n not in empty and (shown is None or n in shown)]
+    curves.columns = names
+    hidden = [str(n) for n in curves.columns if str(n) not in empty and n not in drawn]
+    styles = styles or model_styles(_main_last(drawn, main)[::-1], main)
+    for name in _main_last(drawn, main):
+        ax.plot(curves.index, curves[name], label=str(name), **style_of(styles, name, main))
     ax.axhline(0, color="k", lw=0.5)
-    locator = mdates.AutoDateLocator(maxticks=10)  # a short run's day ticks must not collide
-    ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    date_axis(ax)
     ax.set_ylabel(ylabel, fontsize=9)
     title = ylabel
+    if hidden:
+        title += f" ({plural(len(hidden), 'other model')} in the tables)"
     if empty:
         title += f"\nnot drawn (no {'rank IC' if panel else 'correlation'}, e.g. a constant forecast): " + \
             ", ".join(empty)
     ax.set_title(title, fontsize=10)
-    if len(empty) < len(curves.columns):
-        ax.legend(loc="upper left", ncol=4, fontsize=8)
+    _legend_main_first(ax, main)
     return _save(fig, path)
 
 
-def plot_fold_metrics(per_fold: pd.DataFrame, path: str | Path) -> Path:
-    """R^2 against zero and IC per fold for each model. The R^2 axis is clipped around the
-    bulk of the models so that one wild baseline (the seed recipe) cannot flatten the rest;
-    clipped models are marked in the legend."""
+def plot_fold_metrics(per_fold: pd.DataFrame, path: str | Path, styles: dict | None = None,
+                      main: str = "transformer", shown: list[str] | None = None,
+                      fold_days: dict | None = None) -> Path:
+    """R^2 against zero (where any shown model has one) and IC per walk-forward fold, for the
+    ``shown`` models in their ``styles``. The fold axis has one tick per fold, with its test
+    days (``fold_days``: ``{fold: days}``) under it; a fold shorter than half the median is
+    shaded, its statistics noisier. The R^2 axis is clipped around the bulk of the models so
+    that one wild baseline (the seed recipe) cannot flatten the rest; clipped models are
+    marked in the legend. A model without any value is named in the title, not the legend."""
     panel = "daily_rank_ic_mean" in per_fold and per_fold["daily_rank_ic_mean"].notna().any()
     ic_col = "daily_rank_ic_mean" if panel else "pearson_ic"
-    r2 = per_fold.dropna(subset=["r2_oos_zero"])
-    typical = r2.groupby("model")["r2_oos_zero"].median().abs() <= 0.5  # sane forecasters
-    bulk = r2.loc[r2["model"].map(typical), "r2_oos_zero"]
-    lo, hi = (bulk.min(), bulk.max()) if len(bulk) else (-0.1, 0.1)
-    pad = max(0.25 * (hi - lo), 0.01)
-    lo, hi = lo - pad, hi + pad
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(12, 6), sharex=True)
-    for name, g in per_fold.groupby("model"):
-        if g["r2_oos_zero"].notna().any():
-            clipped = ((g["r2_oos_zero"] < lo) | (g["r2_oos_zero"] > hi)).any()
-            ax1.plot(g["fold"], g["r2_oos_zero"].clip(lo, hi), marker=".", lw=0.8,
-                     label=f"{name} (clipped)" if clipped else name)
-        ax2.plot(g["fold"], g[ic_col], marker=".", lw=0.8, label=name)
-    ax1.set_ylim(lo, hi)
-    ax1.axhline(0, color="k", lw=0.5)
-    ax1.set_ylabel("R^2 vs zero forecast")
-    if ax1.get_legend_handles_labels()[0]:  # factor scores only: no R^2 to draw
-        ax1.legend(loc="lower left", ncol=4, fontsize=8)
-    ax2.axhline(0, color="k", lw=0.5)
-    ax2.set_ylabel("mean daily rank IC" if panel else "correlation of forecast and actual")
-    ax2.set_xlabel("fold")
-    ax2.legend(loc="lower left", ncol=5, fontsize=8)
+    present = [str(m) for m in per_fold["model"].unique()]
+    models = [m for m in shown if m in present] if shown is not None else present
+    data = per_fold[per_fold["model"].astype(str).isin(models)]
+    # R^2 only where the main model has one (a panel's scores rank stocks: no R^2 to compare)
+    mine = data.loc[data["model"].astype(str) == main, "r2_oos_zero"]
+    has_r2 = (mine.notna().any() if len(mine) else data["r2_oos_zero"].notna().any())
+    empty = [str(m) for m in models if not data.loc[data["model"] == m, ic_col].notna().any()
+             and not data.loc[data["model"] == m, "r2_oos_zero"].notna().any()]
+    models = [m for m in models if str(m) not in empty]
+    styles = styles or model_styles(models, main)
+    fig, axes = plt.subplots(2 if has_r2 else 1, 1, figsize=(12, 6 if has_r2 else 3.8), sharex=True,
+                             squeeze=False)
+    axes = list(axes[:, 0])
+    ax_ic = axes[-1]
+    if has_r2:
+        ax1 = axes[0]
+        r2 = data.dropna(subset=["r2_oos_zero"])
+        typical = r2.groupby("model")["r2_oos_zero"].median().abs() <= 0.5  # sane forecasters
+        bulk = r2.loc[r2["model"].map(typical), "r2_oos_zero"]
+        lo, hi = (bulk.min(), bulk.max()) if len(bulk) else (-0.1, 0.1)
+        pad = max(0.25 * (hi - lo), 0.01)
+        lo, hi = lo - pad, hi + pad
+        for name in _main_last(models, main):
+            g = data[data["model"] == name].sort_values("fold")
+            if g["r2_oos_zero"].notna().any():
+                clipped = ((g["r2_oos_zero"] < lo) | (g["r2_oos_zero"] > hi)).any()
+                ax1.plot(g["fold"], g["r2_oos_zero"].clip(lo, hi), marker="o", ms=3,
+                         label=f"{name} (clipped)" if clipped else str(name), **style_of(styles, name, main))
+        ax1.set_ylim(lo, hi)
+        ax1.axhline(0, color="k", lw=0.5)
+        ax1.set_ylabel("R^2 vs zero forecast")
+        _legend_main_first(ax1, main, title="R^2 panel")
+    for name in _main_last(models, main):
+        g = data[data["model"] == name].sort_values("fold")
+        ax_ic.plot(g["fold"], g[ic_col], marker="o", ms=3, label=str(name), **style_of(styles, name, main))
+    ax_ic.axhline(0, color="k", lw=0.5)
+    ax_ic.set_ylabel("mean daily rank IC" if panel else "correlation of\nforecast and actual")
+    folds = sorted(int(f) for f in per_fold["fold"].unique())
+    days = {int(k): int(v) for k, v in (fold_days or {}).items()}
+    labels = [f"{f}\n{days[f]} d" if f in days else str(f) for f in folds]
+    ax_ic.set_xticks(folds, labels, fontsize=8 if len(folds) <= 40 else 6)
+    if len(folds) > 40:  # too many to label each: every k-th
+        for i, t in enumerate(ax_ic.get_xticklabels()):
+            t.set_visible(i % int(np.ceil(len(folds) / 40)) == 0)
+    ax_ic.set_xlabel("walk-forward fold (test days under each)" if days else "walk-forward fold")
+    short = []
+    if days:
+        median = float(np.median(list(days.values())))
+        short = [f for f in folds if f in days and days[f] < 0.5 * median]
+        for f in short:
+            for ax in axes:
+                ax.axvspan(f - 0.45, f + 0.45, color="#e8e8e8", zorder=0)
+    title = "Scores per walk-forward fold"
+    kept = {str(x) for x in models} | set(empty)
+    others = [str(m) for m in per_fold["model"].unique() if str(m) not in kept]
+    if others:
+        title += f" ({plural(len(others), 'other model')} in fold_metrics.csv)"
+    if short:
+        title += "\nshaded: " + ", ".join(f"fold {f} ({days[f]} days)" for f in short) + \
+            ", shorter than half the median fold: noisier"
+    if empty:
+        title += "\nnot drawn (no value, e.g. a constant forecast): " + ", ".join(empty)
+    axes[0].set_title(title, fontsize=10)
+    _legend_main_first(ax_ic, main)
     return _save(fig, path)
 
 
@@ -277,27 +265,33 @@ def dm_colors(dm: pd.DataFrame, alpha: float = 0.05) -> list[str]:
 
 
 def plot_dm(dm: pd.DataFrame, model: str, path: str | Path, alpha: float = 0.05) -> Path:
-    """Diebold-Mariano p-values of the model against each baseline (bars), coloured by
-    significance and direction (:func:`dm_colors`): red, the model's squared error is
-    significantly lower; green, significantly higher; grey, no significant difference."""
+    """Diebold-Mariano p-values of the model against each baseline, as bars of ``-log10 p``
+    (a significant result is a tall bar, not an invisible one; the axis is labelled in
+    p-values), coloured by significance and direction (:func:`dm_colors`): red, the model's
+    squared error is significantly lower; green, significantly higher; grey, no significant
+    difference. Each bar carries its p-value."""
     from matplotlib.patches import Patch
 
+    floor = 1e-6
     fig, ax = plt.subplots(figsize=(max(7.0, 0.9 * len(dm) + 2), 4.2))
     names = [str(b) for b in dm["baseline"]]
     p_values = dm["p_value"].to_numpy(dtype=float)
+    heights = np.where(np.isfinite(p_values), -np.log10(np.clip(p_values, floor, 1.0)), 0.0)
     colors = dm_colors(dm, alpha)
-    ax.bar(names, p_values, color=colors)
-    # the significant bars are the short ones: say each p-value above its bar
-    for x, (p, color) in enumerate(zip(p_values, colors, strict=True)):
+    ax.bar(names, heights, color=colors)
+    for x, (p, h, color) in enumerate(zip(p_values, heights, colors, strict=True)):
         text = "no test" if not np.isfinite(p) else "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
-        ax.text(x, max(p if np.isfinite(p) else 0, alpha) + 0.012, text, ha="center", va="bottom", fontsize=7,
+        ax.text(x, h + 0.05, text, ha="center", va="bottom", fontsize=7,
                 color="0.35" if color == NEUTRAL else color)
-    line = ax.axhline(alpha, color="k", ls="--", lw=0.8, label=f"p = {alpha:g}")
+    line = ax.axhline(-np.log10(alpha), color="k", ls="--", lw=0.8, label=f"p = {alpha:g}")
     handles = [Patch(color=GAIN, label=f"{model} significantly better (p < {alpha:g})"),
                Patch(color=LOSS, label=f"{model} significantly worse (p < {alpha:g})"),
                Patch(color=NEUTRAL, label="no significant difference"), line]
-    ax.set_ylim(0, 1.08)
-    ax.set_ylabel("two-sided p-value")
+    top = max(3.0, float(np.max(heights, initial=0)) + 0.6)
+    ax.set_ylim(0, top)
+    ticks = [t for t in range(int(top) + 1)]
+    ax.set_yticks(ticks, ["1" if t == 0 else f"{10.0 ** -t:g}" for t in ticks])
+    ax.set_ylabel("two-sided p-value (log scale;\nsmaller = taller)")
     ax.tick_params(axis="x", labelsize=8, labelrotation=30)
     for label in ax.get_xticklabels():
         label.set_horizontalalignment("right")
@@ -306,9 +300,12 @@ def plot_dm(dm: pd.DataFrame, model: str, path: str | Path, alpha: float = 0.05)
     return _save(fig, path)
 
 
-def plot_quantile_returns(summary: dict[str, dict], path: str | Path, title: str = "") -> Path:
+def plot_quantile_returns(summary: dict[str, dict], path: str | Path, title: str = "",
+                          styles: dict | None = None, main: str = "transformer") -> Path:
     """Mean label return (bps) per forecast quantile, one bar group per quantile and one bar
-    colour per model, so monotonicity is visible at a glance.
+    colour per model (``styles``: the report's; the main model black), so monotonicity is
+    visible at a glance; the legend, outside the bars, gives each model's spread t-statistic
+    and monotonicity.
 
     Args:
         summary: model name -> :func:`forecaster.metrics.quantile_summary` dict (uses ``mean``,
@@ -317,7 +314,7 @@ def plot_quantile_returns(summary: dict[str, dict], path: str | Path, title: str
     names = list(summary)
     n_q = max((len(s.get("mean", [])) for s in summary.values()), default=0)
     width = 0.8 / max(len(names), 1)
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * n_q + 3), 4.2))
+    fig, ax = plt.subplots(figsize=(max(7.5, 1.1 * n_q + 4.5), 4.2))
     x = np.arange(1, n_q + 1)
     for i, name in enumerate(names):
         s = summary[name]
@@ -327,117 +324,41 @@ def plot_quantile_returns(summary: dict[str, dict], path: str | Path, title: str
         t, mono = s.get("spread_t_stat", np.nan), s.get("monotonicity", np.nan)
         label = f"{name} (spread t {t:+.2f}, monotonicity {mono:+.2f})"
         ok = np.isfinite(means)
-        ax.bar(x[ok] - 0.4 + width * (i + 0.5), means[ok], width=width,
-               color=MODEL_COLORS[i % len(MODEL_COLORS)], label=label)
+        color = (style_of(styles, name, main)["color"] if styles is not None
+                 else MODEL_COLORS[i % len(MODEL_COLORS)])
+        ax.bar(x[ok] - 0.4 + width * (i + 0.5), means[ok], width=width, color=color, label=label)
     ax.axhline(0, color="k", lw=0.5)
     ax.set_xticks(x, [str(q) for q in x])
     ax.set_xlabel("forecast quantile (1 = lowest forecast)")
     ax.set_ylabel("mean label return (bps)")
-    ax.set_title(title or "mean label return per forecast quantile")
-    if names:
-        ax.legend(loc="upper left", fontsize=8)
+    ax.set_title(title or "mean label return per forecast quantile", fontsize=10)
+    legend_outside(ax)
     return _save(fig, path)
 
 
-def plot_ic_by_horizon(table: pd.DataFrame, path: str | Path, title: str = "") -> Path:
-    """Mean daily rank IC against label horizon, one line per model.
+def plot_ic_by_horizon(table: pd.DataFrame, path: str | Path, title: str = "", styles: dict | None = None,
+                       main: str = "transformer") -> Path:
+    """Mean daily rank IC against label horizon, one line per model (``styles``: the
+    report's colours; the main model black and on top).
 
     Args:
         table: index = model names, columns = horizons in trading days (e.g. 1, 5, 20),
             values = mean rank IC. NaN cells are skipped (the line joins the remaining points).
     """
     horizons = np.asarray(table.columns, dtype=float)
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for i, (name, row) in enumerate(table.iterrows()):
-        values = row.to_numpy(dtype=float)
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    styles = styles or model_styles(list(table.index), main)
+    for name in _main_last(list(table.index), main):
+        values = table.loc[name].to_numpy(dtype=float)
         ok = np.isfinite(values)
-        ax.plot(horizons[ok], values[ok], marker="o", lw=1.2, color=MODEL_COLORS[i % len(MODEL_COLORS)],
-                label=str(name))  # the colours of plot_quantile_returns
+        ax.plot(horizons[ok], values[ok], marker="o", label=str(name), **style_of(styles, name, main))
     ax.axhline(0, color="k", lw=0.5)
     if len(horizons):
         ax.set_xticks(horizons, [f"{h:g}" for h in horizons])
     ax.set_xlabel("horizon (trading days)")
     ax.set_ylabel("mean daily rank IC")
-    ax.set_title(title or "rank IC by label horizon")
-    if len(table.index):
-        ax.legend(loc="best", fontsize=8)
+    ax.set_title(title or "rank IC by label horizon", fontsize=10)
+    _legend_main_first(ax, main)
     return _save(fig, path)
 
 
-def ranked_list_title(table: pd.DataFrame, n: int = 10, signal_date=None, train_end=None) -> str:
-    """The title of :func:`plot_ranked_list`: how many stocks it shows out of how many, and
-    the signal date and the model's training end when given."""
-    scored = table.dropna(subset=["score"])
-    n_scored = len(scored)
-    n_shown = len(pd.concat([scored.head(n), scored.tail(n)]).drop_duplicates("code"))
-    if n_shown == n_scored:
-        what = f"all {plural(n_scored, 'scored stock')}" if n_scored != 1 else "the one scored stock"
-    else:
-        what = f"top {n} and bottom {n} of {plural(n_scored, 'scored stock')}"
-    lines = [f"{what}, ranked for the next open"]
-    when = []
-    if signal_date is not None:
-        when.append(f"signal date {_day(signal_date)}")
-    if train_end is not None:
-        when.append(f"model trained on data up to {_day(train_end)}")
-    if when:
-        lines.append("; ".join(when))
-    lines.append("hatched: cannot be bought at the next open; red: score above 0, green: below")
-    unscored = len(table) - n_scored
-    if unscored:
-        lines.append(f"{plural(unscored, 'stock')} without a score (too new or missing inputs) not shown")
-    return "\n".join(lines)
-
-
-def plot_ranked_list(table: pd.DataFrame, path: str | Path, n: int = 10, title: str = "",
-                     signal_date=None, train_end=None) -> Path:
-    """The ``n`` best and ``n`` worst scores of a ranked list
-    (:func:`forecaster.portfolio.next_day.ranked_list`), every score when there are at most
-    ``2 n``; red bars score above zero, green below (A-share colours), hatched bars cannot be
-    bought at the next open.
-
-    Args:
-        title: replaces the first line of the title (default: what is shown, out of how many).
-        signal_date: the last day of the data the scores are made from (e.g. ``grid.dates[-1]``);
-            None leaves it out of the title.
-        train_end: the last day the model was trained on (``model.train_end_``); None leaves it out.
-    """
-    scored = table.dropna(subset=["score"])
-    shown = pd.concat([scored.head(n), scored.tail(n)]).drop_duplicates("code")
-    fig, ax = plt.subplots(figsize=(7.5, 0.28 * len(shown) + 1.8))
-    y = np.arange(len(shown))
-    bars = ax.barh(y, shown["score"].to_numpy(dtype=float), color=sign_colors(shown["score"]))
-    for bar, ok in zip(bars, shown["buyable"], strict=True):
-        if not ok:
-            bar.set_hatch("///")
-            bar.set_alpha(0.5)
-    ax.set_yticks(y, [f"{r}. {c}" for r, c in zip(shown["rank"], shown["code"], strict=True)], fontsize=8)
-    ax.invert_yaxis()
-    ax.axvline(0, color="#444", lw=0.8)
-    if len(shown) < len(scored):  # the stocks ranked between the top and the bottom group are left out
-        ax.axhline(n - 0.5, color="#444", lw=0.8, ls=":")
-    ax.set_xlabel("score (higher = expected to beat the others)")
-    text = ranked_list_title(table, n, signal_date, train_end)
-    if title:
-        text = "\n".join([title, *text.split("\n")[1:]])
-    ax.set_title(text, fontsize=9)
-    return _save(fig, path)
-
-
-def plot_panel_training(histories: list[list[dict]], path: str | Path) -> Path:
-    """Training loss and validation rank IC per epoch, one line per seed."""
-    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.4))
-    for i, history in enumerate(histories):
-        h = pd.DataFrame(history)
-        a.plot(h["epoch"], h["train_loss"], marker="o", label=f"seed {i}")
-        if "val_rank_ic" in h:
-            b.plot(h["epoch"], h["val_rank_ic"], marker="o", label=f"seed {i}")
-    a.set(xlabel="epoch", ylabel="training loss", title="training loss")
-    b.set(xlabel="epoch", ylabel="mean daily rank IC", title="validation rank IC (early stopping)")
-    b.axhline(0, color="#444", lw=0.8)
-    if not any("val_rank_ic" in row for history in histories for row in history):
-        b.text(0.5, 0.5, "no validation days held out\n(a fixed schedule: every training day)",
-               ha="center", va="center", transform=b.transAxes, fontsize=9, color="#444")
-        b.set(xticks=[], yticks=[], ylabel="")
-    a.legend(fontsize=8)
-    return _save(fig, path)

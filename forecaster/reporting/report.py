@@ -5,12 +5,23 @@ Files: ``metrics.json`` (everything below, machine-readable), ``predictions.csv`
 ``predictions.parquet`` (every forecast; :func:`write_predictions`, read back by
 :func:`read_predictions`), ``fold_metrics.csv``, ``universe.csv`` (every stock loaded: its days
 used, or why it was left out), ``stock_metrics.csv``, ``ic_by_year.csv`` and ``ic_by_board.csv``
-(panels), ``trades.csv`` and ``equity.csv`` (of the main model), and PNGs: ``equity.png``
-(equity vs benchmark with drawdown), ``predicted_vs_actual.png``,
-``rolling_ic.png``, ``fold_metrics.png``, ``dm_pvalues.png``; and ``report.html``, one
-self-contained page of all of it. One stock's minute bars: ``bar_position_metrics.csv`` (each
-model's IC and rank IC by bar of the day across days) and ``bar_position_ic.png`` instead of
-``rolling_ic.png``.
+(panels), ``trades.csv`` and ``equity.csv`` (of the main model), the tear sheet's tables
+(``risk.csv``: every strategy's returns before and after costs, risk and trading figures;
+``monthly_returns.csv`` and ``drawdowns.csv``: the main model's returns by month and its worst
+drawdowns; ``strategy_curves.csv``: its daily growth before and after costs, growth over the
+benchmark, holdings and turnover), and PNGs: ``equity.png`` (the shown strategies and the
+benchmark, with drawdowns), ``excess_return.png`` (growth over the benchmark with and without
+costs, and its drawdown), ``monthly_returns.png``, ``holdings_turnover.png``,
+``quantile_cumulative.png``, ``predicted_vs_actual.png``, ``rolling_ic.png``,
+``fold_metrics.png``, ``quantile_returns.png``, ``ic_by_horizon.png``, ``dm_pvalues.png``; and
+``report.html``, one self-contained page of all of it. One stock's minute bars:
+``bar_position_metrics.csv`` (each model's IC and rank IC by bar of the day across days) and
+``bar_position_ic.png`` instead of ``rolling_ic.png``.
+
+Every file is written through :func:`seq2seq.core.atomic_write` (whole or not at all, and
+recorded in the folder's manifest). Line figures draw the main model, the best baseline by rank
+IC, the best baseline strategy and a few named others (:func:`shown_models`), each in one
+colour across every figure; the other models are in the tables.
 """
 
 from __future__ import annotations
@@ -25,8 +36,11 @@ import numpy as np
 import pandas as pd
 
 from forecaster.evaluation.scoring import Report
+from forecaster.evaluation.verdict import best_strategy
 from forecaster.evaluation.walkforward import WalkForwardResult
+from forecaster.reporting.figures import model_styles
 from forecaster.reporting.html import write_html
+from seq2seq.core import atomic_write
 
 # "auto" writes the predictions as Parquet above this many rows: a whole-market run (thousands
 # of stocks x years of days x a dozen models) is tens of millions of rows, hundreds of MB as CSV.
@@ -46,9 +60,10 @@ def write_predictions(pred: pd.DataFrame, out: str | Path, fmt: str = "auto") ->
     out = Path(out)
     path = out / PREDICTION_FILES[fmt]
     if fmt == "parquet":
-        pred.to_parquet(path, index=True)
+        with atomic_write(path, "wb") as f:
+            pred.to_parquet(f, index=True)
     else:
-        pred.to_csv(path)
+        write_csv(pred, path, index=True)
     for other in PREDICTION_FILES.values():
         if other != path.name:
             (out / other).unlink(missing_ok=True)
@@ -73,11 +88,41 @@ def read_predictions(folder: str | Path) -> pd.DataFrame:
     return pred
 
 
-def _shown_models(report: Report, n: int = 5) -> list[str]:
-    """The main model and the best others by rank IC (plots with every model are unreadable)."""
-    others = sorted((m for m in report.ic if m != report.model),
-                    key=lambda m: -np.nan_to_num(report.ic[m]["mean_ic"], nan=-1))
-    return [report.model, *others[: n - 1]] if report.model in report.ic else others[:n]
+def write_csv(frame: pd.DataFrame, path: Path, index: bool = False) -> Path:
+    """``frame`` as CSV at ``path``, atomically (:func:`seq2seq.core.atomic_write`)."""
+    with atomic_write(path, "w") as f:
+        frame.to_csv(f, index=index)
+    return path
+
+
+def best_ic_baseline(report: Report) -> str | None:
+    """The baseline the verdict compares forecasts with: the best daily rank IC (panels), else
+    the best pooled rank IC."""
+    if report.ic:
+        scores = {m: v["mean_ic"] for m, v in report.ic.items()}
+    else:
+        scores = report.overall.set_index("model")["rank_ic"].to_dict() if len(report.overall) else {}
+    scores = {m: v for m, v in scores.items() if m != report.model and np.isfinite(v)}
+    return max(scores, key=scores.get) if scores else None
+
+
+def shown_models(report: Report, n: int = 5) -> list[str]:
+    """The models a line figure draws: the main model, the best baseline by rank IC, the best
+    baseline strategy after costs, then the next best by rank IC, ``n`` at most (fifteen
+    lines are unreadable; every model is in the tables). A model without any IC (a constant
+    forecast) is left out."""
+    if report.ic:
+        ic = {m: v["mean_ic"] for m, v in report.ic.items()}
+    else:
+        ic = report.overall.set_index("model")["rank_ic"].to_dict() if len(report.overall) else {}
+    ranked = sorted((m for m, v in ic.items() if m != report.model and np.isfinite(v)), key=lambda m: -ic[m])
+    first = [report.model] if report.model in ic or report.model in report.backtests else []
+    picks = [*first, best_ic_baseline(report), best_strategy(report.backtests, report.model), *ranked]
+    out = []
+    for m in picks:
+        if m is not None and m not in out:
+            out.append(m)
+    return out[:n]
 
 
 def _shown_bar_models(report: Report, n: int = 5) -> list[str]:
@@ -119,6 +164,7 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
     ``predictions_format`` (``"auto"``, ``"csv"``, ``"parquet"``; ``None``: the report's, from
     the backtest configuration) decides the predictions file (:func:`write_predictions`)."""
     from forecaster.reporting import plots
+    from forecaster.reporting import tearsheet_figures as sheet
     from forecaster.reporting.bar_figures import plot_bar_position_ic
 
     started = time.perf_counter()
@@ -126,62 +172,92 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
     out.mkdir(parents=True, exist_ok=True)
     files = []
     pred = result.predictions
+    main_name = report.model
+    shown = shown_models(report)
+    styles = model_styles(shown, main_name)
     predictions = write_predictions(pred, out, predictions_format or report.predictions_format)
-    report.per_fold.to_csv(out / "fold_metrics.csv", index=False)
-    files += [predictions, out / "fold_metrics.csv"]
+    files += [predictions, write_csv(report.per_fold, out / "fold_metrics.csv")]
     if len(report.universe):
-        report.universe.to_csv(out / "universe.csv", index=False)
-        files.append(out / "universe.csv")
+        files.append(write_csv(report.universe, out / "universe.csv"))
     if len(report.per_stock):
-        report.per_stock.to_csv(out / "stock_metrics.csv", index=False)
-        files.append(out / "stock_metrics.csv")
+        files.append(write_csv(report.per_stock, out / "stock_metrics.csv"))
     for name, table in (("ic_by_year.csv", report.ic_years), ("ic_by_board.csv", report.ic_boards),
                         ("bar_position_metrics.csv", report.bar_positions)):
         if len(table):
-            table.to_csv(out / name, index=False)
-            files.append(out / name)
-    main = report.backtests.get(report.model)
+            files.append(write_csv(table, out / name))
+    main = report.backtests.get(main_name)
+    sheet_stats = report.strategy
     if main is not None:
-        main.trades.to_csv(out / "trades.csv", index=False)
+        files.append(write_csv(main.trades, out / "trades.csv"))
         equity = pd.DataFrame({f"{name}": r.equity for name, r in report.backtests.items()})
         equity["benchmark"] = main.benchmark_equity
         if main.index_equity is not None:
             equity["index"] = main.index_equity
         equity.index.name = "date"
-        equity.to_csv(out / "equity.csv")
-        files += [out / "trades.csv", out / "equity.csv"]
-        files.append(plots.plot_equity(main.equity, main.benchmark_equity, out / "equity.png",
-                                       f"{report.model} after costs vs {main.benchmark}",
-                                       index=main.index_equity, index_label=main.index_name.split(" (")[0]))
-    point = pred[pred["model"] == report.model]
+        files.append(write_csv(equity, out / "equity.csv", index=True))
+    if len(sheet_stats.risk):
+        files.append(write_csv(sheet_stats.risk, out / "risk.csv", index=True))
+    if len(sheet_stats.monthly):
+        files.append(write_csv(sheet_stats.monthly, out / "monthly_returns.csv", index=True))
+    if len(sheet_stats.drawdowns):
+        files.append(write_csv(sheet_stats.drawdowns, out / "drawdowns.csv"))
+    curves = sheet_stats.curves
+    if main is not None and main_name in curves and len(curves[main_name]):
+        daily = curves[main_name].drop(columns=["r_net", "r_gross", "r_benchmark"])
+        daily.index.name = "date"
+        files.append(write_csv(daily, out / "strategy_curves.csv", index=True))
+        drawn = {m: curves[m] for m in shown if m in curves and len(curves[m])}
+        rival = best_strategy(report.backtests, main_name)
+        pair = {m: curves[m] for m in (main_name, rival) if m in curves and len(curves[m])}
+        files.append(sheet.plot_equity_curves(drawn, styles, out / "equity.png", main_name, main.benchmark,
+                                              index=main.index_equity,
+                                              index_label=main.index_name.split(" (")[0] or "index"))
+        files.append(sheet.plot_excess(pair, styles, out / "excess_return.png", main_name, main.benchmark))
+        if len(sheet_stats.monthly):
+            files.append(sheet.plot_monthly_returns(
+                sheet_stats.monthly, out / "monthly_returns.png",
+                f"{main_name}: returns after costs by month and year (%; gains red, losses green)"))
+        files.append(sheet.plot_holdings_turnover(pair, styles, out / "holdings_turnover.png", main_name))
+    if report.quantile_curves:
+        drawn = {m: report.quantile_curves[m] for m in shown if m in report.quantile_curves}
+        if drawn:
+            files.append(sheet.plot_quantile_curves(drawn, styles, out / "quantile_cumulative.png",
+                                                    main_name))
+    point = pred[pred["model"] == main_name]
     if len(point):
         if point["code"].nunique() == 1:
             files.append(plots.plot_forecast_vs_actual(point["forecast"], point["actual"],
                                                        out / "predicted_vs_actual.png",
-                                                       f"{report.model}: walk-forward forecasts",
+                                                       f"{main_name}: walk-forward forecasts",
                                                        bars=report.bars))
         else:
             files.append(plots.plot_scatter(point["forecast"], point["actual"],
                                             out / "predicted_vs_actual.png",
-                                            f"{report.model}: walk-forward forecasts, all stocks"))
+                                            f"{main_name}: walk-forward forecasts, all stocks"))
     if report.bars:
         files.append(plot_bar_position_ic(report.bar_positions, out / "bar_position_ic.png",
                                           _shown_bar_models(report)))
     else:
-        files.append(plots.plot_rolling_ic(pred, report.daily_ic, out / "rolling_ic.png"))
-    files.append(plots.plot_fold_metrics(report.per_fold, out / "fold_metrics.png"))
+        files.append(plots.plot_rolling_ic(pred, report.daily_ic, out / "rolling_ic.png", styles=styles,
+                                           main=main_name, shown=shown))
+    folds = pd.DataFrame(result.folds)
+    fold_days = (dict(zip(folds["fold"].astype(int), folds["n_test_days"].astype(int), strict=True))
+                 if {"fold", "n_test_days"} <= set(folds.columns) else {})
+    files.append(plots.plot_fold_metrics(report.per_fold, out / "fold_metrics.png", styles=styles,
+                                         main=main_name, shown=shown, fold_days=fold_days))
     if report.quantiles:
-        shown = {m: report.quantiles[m] for m in _shown_models(report) if m in report.quantiles}
-        files.append(plots.plot_quantile_returns(shown, out / "quantile_returns.png",
-                                                 "mean tradeable return per score quintile"))
+        q = {m: report.quantiles[m] for m in shown if m in report.quantiles}
+        files.append(plots.plot_quantile_returns(q, out / "quantile_returns.png",
+                                                 "mean tradeable return per score quintile", styles=styles,
+                                                 main=main_name))
     if len(report.ic_horizons):
-        files.append(plots.plot_ic_by_horizon(report.ic_horizons.loc[[m for m in _shown_models(report)
+        files.append(plots.plot_ic_by_horizon(report.ic_horizons.loc[[m for m in shown
                                                                       if m in report.ic_horizons.index]],
-                                              out / "ic_by_horizon.png"))
+                                              out / "ic_by_horizon.png", styles=styles, main=main_name))
     if len(report.dm):
-        files.append(plots.plot_dm(report.dm, report.model, out / "dm_pvalues.png"))
+        files.append(plots.plot_dm(report.dm, main_name, out / "dm_pvalues.png"))
     metrics = {
-        "model": report.model,
+        "model": main_name,
         "verdict": report.verdict,
         "notes": report.notes,
         "overall": report.overall,
@@ -202,6 +278,10 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
                             **({"index": r.index_metrics, "index_name": r.index_name}
                                if r.index_metrics is not None else {})}
                      for name, r in report.backtests.items()},
+        "risk": ({str(m): row.to_dict() for m, row in sheet_stats.risk.iterrows()}
+                 if len(sheet_stats.risk) else {}),
+        "strategy_tests": sheet_stats.tests,
+        "shown_models": shown,
         "folds": result.folds,
         "walk_forward": asdict(result.config),
         "universe": report.universe_counts,
@@ -213,7 +293,8 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
     }
     if "timings" in metrics:  # the report's files up to here (the page after is a fraction)
         metrics["timings"] = {**metrics["timings"], "report": time.perf_counter() - started}
-    (out / "metrics.json").write_text(json.dumps(_jsonable(metrics), indent=2))
+    with atomic_write(out / "metrics.json", "w") as f:
+        f.write(json.dumps(_jsonable(metrics), indent=2))
     files.insert(0, out / "metrics.json")
-    files.insert(0, write_html(report, result, out))
+    files.insert(0, write_html(report, result, out, shown=shown, data=(extra or {}).get("data")))
     return files

@@ -12,7 +12,7 @@ from .dropout import Dropout, dropout
 from .feedforward import FeedForward
 from .layers import Decoder, DecoderLayer, Encoder, EncoderLayer, LayerCache, StackCache
 from .masks import causal_mask, combine_masks, local_causal_mask, padding_mask
-from .outputs import OutputError, OutputFolder, check_output
+from .outputs import MANIFEST, OutputError, OutputFolder, check_output, check_output_file, remove_own_file
 from .positions import (
     LearnedPositionalEncoding,
     RotaryEmbedding,
@@ -50,6 +50,9 @@ __all__ = [
     "OutputError",
     "OutputFolder",
     "check_output",
+    "check_output_file",
+    "remove_own_file",
+    "MANIFEST",
     "PRECISIONS",
     "autocast",
     "resolve_device",

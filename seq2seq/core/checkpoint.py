@@ -19,6 +19,8 @@ from typing import IO, Any
 
 import torch
 
+from .outputs import file_digest, record_written
+
 log = logging.getLogger(__name__)
 
 DIGEST_KEY = "sha256"
@@ -49,7 +51,9 @@ def atomic_write(path: str | Path, mode: str = "wb") -> Iterator[IO]:
     """Open a temporary file beside ``path`` for writing (``mode`` ``"wb"`` or ``"w"``; text is
     UTF-8 with ``newline=""``, as the csv module and pandas want). When the block ends it is
     flushed, synced, given the usual file mode and renamed over ``path``; on any error it is
-    removed and ``path`` is left as it was, so a crash never leaves a half-written file."""
+    removed and ``path`` is left as it was, so a crash never leaves a half-written file. A file
+    written into a claimed output folder is recorded in its manifest
+    (:func:`seq2seq.core.outputs.record_written`): what a run wrote is known, never guessed."""
     if mode not in ("wb", "w"):
         raise ValueError(f"atomic_write mode must be 'wb' or 'w', got {mode!r}")
     path = Path(path)
@@ -62,10 +66,12 @@ def atomic_write(path: str | Path, mode: str = "wb") -> Iterator[IO]:
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, _file_mode())
+        digest = file_digest(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    record_written(path, digest)
 
 
 def _feed(h, value) -> None:

@@ -1,65 +1,197 @@
 """Output folders (a report folder, a run folder, a training run's checkpoints) are never
-silently overwritten or mixed: the one rule of both commands, ``forecaster`` and ``seq2seq``.
+silently overwritten or mixed, and no command deletes a file it did not write: the one rule of
+both commands, ``forecaster`` and ``seq2seq``.
 
-A folder that already holds files is refused unless the caller resumes the same run or asks
-to overwrite it; overwriting removes the earlier run's files first, and only when every file
-there is one a run writes (a folder of other files is never emptied). The folder is checked
-for being writable before any work starts, so a long training never ends in a write error.
+Every folder a command claims gets a manifest, :data:`MANIFEST`: one line per file written into
+it (``sha256<TAB>path``), appended by :func:`seq2seq.core.atomic_write` as each file lands, the
+latest line of a path winning. What a run wrote is known from that list, never guessed from a
+file's suffix: ``--overwrite`` removes exactly the listed files whose contents are still the
+ones written, and refuses a folder holding anything else (a user's CSV, notes, a file changed
+since), naming it. A folder that already holds files is refused unless the caller resumes the
+same run or asks to overwrite it; the folder is checked for being writable before any work
+starts, so a long training never ends in a write error.
 """
 
 from __future__ import annotations
 
-import shutil
+import hashlib
+import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+MANIFEST = ".manifest.tsv"
+_HEADER = ("# written by forecaster / seq2seq: sha256<TAB>path of each file a run wrote here; "
+           "--overwrite removes only these, and only while unchanged\n")
+# How far up from a written file its folder's manifest is looked for: a run folder's own files
+# and those of its sub-folders (``folds/``).
+_LEVELS = 2
+
 
 class OutputError(ValueError):
-    """An output folder that cannot be used: names the folder and what to do."""
+    """An output folder or file that cannot be used: names it and what to do."""
 
 
-# What the toolkit writes into report and run folders, and their temporary files while
-# written (``atomic_write``: ``.<name>.<random>.tmp``); anything else in a folder means it is
-# not only ours. forecaster: reports (.csv .png .json .html .toml), caches (.parquet), models
-# and folds (.pt .pkl, ``folds/``), logs. seq2seq: checkpoints (best.pt, last.pt, epoch<N>.pt,
-# averaged.pt, ema<D>.pt; the tokenizers travel inside them), the recipe's logs, scores
-# (.json) and checkpoint selection (.txt), attention plots (.png).
-_SUFFIXES = {".csv", ".png", ".json", ".html", ".toml", ".parquet", ".pt", ".pkl", ".tmp", ".log", ".txt"}
-_FOLDERS = {"folds"}
+def file_digest(path: str | Path) -> str:
+    """SHA-256 of a file's bytes (hex)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _manifest_of(path: Path) -> Path | None:
+    """The manifest of the run folder ``path`` lies in (its folder or the one above), if any."""
+    folder = path.absolute().parent
+    for _ in range(_LEVELS):
+        if (folder / MANIFEST).is_file():
+            return folder / MANIFEST
+        folder = folder.parent
+    return None
+
+
+def record_written(path: str | Path, digest: str | None = None) -> None:
+    """Append ``path`` (just written) to its run folder's manifest, if it lies in one.
+
+    One short line in append mode is a single ``write``: fold workers in parallel processes
+    record into the same manifest without a lock."""
+    path = Path(path)
+    manifest = _manifest_of(path)
+    if manifest is None or path.name == MANIFEST:
+        return
+    rel = path.absolute().relative_to(manifest.parent).as_posix()
+    line = f"{digest or file_digest(path)}\t{rel}\n"
+    with open(manifest, "a", encoding="utf-8") as f:
+        f.write(line)
+
+
+def read_manifest(folder: str | Path) -> dict[str, str]:
+    """``{relative path: digest}`` of the files a run recorded writing into ``folder`` (empty
+    when it has no manifest)."""
+    path = Path(folder) / MANIFEST
+    if not path.is_file():
+        return {}
+    listed: dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#") and "\t" in line:
+            digest, rel = line.split("\t", 1)
+            listed[rel] = digest
+    return listed
+
+
+def _start_manifest(folder: Path) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f"{MANIFEST}.", suffix=".tmp", dir=folder)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(_HEADER)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, folder / MANIFEST)
+
+
+@dataclass(frozen=True)
+class Ownership:
+    """The files under a folder, by whether a run of this toolkit wrote them there."""
+
+    ours: tuple[Path, ...]  # listed in the manifest, contents unchanged
+    changed: tuple[str, ...]  # listed, but changed since they were written
+    foreign: tuple[str, ...]  # never listed: a user's files
+
+
+def ownership(folder: str | Path) -> Ownership:
+    """Which files under ``folder`` (sub-folders included) this toolkit wrote, by its manifest."""
+    folder = Path(folder)
+    listed = read_manifest(folder)
+    ours, changed, foreign = [], [], []
+    for path in sorted(p for p in folder.rglob("*") if not p.is_dir()):
+        rel = path.relative_to(folder).as_posix()
+        if rel == MANIFEST:
+            continue
+        if rel not in listed or path.is_symlink():
+            foreign.append(rel)
+        elif file_digest(path) != listed[rel]:
+            changed.append(rel)
+        else:
+            ours.append(path)
+    return Ownership(tuple(ours), tuple(changed), tuple(foreign))
+
+
+def is_own_file(path: str | Path) -> bool:
+    """Whether ``path`` is a file a run wrote into a folder with a manifest, unchanged since."""
+    path = Path(path)
+    manifest = _manifest_of(path)
+    if manifest is None or not path.is_file() or path.is_symlink():
+        return False
+    rel = path.absolute().relative_to(manifest.parent).as_posix()
+    digest = read_manifest(manifest.parent).get(rel)
+    return digest is not None and digest == file_digest(path)
+
+
+def remove_own_file(path: str | Path) -> bool:
+    """Delete ``path`` if a run wrote it and it is unchanged (a stale output); ``True`` if it
+    was removed. A user's file, or one changed since, is never touched."""
+    if is_own_file(path):
+        Path(path).unlink()
+        return True
+    return False
+
+
+def _names(items, n: int = 8) -> str:
+    items = list(items)
+    return ", ".join(items[:n]) + (f" and {len(items) - n} more" if len(items) > n else "")
 
 
 @dataclass(frozen=True)
 class OutputFolder:
-    """A checked output folder. :meth:`claim` then makes it ready to write: the earlier
-    run's files removed when overwriting."""
+    """A checked output folder. ``claim()`` then makes it ready to write: the earlier run's
+    files removed when overwriting, and its manifest started."""
 
     path: Path
     earlier: tuple[Path, ...]
     overwrite: bool
 
     def claim(self) -> Path:
-        """Remove the earlier run's files (only when overwriting) and return the folder."""
+        """Remove the earlier run's files (only when overwriting, and only those still as the
+        run wrote them), start the manifest and return the folder."""
+        folders = set()
         if self.overwrite:
+            listed = read_manifest(self.path)
             for entry in self.earlier:
-                if entry.is_dir():
-                    shutil.rmtree(entry)
-                else:
-                    entry.unlink(missing_ok=True)
+                rel = entry.relative_to(self.path).as_posix()
+                # checked again: a file changed since the check is left where it is
+                if entry.is_file() and listed.get(rel) == file_digest(entry):
+                    entry.unlink()
+                    folders.update(p for p in entry.parents if self.path in p.parents)
+        for sub in sorted(folders, key=lambda p: -len(p.parts)):  # emptied sub-folders, deepest first
+            if sub.is_dir() and not any(sub.iterdir()):
+                sub.rmdir()
         self.path.mkdir(parents=True, exist_ok=True)
+        if self.overwrite or not (self.path / MANIFEST).is_file():
+            _start_manifest(self.path)
         return self.path
 
 
-def _ours(entry: Path) -> bool:
-    if entry.is_dir():
-        return entry.name in _FOLDERS
-    return entry.suffix.lower() in _SUFFIXES
+def _check_writable(path: Path, option: str) -> None:
+    # Writable where it is or would be created, probed without creating it: a refused command
+    # leaves no empty folder behind (claim() creates it).
+    probe = path.absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise OutputError(f"{option} {path}: cannot write there ({probe} is not a folder); choose a "
+                          "writable folder")
+    try:
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as exc:
+        raise OutputError(f"{option} {path}: cannot write there ({exc.strerror or exc}); choose a "
+                          "writable folder") from exc
 
 
 def check_output(folder: str | Path, *, overwrite: bool = False, resume: bool = False,
                  option: str = "--out", resume_with: str | None = "--resume") -> OutputFolder:
     """Check ``folder`` before any work starts: creatable, writable, and either empty, resumed
-    (``resume``: the same run continues there) or to be overwritten (``overwrite``).
+    (``resume``: the same run continues there) or to be overwritten (``overwrite``: only when
+    every file there is one its manifest lists, unchanged).
 
     Args:
         option: the option that named the folder, for the messages.
@@ -75,33 +207,39 @@ def check_output(folder: str | Path, *, overwrite: bool = False, resume: bool = 
                           "earlier run, overwrite removes it")
     if path.exists() and not path.is_dir():
         raise OutputError(f"{option} {path}: exists and is not a folder")
-    # Writable where it is or would be created, probed without creating it: a refused command
-    # leaves no empty folder behind (claim() creates it).
-    probe = path.absolute()
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    if not probe.is_dir():
-        raise OutputError(f"{option} {path}: cannot write there ({probe} is not a folder); choose a "
-                          "writable folder")
-    try:
-        with tempfile.TemporaryFile(dir=probe):
-            pass
-    except OSError as exc:
-        raise OutputError(f"{option} {path}: cannot write there ({exc.strerror or exc}); choose a "
-                          "writable folder") from exc
-    entries = tuple(sorted(path.iterdir())) if path.exists() else ()
+    _check_writable(path, option)
+    entries = tuple(sorted(e for e in path.iterdir() if e.name != MANIFEST)) if path.exists() else ()
     if not entries or resume:
         return OutputFolder(path, (), False)
-    names = ", ".join(e.name + ("/" if e.is_dir() else "") for e in entries[:8])
-    names += f" and {len(entries) - 8} more" if len(entries) > 8 else ""
+    names = _names(e.name + ("/" if e.is_dir() else "") for e in entries)
     if not overwrite:
         flags = ("--overwrite to remove its files and write a new run there, "
                  + (f"{resume_with} to continue it, or " if resume_with else "or "))
-        raise OutputError(f"{option} {path}: already holds an earlier run ({len(entries)} entries: "
+        what = "an earlier run" if (path / MANIFEST).is_file() else "files"
+        raise OutputError(f"{option} {path}: already holds {what} ({len(entries)} entries: "
                           f"{names}); pass {flags}choose another folder")
-    foreign = [e.name for e in entries if not _ours(e)]
-    if foreign:
-        raise OutputError(f"{option} {path}: holds files a run does not write ({', '.join(foreign[:8])}"
-                          f"{' ...' if len(foreign) > 8 else ''}); --overwrite only empties folders of "
-                          "earlier runs: move them or choose another folder")
-    return OutputFolder(path, entries, True)
+    owned = ownership(path)
+    if owned.foreign or owned.changed:
+        parts = []
+        if owned.foreign:
+            parts.append(f"{len(owned.foreign)} file(s) no run of this tool wrote: {_names(owned.foreign)}")
+        if owned.changed:
+            parts.append(f"{len(owned.changed)} changed since a run wrote them: {_names(owned.changed)}")
+        raise OutputError(f"{option} {path}: holds {'; '.join(parts)}. --overwrite removes only the "
+                          f"files a run lists in its {MANIFEST}, as written: move the others or choose "
+                          "another folder")
+    return OutputFolder(path, owned.ours, True)
+
+
+def check_output_file(path: str | Path, *, overwrite: bool = False, option: str = "--out") -> Path:
+    """Check a single output file before any work starts: writable, and new, a file a run wrote
+    (its folder's manifest lists it, unchanged: the command's own earlier output), or replaced
+    on purpose (``overwrite``)."""
+    path = Path(path)
+    if path.is_dir():
+        raise OutputError(f"{option} {path}: is a folder; name a file")
+    _check_writable(path.parent, option)
+    if path.exists() and not overwrite and not is_own_file(path):
+        raise OutputError(f"{option} {path}: already exists; pass --overwrite to replace it, or "
+                          "choose another file")
+    return path

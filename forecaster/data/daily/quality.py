@@ -1,13 +1,13 @@
 """What a loaded file says that cannot be, and what it lacks that the other files have.
 
 The loader keeps every such row as it is and counts it (:class:`Flag`, in the
-:class:`~forecaster.data.loading.LoadReport` and the folder's load summary); with ``strict``
+:class:`~forecaster.data.daily.report.LoadReport` and the folder's load summary); with ``strict``
 the first one is an error instead. Checked:
 
 * **impossible bars**: a high below the low, an open or close outside low..high (beyond a
   rounding tolerance of half a tick plus 0.01%);
 * **jumps beyond the daily limit**: a close, high or low beyond the board's limit
-  (:func:`~forecaster.data.exchange.limit_matrix`, which rounds limit prices as the exchange
+  (:func:`~forecaster.data.market.exchange.limit_matrix`, which rounds limit prices as the exchange
   does) by more than :data:`JUMP_MARGIN` of the reference price plus a tick. The reference is
   the row's own ``preclose`` (adjusted for ex-rights, so an ex-rights gap is no jump), else the
   previous close (adjusted by ``adj_close`` where the file has it). Not checked: a file's
@@ -30,8 +30,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from forecaster.data.exchange import limit_matrix, price_limit
-from forecaster.data.formats import FORMATS_BY_NAME
+from forecaster.data.market.exchange import limit_matrix, price_limit
+from forecaster.data.sources import FORMATS_BY_NAME
 
 # A bar is impossible when a price lies outside low..high by more than half a tick and 0.01%.
 TOLERANCE = 0.005
@@ -53,7 +53,10 @@ KINDS = {
     "bar": "impossible bars (high below low, or open or close outside low..high)",
     "jump": "prices beyond the board's daily limit that no preclose explains",
     "adjustflag": "an adjustflag unlike the other files'",
+    "level": "a price level on another adjustment than the other files' (forward- or back-adjusted "
+             "among unadjusted: the day's traded value / volume lies outside its low..high)",
 }
+LEVEL_BREAK = 0.2  # share of traded days whose amount / volume lies outside low..high
 
 
 @dataclass
@@ -219,6 +222,51 @@ def adjust_mismatches(counts: Mapping[str, Mapping[str, list]], column: Mapping[
                           _adjust_name(first), f"{_adjust_name(usual)} {where}",
                           int(sum(x[0] for x in other.values())))
     return usual, flags
+
+
+def outside_vwap(frame: pd.DataFrame) -> np.ndarray | None:
+    """``[rows]`` bool: traded days whose average traded price (amount / volume, in the file's
+    volume unit: shares or lots, told from its median) lies outside the day's low..high by more
+    than 2 % -- what adjusted prices beside real amounts show; ``None`` without the columns."""
+    if not {"amount", "volume", "low", "high", "close"} <= set(frame.columns):
+        return None
+    traded = (frame["volume"] > 0) & (frame["amount"] > 0)
+    if traded.sum() < 20:
+        return None
+    with np.errstate(invalid="ignore", divide="ignore"):
+        vwap = (frame["amount"] / frame["volume"]).where(traded)
+        unit = 10.0 ** np.round(np.log10(float(np.nanmedian(vwap / frame["close"]))))
+        vwap = vwap / unit
+    return (traded & ((vwap < frame["low"] * 0.98) | (vwap > frame["high"] * 1.02))).to_numpy()
+
+
+def level_breaks(frames: Mapping[str, pd.DataFrame], line_of=None) -> dict[str, Flag]:
+    """``{code: Flag}``: files whose prices stand on another adjustment than most files' (a
+    forward-adjusted file among unadjusted ones, told by :func:`outside_vwap` on more than
+    :data:`LEVEL_BREAK` of its traded days while most files are below it; or the reverse).
+    ``line_of(code, day)``: the line of a day in a file, for the flag."""
+    shares = {}
+    for code, frame in frames.items():
+        outside = outside_vwap(frame)
+        if outside is not None:
+            shares[code] = (float(outside.mean()), outside)
+    if len(shares) < 2:
+        return {}
+    adjusted = {code: share > LEVEL_BREAK for code, (share, _) in shares.items()}
+    usual = sum(adjusted.values()) > len(adjusted) / 2
+    flags = {}
+    for code, is_adjusted in adjusted.items():
+        if is_adjusted == usual:
+            continue
+        share, outside = shares[code]
+        frame = frames[code]
+        rows = outside if is_adjusted else ~outside
+        first = frame.index[int(np.argmax(rows))]
+        flags[code] = Flag("level", int(line_of(code, first)) if line_of else 0, _day(first),
+                           "amount / volume", f"outside low..high on {share:.0%} of traded days",
+                           f"within it, as in {len(adjusted) - 1} other file(s) "
+                           f"({'adjusted' if usual else 'unadjusted'} prices)", int(rows.sum()))
+    return flags
 
 
 def lacking_columns(frames: Mapping[str, pd.DataFrame], columns=FEATURE_COLUMNS

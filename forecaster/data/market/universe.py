@@ -10,7 +10,7 @@ A universe file is one of
 Inside a Qlib data folder a bare name (``csi300``) reads ``instruments/csi300.txt``
 (:func:`resolve_universe`). Dates are ``YYYY-MM-DD`` and both ends are member days. Blank lines
 and lines starting with ``#`` are skipped; any other line that does not fit the file's format
-stops with a :class:`~forecaster.data.loading.DataError` naming the file, the line and what was
+stops with a :class:`~forecaster.data.sources.DataError` naming the file, the line and what was
 expected. :meth:`Universe.mask` gives the ``[days, stocks]`` membership of a Panel's calendar
 and codes.
 """
@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from forecaster.data.loading import DataError
-from forecaster.data.qlib import from_qlib_code, is_qlib_folder
+from forecaster.data.qlib.conventions import from_qlib_code
+from forecaster.data.sources import DataError, is_qlib_folder
 
 ALWAYS = (pd.Timestamp("1900-01-01"), pd.Timestamp("2200-12-31"))  # a plain list's codes: always
 

@@ -1,4 +1,4 @@
-"""Qlib's binary data folders, read and written.
+"""Qlib's binary data folders, read into canonical frames.
 
 A Qlib provider folder (the format of Qlib 0.9's ``scripts/dump_bin.py``, which ``qlib.init
 (provider_uri=...)`` reads) holds
@@ -13,14 +13,15 @@ Prices there are adjusted (``$close`` = close x ``$factor``) and volume is divid
 factor. :func:`qlib_frames` turns them back into this package's canonical frames: unadjusted
 prices ``$price / $factor``, ``preclose`` = the previous adjusted close / today's factor (so
 ``close / preclose`` is the adjusted return across ex-dates), volume ``$volume x $factor``, and
-a day with NaN prices is no bar. :func:`write_qlib` writes frames in the same format (factor
-accumulated from ``preclose``), so a panel can go to Qlib and back.
+a day with NaN prices is no bar. :func:`~forecaster.data.qlib.writer.write_qlib` writes frames
+in the same format (factor accumulated from ``preclose``), so a panel can go to Qlib and back.
+Whether a path is such a folder is decided by :func:`forecaster.data.sources.is_qlib_folder`.
 """
 
 from __future__ import annotations
 
+import datetime
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from pathlib import Path
@@ -28,40 +29,50 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from forecaster.data.cache import CACHE_DIR, cache_location, manifest_of, read_cache, write_cache
-from forecaster.data.formats import canonical_code
-from forecaster.data.loading import DataError
-from forecaster.data.qlib_conventions import change_scale, convention_notes, volume_divided, volume_steps
+from forecaster.data.daily.cache import CACHE_DIR, cache_location, manifest_of, read_cache, write_cache
+from forecaster.data.qlib.conventions import (
+    FIELDS,
+    PRICE_FIELDS,
+    change_scale,
+    convention_notes,
+    from_qlib_code,
+    qlib_code,
+    volume_divided,
+    volume_steps,
+)
+from forecaster.data.sources import DataError, is_qlib_folder
 
 log = logging.getLogger(__name__)
 
-PRICE_FIELDS = ("open", "high", "low", "close")
-FIELDS = (*PRICE_FIELDS, "volume", "amount", "factor", "change")
 
-
-def is_qlib_folder(path: str | Path) -> bool:
-    """Whether ``path`` looks like a Qlib provider folder (calendars/day.txt and features/)."""
-    path = Path(path)
-    return (path / "calendars" / "day.txt").is_file() and (path / "features").is_dir()
-
-
-def qlib_code(code: str) -> str:
-    """``sh.600000`` -> ``SH600000`` (Qlib's instrument name); other codes (``syn.000001``)
-    upper-cased as they are."""
-    canon = canonical_code(code)
-    return canon.replace(".", "").upper() if canon[:3] in _EXCHANGES else canon.upper()
-
-
-def from_qlib_code(name: str) -> str:
-    """``SH600000`` -> ``sh.600000``; other names lower-cased (``SYN.000001`` -> ``syn.000001``)."""
-    canon = canonical_code(name)
-    return canon if canon[:3] in _EXCHANGES else name.strip().lower()
-
-
-_EXCHANGES = ("sh.", "sz.", "bj.")
+def _read_calendar(path: Path) -> pd.DatetimeIndex:
+    """``calendars/day.txt``: one ``YYYY-MM-DD`` a line, rising; a bad line is named."""
+    if not path.is_file():
+        raise DataError(f"{path}: missing (a Qlib folder needs calendars/day.txt)")
+    days = []
+    for line_no, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        text = line.strip()
+        if not text:
+            continue
+        try:
+            day = pd.Timestamp(datetime.datetime.strptime(text[:10], "%Y-%m-%d"))
+            if text[10:].strip(" 0:"):  # a time other than midnight: not a daily calendar
+                raise ValueError
+        except ValueError:
+            raise DataError(f"{path}: line {line_no}: {text[:40]!r} is not a date (expected "
+                            "YYYY-MM-DD)") from None
+        if days and day <= days[-1]:
+            raise DataError(f"{path}: line {line_no}: {day.date()} does not come after {days[-1].date()} "
+                            "(a calendar rises day by day)")
+        days.append(day)
+    return pd.DatetimeIndex(days)
 
 
 def _read_bin(path: Path, n_calendar: int) -> tuple[int, np.ndarray]:
+    size = path.stat().st_size
+    if size % 4:  # float32 values: a size that is not a multiple of 4 was cut mid-value
+        raise DataError(f"{path}: damaged Qlib feature file ({size} bytes, not a whole number of float32 "
+                        "values: cut short?)")
     raw = np.fromfile(path, dtype="<f4")
     if raw.size == 0:
         raise DataError(f"{path}: empty Qlib feature file (expected a start index and values)")
@@ -101,7 +112,7 @@ def qlib_frames(provider_dir: str | Path, instruments: str | list[str] = "all", 
 @dataclass
 class QlibLoad:
     """What :func:`read_qlib` read: ``frames``, the ``notes`` on the folder's conventions
-    (:mod:`forecaster.data.qlib_conventions`) and whether it came from the cache."""
+    (:mod:`forecaster.data.qlib.conventions`) and whether it came from the cache."""
 
     frames: dict[str, pd.DataFrame]
     notes: list[str] = dataclass_field(default_factory=list)
@@ -118,9 +129,9 @@ def read_qlib(provider_dir: str | Path, instruments: str | list[str] = "all", st
     """:func:`qlib_frames` with the notes on the folder's conventions. ``$change`` in percent
     and ``$volume`` not divided by ``$factor`` are detected from the data and converted (or
     stop with an error naming the field); upper-case feature folders are read as they are.
-    With ``cache``, a columnar copy is kept (:mod:`forecaster.data.cache`: rebuilt when a file
+    With ``cache``, a columnar copy is kept (:mod:`forecaster.data.daily.cache`: rebuilt when a file
     changes) in ``FOLDER/.forecaster_cache``, or, for a folder that cannot be written, in
-    :func:`~forecaster.data.cache.cache_location`."""
+    :func:`~forecaster.data.daily.cache.cache_location`."""
     folder = Path(provider_dir)
     if not is_qlib_folder(folder):
         raise DataError(f"{folder}: not a Qlib data folder (expected calendars/day.txt and features/)")
@@ -149,15 +160,14 @@ _NOTES = "__qlib_notes__"
 
 
 def _read_qlib(folder: Path, instruments, start, end) -> QlibLoad:
-    calendar = pd.DatetimeIndex(pd.to_datetime(
-        (folder / "calendars" / "day.txt").read_text(encoding="utf-8").split(), format="%Y-%m-%d"))
+    calendar = _read_calendar(folder / "calendars" / "day.txt")
     names = {p.name.lower(): p.name for p in (folder / "features").iterdir()}
     frames, outside, scales, steps, deferred, upper = {}, [], {}, [], [], 0
     for code in _instruments(folder, instruments):
         name = names.get(code.lower(), code.lower())
         upper += name != code.lower()
         fdir = folder / "features" / name
-        columns = {}
+        columns, spans = {}, []
         for fname in FIELDS:
             path = fdir / f"{fname}.day.bin"
             if not path.is_file():
@@ -165,6 +175,12 @@ def _read_qlib(folder: Path, instruments, start, end) -> QlibLoad:
                     raise DataError(f"{path}: missing (a stock needs $open, $close and $factor)")
                 continue
             first, values = _read_bin(path, len(calendar))
+            span = (first, len(values))
+            if columns and span != spans[0][1]:  # one stock's fields are dumped over one span
+                raise DataError(f"{path}: damaged Qlib feature file: {len(values)} values from calendar day "
+                                f"{first}, while {spans[0][0]}.day.bin holds {spans[0][1][1]} from day "
+                                f"{spans[0][1][0]} (a stock's fields cover the same days: cut short?)")
+            spans.append((fname, span))
             columns[fname] = pd.Series(values, index=calendar[first:first + len(values)])
         table = pd.DataFrame(columns)
         if "change" in table:
@@ -181,17 +197,17 @@ def _read_qlib(folder: Path, instruments, start, end) -> QlibLoad:
     for code, fdir, table in deferred:
         if not _add_frame(frames, code, fdir, table, majority, start, end):
             outside.append(code)
-    divided = volume_divided(steps, f"{folder}: $volume")
+    volume = volume_divided(steps)
     for frame in frames.values():
         factor = frame.pop("_factor")
-        if divided is False and "volume" in frame:  # share volume already: undo the factor
+        if volume.divided is False and "volume" in frame:  # share volume already: undo the factor
             frame["volume"] = (frame["volume"] / factor).round(0)
     if not frames:
         raise DataError(f"{folder}: no stock of {instruments!r} has a bar in {start}..{end}")
     if outside:
         log.warning("%s: %d instrument(s) without a bar in %s..%s left out: %s%s", folder, len(outside),
                     start, end, ", ".join(outside[:10]), " ..." if len(outside) > 10 else "")
-    notes = convention_notes(scales, divided, len(steps), upper)
+    notes = convention_notes(scales, volume, upper)
     for note in notes:
         log.info("%s: %s", folder, note)
     return QlibLoad(dict(sorted(frames.items())), notes)
@@ -240,53 +256,3 @@ def load_qlib(provider_dir: str | Path, instruments: str | list[str] = "all", st
     from forecaster.data.panel import Panel
 
     return Panel.from_frames(qlib_frames(provider_dir, instruments, start, end))
-
-
-def write_qlib(frames: Mapping[str, pd.DataFrame], provider_dir: str | Path, market: str = "all") -> Path:
-    """Write canonical frames as a Qlib folder (calendar: the union of their days). The factor
-    is accumulated from ``preclose`` (``close_{t-1} / preclose_t`` on each ex-date, 1 at the first
-    day), prices are written adjusted and volume divided by the factor, as Qlib holds them;
-    ``$change`` is ``close / preclose - 1``."""
-    folder = Path(provider_dir)
-    calendar = pd.DatetimeIndex(sorted(set().union(*(f.index for f in frames.values()))))
-    (folder / "calendars").mkdir(parents=True, exist_ok=True)
-    (folder / "instruments").mkdir(parents=True, exist_ok=True)
-    (folder / "calendars" / "day.txt").write_text("\n".join(d.strftime("%Y-%m-%d") for d in calendar) + "\n")
-    lines = []
-    for code, frame in sorted(frames.items()):
-        name = qlib_code(code)
-        close = frame["close"].astype(float)
-        pre = frame["preclose"].astype(float) if "preclose" in frame else close.shift(1)
-        step = (close.shift(1) / pre).where(lambda r: np.isfinite(r) & (r > 0), 1.0)
-        factor = step.cumprod()
-        span = calendar[calendar.get_loc(frame.index[0]):calendar.get_loc(frame.index[-1]) + 1]
-        table = {f: frame[f].astype(float) * factor for f in PRICE_FIELDS if f in frame}
-        if "volume" in frame:
-            table["volume"] = frame["volume"].astype(float) / factor
-        if "amount" in frame:
-            table["amount"] = frame["amount"].astype(float)
-        table["factor"] = factor
-        table["change"] = close / pre - 1
-        fdir = folder / "features" / name.lower()
-        fdir.mkdir(parents=True, exist_ok=True)
-        first = float(calendar.get_loc(frame.index[0]))
-        for field, values in table.items():
-            aligned = values.reindex(span).to_numpy(dtype=float)
-            np.hstack([[first], aligned]).astype("<f4").tofile(fdir / f"{field}.day.bin")
-        lines.append(f"{name}\t{frame.index[0].date()}\t{frame.index[-1].date()}")
-    (folder / "instruments" / f"{market}.txt").write_text("\n".join(lines) + "\n")
-    return folder
-
-
-def qlib_predictions(predictions: pd.DataFrame, model: str = "transformer") -> pd.DataFrame:
-    """A report's predictions (``date``, ``code``, ``model``, ``forecast``) as the frame Qlib's
-    ``SignalRecord`` / ``PortAnaRecord`` read: index ``(datetime, instrument)`` (Qlib names such
-    as ``SH600000``), one column ``score``, sorted."""
-    pred = predictions.reset_index() if "date" not in predictions.columns else predictions
-    chosen = pred[pred["model"] == model]
-    if chosen.empty:
-        raise ValueError(f"no predictions of model {model!r}; models: {sorted(pred['model'].unique())}")
-    index = pd.MultiIndex.from_arrays([pd.DatetimeIndex(chosen["date"]),
-                                       [qlib_code(c) for c in chosen["code"]]],
-                                      names=["datetime", "instrument"])
-    return pd.DataFrame({"score": chosen["forecast"].to_numpy(dtype=float)}, index=index).sort_index()

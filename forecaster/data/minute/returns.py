@@ -11,7 +11,7 @@ the day's true change was -0.80 %).
   bars' last close (a daily file of another adjustment is not used, and said so).
 * :func:`flag_gaps`: without one, a day whose traded bars reach beyond the board's daily
   price limit around the previous close (by more than
-  :data:`~forecaster.data.quality.JUMP_MARGIN` of it plus a tick) is a likely corporate
+  :data:`~forecaster.data.daily.quality.JUMP_MARGIN` of it plus a tick) is a likely corporate
   action: its first traded bar is flagged ``gap_excluded`` (never a training target, never
   scored) and its return is taken from its own open (the gap is not a return). Gaps within the
   limit (most cash dividends) cannot be told from moves and stay; minute files carry no ST
@@ -24,8 +24,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from forecaster.data.exchange import limit_matrix
-from forecaster.data.quality import JUMP_MARGIN
+from forecaster.data.daily.quality import JUMP_MARGIN
+from forecaster.data.market.exchange import limit_matrix
 
 # A daily close "agrees" with the bars' last close within this share of the price (or a tick).
 AGREE = 0.002

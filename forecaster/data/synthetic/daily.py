@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.checks import check_int
-from forecaster.data.exchange import MAIN_BOARD_ST_CHANGE, round_price
+from forecaster.data.market.exchange import MAIN_BOARD_ST_CHANGE, round_price
 
 
 @dataclass
@@ -98,7 +98,7 @@ def synthetic_prices(config: SyntheticConfig | None = None) -> pd.DataFrame:
 def default_series_path() -> Path:
     """The embedded series ``data/synthetic_ashare.csv`` of the repository; outside a checkout
     (a non-editable install) the same series is generated into a temporary folder."""
-    path = Path(__file__).resolve().parents[2] / "data" / "synthetic_ashare.csv"
+    path = Path(__file__).resolve().parents[3] / "data" / "synthetic_ashare.csv"
     if path.is_file():
         return path
     fallback = Path(tempfile.gettempdir()) / "forecaster-synthetic_ashare.csv"

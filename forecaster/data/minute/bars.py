@@ -17,7 +17,7 @@ file, line and column.
   shares: lots are converted to shares and said so; a ratio that fits neither is a warning
   naming the file (volume kept in the exporter's documented unit); without an amount the
   exporter's documented unit is taken, and said so.
-* **Overnight gaps**: :mod:`forecaster.data.minute_returns`.
+* **Overnight gaps**: :mod:`forecaster.data.minute.returns`.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from forecaster.data.formats import CsvFormat, code_in_name
-from forecaster.data.intraday import SESSION_MINUTES, SESSION_RULE, add_session_columns, session_minutes
-from forecaster.data.minute_returns import flag_gaps, gap_days, pair_daily
+from forecaster.data.daily.formats import CsvFormat
+from forecaster.data.minute.returns import flag_gaps, gap_days, pair_daily
+from forecaster.data.minute.session import SESSION_MINUTES, SESSION_RULE, add_session_columns, session_minutes
+from forecaster.data.sources import code_in_name
 
 AUCTION_START = 9 * 60 + 15  # the opening call auction's first minute (09:15)
 SESSION_START = 9 * 60 + 30
@@ -232,7 +233,7 @@ def normalise(frame: pd.DataFrame, lines: np.ndarray, code: str, column: str, vo
 def bar_frame(frame: pd.DataFrame, lines: np.ndarray, fmt: CsvFormat, report, code: str
               ) -> tuple[pd.DataFrame, np.ndarray]:
     """:func:`normalise` for the loader: ``(bar frame, lines)``, the facts copied into
-    ``report`` (a :class:`~forecaster.data.loading.LoadReport`; its warnings name the file)."""
+    ``report`` (a :class:`~forecaster.data.daily.report.LoadReport`; its warnings name the file)."""
     frame, lines, facts = normalise(frame, lines, code, fmt.time_column or fmt.date_column,
                                     fmt.scale.get("volume", 1.0), fmt.name, report.warnings)
     for name, value in vars(facts).items():
@@ -250,7 +251,7 @@ def pair_beside(frame: pd.DataFrame, report, path: Path, files: list[Path], load
     """A minute file's bars with the first bars' returns from the daily ``preclose`` of a daily
     file of the same stock among ``files`` (the folder's; named for the stock:
     ``SZ#000665#1day.csv`` beside ``SZ#000665#5min.csv``), where one fits
-    (:func:`~forecaster.data.minute_returns.pair_daily`); ``report`` says which file was used, or
+    (:func:`~forecaster.data.minute.returns.pair_daily`); ``report`` says which file was used, or
     why one found was not. ``load(path) -> (frame, report)`` reads a file, raising ``errors``."""
     code = str(frame["code"].iloc[0])
     notes = []
@@ -277,7 +278,7 @@ def pair_beside(frame: pd.DataFrame, report, path: Path, files: list[Path], load
 
 
 def bar_clauses(report) -> list[str]:
-    """The load summary's clauses on a minute file (a :class:`~forecaster.data.loading.LoadReport`
+    """The load summary's clauses on a minute file (a :class:`~forecaster.data.daily.report.LoadReport`
     with ``bar_minutes``): frequency, stamps and session, suspensions, volume unit, overnight
     gaps and where the first bars' returns come from."""
     m = report.bar_minutes

@@ -1,179 +1,50 @@
-"""Read exported daily-bar CSVs into the canonical frame, counting everything it changes.
+"""Read one exported file (daily rows or minute bars) into the canonical frame, counting
+everything it changes.
 
 Nothing is dropped or filled silently: problems raise :class:`DataError` naming the file, the
 line (1-based, the header is line 1) and the column, or with ``on_bad="drop"`` the offending
 rows are dropped and counted in the :class:`LoadReport`. Files may be gzip-compressed
-(``.csv.gz``, as exporters ship them). A file named for a stock (``sz.300001.csv``) must hold
-that stock's rows: a code column that says otherwise is an error unless the caller trusts the
-column (``trust_code_column``). :func:`load_dir` reads a folder, in parallel processes when it
-holds many files, and names what in the folder it did not read (:attr:`FolderLoad.skipped`).
-Rows that parse but cannot be (impossible bars, jumps beyond the daily limit, an adjustflag
-unlike the other files') are kept and counted, and stocks whose files lack columns the others
-have are named (:mod:`forecaster.data.quality`); with ``strict`` the first implausible row is
-an error.
+(``.csv.gz``, as exporters ship them). What a file is (its layout, daily or minute) is decided
+by :func:`forecaster.data.sources.read_table`; every layout's rows become the same canonical
+frame here, and a minute file's then a bar frame (:mod:`forecaster.data.minute.bars`). A file
+named for a stock (``sz.300001.csv``) must hold that stock's rows: a code column that says
+otherwise is an error unless the caller trusts the column (``trust_code_column``). Rows that
+parse but cannot be (impossible bars, jumps beyond the daily limit, an adjustflag unlike the
+other files') are kept and counted (:mod:`forecaster.data.daily.quality`); with ``strict`` the
+first implausible row is an error. :func:`~forecaster.data.daily.folders.load_dir` reads a
+folder.
 """
 
 from __future__ import annotations
 
-import gzip
-import io
 import logging
-import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from forecaster.checks import check_choice
-from forecaster.data.formats import (
+from forecaster.data.daily.calendar import impossible_days
+from forecaster.data.daily.formats import PRICE_COLUMNS, REQUIRED, CsvFormat
+from forecaster.data.daily.quality import KINDS, Flag, adjust_counts, adjust_mismatches, bar_flags
+from forecaster.data.daily.report import LoadReport
+from forecaster.data.market.exchange import canonical_code
+from forecaster.data.minute.bars import BarError, auction_stamps, bar_frame, pair_beside
+from forecaster.data.minute.session import session_minutes
+from forecaster.data.sources import (
     FORMATS_BY_NAME,
-    PRICE_COLUMNS,
-    REQUIRED,
-    CsvFormat,
-    canonical_code,
+    DataError,
     code_in_name,
     data_stem,
-    detect_format,
-)
-from forecaster.data.intraday import session_minutes
-from forecaster.data.minute_bars import (
-    BarError,
-    auction_stamps,
-    bar_clauses,
-    bar_frame,
-    pair_beside,
-)
-from forecaster.data.minute_formats import prepare_text
-from forecaster.data.quality import (
-    KINDS,
-    Flag,
-    adjust_counts,
-    adjust_mismatches,
-    as_flags,
-    bar_flags,
+    read_table,
+    scan_dir,
 )
 
 log = logging.getLogger(__name__)
 
 ON_BAD = ("raise", "drop")
-# What load_dir reads by default: plain and gzip-compressed CSVs.
-DEFAULT_PATTERN = ("*.csv", "*.csv.gz")
-# Folders with fewer files load in this process (starting workers costs more than it saves).
-PARALLEL_MIN_FILES = 64
-# The version of the checks of forecaster.data.quality (and of forecaster.data.minute_bars) a
-# cache's reports hold (a cache built by older checks is rebuilt).
-QUALITY_CHECKS = 2
 # How a command-line user and an experiment file say on_bad="drop".
 DROP_HINT = "pass on_bad='drop' (--on-bad drop; [data] on_bad = \"drop\")"
-_GZIP_MAGIC = b"\x1f\x8b"
-
-
-class DataError(ValueError):
-    """Bad input data; the message names the file, line and column."""
-
-
-@dataclass
-class LoadReport:
-    """What :func:`load_csv` read, dropped and flagged.
-
-    Attributes:
-        compression: ``"gzip"`` for a compressed file, else ``""``.
-        name_code: where the file's name says another stock than its code column and the
-            column was trusted (``trust_code_column``): the code the name says; else ``""``.
-        bar_minutes, trading_days: minute bars (0 for daily files): the bars' length and the
-            days they cover.
-        flags: implausible rows, kept as they are (:class:`~forecaster.data.quality.Flag`: the
-            first of each kind and how many): impossible bars, jumps beyond the daily limit, and
-            (for :func:`load_csv`) rows whose adjustflag differs from the file's others.
-        adjust_flags: ``{adjustflag: [rows, line, date]}`` of the file's ``adjustflag`` column
-            (the first row of each value), compared across a folder by :func:`load_dir`.
-        adjustment: what a TDX title says of the prices (``"unadjusted"``...), else ``""``.
-
-    Minute files (:mod:`forecaster.data.minute_bars`, :mod:`forecaster.data.minute_returns`):
-    ``stamped`` (``"close"``, or ``"start"``: re-stamped), ``auction_bars`` merged,
-    ``missing_bars`` on ``short_days``, ``zero_price_bars`` and ``suspended_bars``,
-    ``volume_unit`` and ``volume_ratio`` (``amount / (volume x close)``), ``gaps`` (days of the
-    overnight gaps flagged as likely corporate actions) or ``gap_check`` (why not checked), and
-    the daily file whose ``preclose`` the first bars return from (``daily_file``,
-    ``preclose_days``, ``exrights_days``; ``daily_note``: why one beside the file was not used).
-    """
-
-    path: str
-    format: str
-    encoding: str
-    rows_read: int = 0
-    rows_kept: int = 0
-    dropped: dict[str, int] = field(default_factory=dict)
-    reordered_rows: int = 0
-    suspended_days: int = 0
-    st_days: int = 0
-    missing_values: dict[str, int] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    compression: str = ""
-    name_code: str = ""
-    bar_minutes: int = 0
-    trading_days: int = 0
-    flags: list[Flag] = field(default_factory=list)
-    adjust_flags: dict[str, list] = field(default_factory=dict)
-    adjustment: str = ""
-    stamped: str = ""
-    auction_bars: int = 0
-    missing_bars: int = 0
-    short_days: int = 0
-    zero_price_bars: int = 0
-    suspended_bars: int = 0
-    volume_unit: str = ""
-    volume_ratio: float = 0.0
-    gaps: list[str] = field(default_factory=list)
-    gap_check: str = ""
-    daily_file: str = ""
-    preclose_days: int = 0
-    exrights_days: int = 0
-    daily_note: str = ""
-
-    def __post_init__(self):
-        self.flags = as_flags(self.flags)  # a cache stores them as dicts
-
-    def summary(self) -> str:
-        how = f"{self.encoding}, {self.compression}" if self.compression else self.encoding
-        parts = [f"{self.path}: {self.format} ({how}{', ' + self.adjustment if self.adjustment else ''}), "
-                 f"{self.rows_kept}/{self.rows_read} rows kept"]
-        if self.bar_minutes:
-            parts.extend(bar_clauses(self))
-        if self.dropped:
-            parts.append("dropped " + ", ".join(f"{n} {why}" for why, n in self.dropped.items()))
-        if self.reordered_rows:
-            parts.append(f"{self.reordered_rows} rows out of date order were sorted")
-        if not self.bar_minutes:
-            parts.append(f"{self.suspended_days} suspended days, {self.st_days} ST days")
-        if self.missing_values:
-            parts.append("empty cells " + ", ".join(f"{c}={n}" for c, n in self.missing_values.items()))
-        parts.extend(f"{f.rows} row(s) with {KINDS[f.kind]}, kept: first {f.describe()}" for f in self.flags)
-        parts.extend(self.warnings)
-        return "; ".join(parts)
-
-
-def _read_text(path: Path) -> tuple[str, str, str]:
-    """``(text, encoding, compression)``: gzip data (told by its magic bytes) is decompressed."""
-    raw = path.read_bytes()
-    compression = ""
-    if raw[:2] == _GZIP_MAGIC:
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise DataError(f"{path}: damaged or truncated gzip data ({exc}); expected a complete "
-                            "gzip-compressed CSV") from None
-        compression = "gzip"
-    elif raw and path.name.lower().endswith(".gz"):
-        raise DataError(f"{path}: named .gz but not gzip data (it starts with {raw[:12]!r}); expected "
-                        "a gzip-compressed CSV")
-    for encoding in ("utf-8-sig", "gbk"):
-        try:
-            return raw.decode(encoding), encoding, compression
-        except UnicodeDecodeError:
-            continue
-    raise DataError(f"{path}: cannot decode as UTF-8 (with or without BOM) or GBK")
 
 
 class _Cleaner:
@@ -217,7 +88,7 @@ def load_csv(path: str | Path, on_bad: str = "raise", code: str | None = None,
             ``300001.SZ.csv``, ``300001.csv``) whose code column says another is an error
             naming both codes (default); with ``True`` the column's code is used and a warning
             names both. Rows with different codes are an error either way.
-        strict: implausible rows (:mod:`forecaster.data.quality`: impossible bars, prices
+        strict: implausible rows (:mod:`forecaster.data.daily.quality`: impossible bars, prices
             beyond the daily limit that no preclose explains, rows whose adjustflag differs
             from the file's others) raise :class:`DataError` naming the first; by default they
             are kept and counted (:attr:`LoadReport.flags`, the summary and the log).
@@ -264,27 +135,10 @@ def log_report(report: LoadReport, flags: bool = True) -> None:
 def read_one(path: Path, on_bad: str, code: str | None, trust_code_column: bool
           ) -> tuple[pd.DataFrame, LoadReport]:
     """:func:`load_csv` without logging (it runs in worker processes too)."""
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
-    text, encoding, compression = _read_text(path)
-    if not text.strip():
-        raise DataError(f"{path}: the file is empty; expected a header line and daily rows")
-    prepared = prepare_text(text)  # a TDX export: its title line and footer set apart
-    text = prepared.text
-    try:
-        raw = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, skipinitialspace=True)
-    except pd.errors.ParserError as exc:
-        raise DataError(f"{path}: not a readable CSV ({exc})") from exc
-    raw.columns = [str(c).strip() for c in raw.columns]
-    # A pandas-written index column ("" or "Unnamed: 0") carries no data.
-    raw = raw.loc[:, [c for c in raw.columns if c and not c.startswith("Unnamed:")]]
-    try:
-        fmt = detect_format(list(raw.columns), str(path), raw.iloc[0].to_dict() if len(raw) else None,
-                            tdx=prepared.tdx)
-    except ValueError as exc:
-        raise DataError(str(exc)) from None
-    report = LoadReport(path=str(path), format=fmt.name, encoding=encoding, rows_read=len(raw),
-                        compression=compression, adjustment=prepared.adjustment)
+    table = read_table(path)  # what the file is: its cells and layout
+    raw, fmt = table.raw, table.fmt
+    report = LoadReport(path=str(path), format=fmt.name, encoding=table.encoding, rows_read=len(raw),
+                        compression=table.compression, adjustment=table.adjustment)
     missing = [src for src, dst in fmt.columns.items() if dst in REQUIRED and src not in raw.columns]
     if missing:
         raise DataError(
@@ -293,11 +147,11 @@ def read_one(path: Path, on_bad: str, code: str | None, trust_code_column: bool
         )
     if raw.empty:
         raise DataError(f"{path}: has a header but no data rows")
-    file_code = _file_code(raw, fmt, path, trust_code_column, report, prepared.header_line)
+    file_code = _file_code(raw, fmt, path, trust_code_column, report, table.header_line)
     if file_code is None:
         named = code_in_name(path.name)
         file_code = code or (canonical_code(named) if named else data_stem(path.name))
-    frame, lines = _canonicalise(raw, fmt, path, on_bad, report, prepared.header_line, file_code)
+    frame, lines = _canonicalise(raw, fmt, path, on_bad, report, table.header_line, file_code)
     if len(frame) < 2:
         raise DataError(f"{path}: {len(frame)} usable row(s); at least 2 trading days are needed")
     frame["code"] = file_code
@@ -306,6 +160,16 @@ def read_one(path: Path, on_bad: str, code: str | None, trust_code_column: bool
     report.flags = bar_flags(frame, lines, str(frame["code"].iloc[0]), fmt.source, daily=not fmt.intraday)
     report.adjust_flags = adjust_counts(frame, lines)
     return frame, report
+
+
+def line_of(path: Path, day: pd.Timestamp) -> int | str:
+    """The line of ``path`` holding the row of ``day`` (its first bar, for minute files), read
+    again: for errors found after the file was loaded."""
+    table = read_table(path)
+    report = LoadReport(path=str(path), format=table.fmt.name, encoding=table.encoding)
+    frame, lines = _canonicalise(table.raw, table.fmt, path, "drop", report, table.header_line)
+    hit = np.flatnonzero(frame.index.normalize() == pd.Timestamp(day).normalize())
+    return int(lines[hit[0]]) if len(hit) else "?"
 
 
 def _codes_agree(named: str, column: str) -> bool:
@@ -381,6 +245,15 @@ def _canonicalise(raw: pd.DataFrame, fmt: CsvFormat, path: Path, on_bad: str, re
                            f"{pattern if parsed else ' or '.join(fmt.formats)}",
                            raw=text_dates, name=column)
     frame[key] = dates.loc[frame.index]
+    # no day that cannot exist (forecaster.data.daily.calendar): after today, or a weekend
+    after_today, weekend = impossible_days(pd.DatetimeIndex(frame[key]))
+    shown = column or repr(fmt.date_column)
+    frame = clean.bad_rows(frame, pd.Series(after_today, index=frame.index), "dates after today", key,
+                           f"a date up to today ({pd.Timestamp.today().date()})", raw=text_dates, name=shown)
+    _, weekend = impossible_days(pd.DatetimeIndex(frame[key]))
+    frame = clean.bad_rows(frame, pd.Series(weekend, index=frame.index), "weekend dates", key,
+                           "a trading day (Monday to Friday; the exchanges never trade on weekends)",
+                           raw=text_dates, name=shown)
     if fmt.intraday:
         stamps = pd.DatetimeIndex(frame[key])
         outside = (session_minutes(stamps) < 0) & ~auction_stamps(stamps)
@@ -396,7 +269,7 @@ def _canonicalise(raw: pd.DataFrame, fmt: CsvFormat, path: Path, on_bad: str, re
         unparseable = values.isna() & ~empty
         frame = clean.bad_rows(frame, unparseable, "unparseable numbers", col, "a number", raw=text)
         values, empty = values.loc[frame.index], empty.loc[frame.index]
-        # a minute file's volume unit is checked against its amount (minute_bars)
+        # a minute file's volume unit is checked against its amount (minute.bars)
         scale = 1.0 if fmt.intraday and col == "volume" else fmt.scale.get(col, 1.0)
         frame[col] = values.astype(float) * scale
         if col in REQUIRED:
@@ -406,7 +279,7 @@ def _canonicalise(raw: pd.DataFrame, fmt: CsvFormat, path: Path, on_bad: str, re
     for col in PRICE_COLUMNS:
         if col in frame.columns:
             bad = frame[col] <= 0 if col in REQUIRED else (frame[col] <= 0) & frame[col].notna()
-            # a minute bar of all-zero prices is how baostock writes a suspended stock's bars (minute_bars)
+            # a minute bar of all-zero prices is how baostock writes a suspended stock's bars (minute.bars)
             zero_bar = (frame[list(REQUIRED)] == 0).all(axis=1) if fmt.intraday else False
             frame = clean.bad_rows(frame, bad & ~zero_bar, "non-positive prices", col, "a positive price"
                                    + (" (or all-zero prices: a suspended bar)" if fmt.intraday else ""))
@@ -449,59 +322,8 @@ def _canonicalise(raw: pd.DataFrame, fmt: CsvFormat, path: Path, on_bad: str, re
 def _bars(frame: pd.DataFrame, lines: np.ndarray, fmt: CsvFormat, path: Path, report: LoadReport,
           code: str) -> tuple[pd.DataFrame, np.ndarray]:
     """A minute file's parsed rows as a bar frame, its facts in the report
-    (:func:`forecaster.data.minute_bars.bar_frame`)."""
+    (:func:`forecaster.data.minute.bars.bar_frame`)."""
     try:
         return bar_frame(frame, lines, fmt, report, code)
     except BarError as exc:
         raise DataError(f"{path}: {exc}") from None
-
-
-# ------------------------------------------------------------------ folders
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """An entry of a data folder that :func:`load_dir` did not read.
-
-    Attributes:
-        name: its name in the folder (``README.md``, ``raw``).
-        reason: why: ``"sub-folder"`` or ``"not a data file (matches none of ...)"``.
-    """
-
-    name: str
-    reason: str
-
-    def __str__(self) -> str:
-        return f"{self.name}/" if self.reason == "sub-folder" else self.name
-
-
-def named_list(items: list[str], limit: int) -> str:
-    more = len(items) - limit
-    return ", ".join(items[:limit]) + (f" and {more} more" if more > 0 else "")
-
-
-def patterns_of(pattern: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
-    patterns = (pattern,) if isinstance(pattern, str) else tuple(pattern)
-    if not patterns or not all(isinstance(p, str) and p for p in patterns):
-        raise ValueError(f"pattern must be a glob pattern or a sequence of them, got {pattern!r}")
-    return patterns
-
-
-def scan_dir(folder: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTERN
-             ) -> tuple[list[Path], list[Skipped]]:
-    """``(files, skipped)``: the files of ``folder`` that match any of the glob ``pattern``\\ s
-    (sorted), and its other entries (sub-folders, other files; hidden ones left out), which
-    :func:`load_dir` names in its summary."""
-    folder = Path(folder)
-    patterns = patterns_of(pattern)
-    matched = {p for pat in patterns for p in folder.glob(pat)}
-    files = sorted(p for p in matched if p.is_file())
-    used = {p.relative_to(folder).parts[0] for p in files}
-    expected = ", ".join(repr(p) for p in patterns)
-    skipped = []
-    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
-        if entry.name in used or entry.name.startswith("."):
-            continue
-        reason = "sub-folder" if entry.is_dir() else f"not a data file (matches none of {expected})"
-        skipped.append(Skipped(entry.name, reason))
-    return files, skipped

@@ -1,8 +1,9 @@
-"""Read a folder of exported files: which files are data (:func:`scan_dir`, and what is
-skipped, named), each read by :func:`~forecaster.data.loading.load_csv` (in parallel processes
-when the folder holds many), the columnar cache, and the folder's load summary
-(:class:`FolderLoad`): rows, suspensions, dropped rows, stocks lacking columns the others have,
-implausible rows across files (:mod:`forecaster.data.quality`; ``strict`` stops at the first).
+"""Read a folder of exported files: which files are data
+(:func:`~forecaster.data.sources.scan_dir`, and what is skipped, named), each read by
+:func:`~forecaster.data.daily.loading.load_csv` (in parallel processes when the folder holds
+many), the columnar cache, and the folder's load summary (:class:`FolderLoad`): rows,
+suspensions, dropped rows, stocks lacking columns the others have, implausible rows across
+files (:mod:`forecaster.data.daily.quality`; ``strict`` stops at the first).
 """
 
 from __future__ import annotations
@@ -16,36 +17,39 @@ import pandas as pd
 from joblib import Parallel, delayed
 
 from forecaster.checks import check_choice
-from forecaster.data.formats import (
-    FORMATS_BY_NAME,
-)
-from forecaster.data.loading import (
-    DEFAULT_PATTERN,
-    ON_BAD,
-    PARALLEL_MIN_FILES,
-    QUALITY_CHECKS,
-    DataError,
-    LoadReport,
-    Skipped,
-    log_report,
-    named_list,
-    patterns_of,
-    raise_flagged,
-    read_one,
-    scan_dir,
-)
-from forecaster.data.minute_bars import (
-    folder_bar_clauses,
-)
-from forecaster.data.quality import (
+from forecaster.data.daily.calendar import MIN_WITNESSES, lonely_days
+from forecaster.data.daily.loading import DROP_HINT, ON_BAD, line_of, log_report, raise_flagged, read_one
+from forecaster.data.daily.quality import (
     KINDS,
     Flag,
     adjust_mismatches,
     lacking_columns,
+    level_breaks,
     quality_clauses,
+)
+from forecaster.data.daily.report import LoadReport
+from forecaster.data.minute.bars import folder_bar_clauses
+from forecaster.data.sources import (
+    DEFAULT_PATTERN,
+    FORMATS_BY_NAME,
+    DataError,
+    Skipped,
+    patterns_of,
+    scan_dir,
 )
 
 log = logging.getLogger(__name__)
+
+# Folders with fewer files load in this process (starting workers costs more than it saves).
+PARALLEL_MIN_FILES = 64
+# The version of the checks of forecaster.data.daily.quality (and of forecaster.data.minute.bars)
+# a cache's reports hold (a cache built by older checks is rebuilt).
+QUALITY_CHECKS = 2
+
+
+def named_list(items: list[str], limit: int) -> str:
+    more = len(items) - limit
+    return ", ".join(items[:limit]) + (f" and {more} more" if more > 0 else "")
 
 
 class FolderLoad(tuple):
@@ -62,10 +66,10 @@ class FolderLoad(tuple):
         workers: processes that read the files (1: this process; 0: read from the cache).
         lacking: ``{code: canonical columns}`` of the columns features need that other files
             have and the stock's file lacks
-            (:func:`~forecaster.data.quality.lacking_columns`).
+            (:func:`~forecaster.data.daily.quality.lacking_columns`).
         usual_adjust: the adjustflag most files hold (``""`` without the column);
             adjust: ``{code: Flag}`` of the files holding another
-            (:func:`~forecaster.data.quality.adjust_mismatches`).
+            (:func:`~forecaster.data.daily.quality.adjust_mismatches`).
     """
 
     def __new__(cls, frames: dict, reports: dict, *, folder: str | Path = "",
@@ -78,6 +82,10 @@ class FolderLoad(tuple):
         self.usual_adjust, self.adjust = adjust_mismatches(
             {code: r.adjust_flags for code, r in reports.items()},
             {code: FORMATS_BY_NAME[r.format].source("adjust_flag") for code, r in reports.items()})
+        # files without an adjustflag column: told by their price level against their amounts
+        untold = {c: f for c, f in frames.items() if c not in self.adjust}
+        for code, flag in level_breaks(untold, lambda c, day: line_of(Path(reports[c].path), day)).items():
+            self.adjust[code] = flag
         return self
 
     def flagged(self) -> list[tuple[str, Flag]]:
@@ -92,7 +100,7 @@ class FolderLoad(tuple):
 
     def quality(self, max_named: int = 20) -> list[str]:
         """The load summary's clauses on what the files lack or hold that cannot be
-        (:func:`~forecaster.data.quality.quality_clauses`)."""
+        (:func:`~forecaster.data.daily.quality.quality_clauses`)."""
         return quality_clauses(self.reports, self.lacking, self.adjust, self.usual_adjust, max_named)
 
     def __getnewargs_ex__(self):
@@ -133,7 +141,7 @@ def load_dir(path: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTERN,
             summary and the log).
         on_bad: as for :func:`load_csv`.
         cache: keep a columnar copy in ``FOLDER/.forecaster_cache`` and use it while the
-            folder's files are unchanged (:mod:`forecaster.data.cache`).
+            folder's files are unchanged (:mod:`forecaster.data.daily.cache`).
         trust_code_column: as for :func:`load_csv`: use the code column of a file whose name
             says another stock (with a warning) instead of stopping with an error.
         workers: processes reading the files; ``None``: one per available core; 1: this
@@ -152,7 +160,7 @@ def load_dir(path: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTERN,
         read. Parallel and serial loads give equal frames and reports, and an error in any
         file is the same :class:`DataError` naming it.
     """
-    from forecaster.data.cache import cache_location, manifest_of, read_cache, write_cache
+    from forecaster.data.daily.cache import cache_location, manifest_of, read_cache, write_cache
 
     check_choice("on_bad", on_bad, ON_BAD)
     folder = Path(path)
@@ -188,9 +196,35 @@ def load_dir(path: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTERN,
                             "file per stock")
         frames[key], reports[key] = frame, report
     frames, reports = dict(sorted(frames.items())), dict(sorted(reports.items()))
+    _drop_lonely_days(frames, reports, on_bad)
     if cache:
         write_cache(cache_location(folder), manifest, frames, reports)
     return _checked(FolderLoad(frames, reports, folder=path, skipped=skipped, workers=used), strict)
+
+
+def _drop_lonely_days(frames: dict, reports: dict, on_bad: str) -> None:
+    """A day only one file holds while others span it (:func:`~forecaster.data.daily.calendar.
+    lonely_days`) would add a trading day to every stock: an error naming the file, line and
+    day, or with ``on_bad="drop"`` its rows dropped and counted in that file's report."""
+    lonely = lonely_days(frames)
+    if not lonely:
+        return
+    if on_bad == "raise":
+        code, days = next(iter(lonely.items()))
+        path = Path(reports[code].path)
+        others = sum(len(d) for d in lonely.values()) - 1
+        raise DataError(f"{path}: line {line_of(path, days[0])}: {days[0].date()} is a day no other file of "
+                        f"the folder has, although {MIN_WITNESSES} or more of them span it (a day the market "
+                        f"did not trade?){f'; {others} more such row(s) in the folder' if others else ''}; "
+                        f"{DROP_HINT} to drop and count them")
+    for code, days in lonely.items():
+        keep = ~frames[code].index.normalize().isin(days)
+        frames[code] = frames[code].loc[keep]
+        report = reports[code]
+        report.dropped["days no other file has"] = int((~keep).sum())
+        report.rows_kept = len(frames[code])
+        log.warning("%s: dropped %d row(s) on days no other file has: %s", report.path, int((~keep).sum()),
+                    ", ".join(str(d.date()) for d in days[:5]))
 
 
 def _checked(loaded: FolderLoad, strict: bool) -> FolderLoad:

@@ -1,6 +1,8 @@
-"""Facts of the A-share exchanges that the data carry: boards, daily price limits by board,
-date and ST status, and the exchange's rounding of prices.
+"""Facts of the A-share exchanges that the data carry: how codes are written, boards, daily
+price limits by board, date and ST status, and the exchange's rounding of prices.
 
+* :func:`canonical_code`: every way a stock code is written (``600000.SH``, ``sh600000``,
+  ``600000``) as ``sh.600000``;
 * :func:`price_limit`: the daily limit as a fraction of the previous close, by board, date
   and ST status (:func:`limit_matrix` for a whole panel); :func:`limit_prices` turns it into
   the exchange's limit prices (``preclose * (1 +/- limit)`` rounded half up to 0.01).
@@ -17,6 +19,24 @@ import pandas as pd
 CHINEXT_REFORM = pd.Timestamp("2020-08-24")  # ChiNext registration reform: 10% -> 20% limits
 # Main-board risk-warning (ST / *ST) stocks moved from 5% to 10% limits on 2025-07-07.
 MAIN_BOARD_ST_CHANGE = pd.Timestamp("2025-07-07")
+
+
+def canonical_code(raw: str) -> str:
+    """``600000.SH`` / ``sh600000`` / ``600000`` / ``sh.600000`` -> ``sh.600000``."""
+    s = str(raw).strip().lower()
+    if "." in s:
+        a, b = s.split(".", 1)
+        if a in ("sh", "sz", "bj"):
+            return f"{a}.{b}"
+        if b in ("sh", "sz", "bj"):
+            return f"{b}.{a}"
+    if s[:2] in ("sh", "sz", "bj") and s[2:].isdigit():
+        return f"{s[:2]}.{s[2:]}"
+    if s.isdigit() and len(s) <= 6:
+        s = s.zfill(6)
+        exchange = "sh" if s[0] in "569" else "bj" if s[0] in "48" else "sz"
+        return f"{exchange}.{s}"
+    return str(raw).strip()
 
 
 def round_price(x):

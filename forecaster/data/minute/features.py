@@ -1,32 +1,12 @@
-"""Minute bars: the A-share session, bar frames and the daily features computed from them.
+"""Daily features of a panel from minute bars.
 
-A *bar frame* (what :func:`forecaster.data.load_csv` returns for a minute export, in any of
-the layouts of :mod:`forecaster.data.formats`) is indexed by ``time``, each bar's closing
-stamp, and holds ``open, high, low, close`` (``volume`` in shares, ``amount`` where
-exported) plus the session columns:
-
-- ``day``: the trading day the bar belongs to;
-- ``bar``: its position within the day (0 = the day's first bar);
-- ``first_bar``: the day's first bar, whose return (from the previous day's last close, or
-  the daily file's ``preclose``) carries the overnight move and the opening auction, not a few
-  minutes of trading;
-- ``time_of_day``: trading minutes since 09:30 at the bar's close, over the session's 240
-  (the lunch break 11:30-13:00 is not trading time), in ``[0, 1]``;
-- ``preclose``: the previous bar's close (the first bar of the file: its own open; a first
-  bar after an overnight gap flagged as a likely corporate action: its own open too);
-- ``suspended``: the bar did not trade (all-zero prices as baostock writes a suspended
-  stock's bars, or zero volume at the previous close): never a target;
-- ``gap_excluded``: a day's first bar whose overnight gap no price limit explains (a likely
-  ex-rights day; :mod:`forecaster.data.minute_returns`): never a target either.
-
-The session rule: bars close within 09:30-11:30 and 13:00-15:00 (the opening call auction
-is merged into the first bar), stamped at their close.
-
-:func:`daily_features` turns a folder of bar frames into daily features of a panel
-(realised volatility, the last half hour's return, the close against the day's VWAP, and the
-share of the day's volume in its first and last half hours, where the call auctions trade),
-each from the bars of its own day only and each defined in minutes, not bars: a feature the
-bar length cannot measure (the last 30 minutes of 60-minute bars) is missing, and said so.
+:func:`daily_features` turns a folder of bar frames (:mod:`forecaster.data.minute.session`)
+into daily features of a panel (realised volatility, the last half hour's return, the close
+against the day's VWAP, and the share of the day's volume in its first and last half hours,
+where the call auctions trade), each from the bars of its own day only and each defined in
+minutes, not bars: a feature the bar length cannot measure (the last 30 minutes of 60-minute
+bars) is missing, and said so. :func:`attach_intraday` joins them to a panel's daily frames;
+:func:`daily_bars` aggregates bars to daily rows.
 """
 
 from __future__ import annotations
@@ -34,13 +14,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-MORNING = ("09:30", "11:30")
-AFTERNOON = ("13:00", "15:00")
-SESSION_MINUTES = 240
-LAST_MINUTES = 30  # "the last half hour": bars closing after 14:30
-OPEN_MINUTES = 30  # "the first half hour": bars closing by 10:00
-SESSION_RULE = ("bars stamped at their close within 09:30-11:30 and 13:00-15:00 (the lunch break is "
-                "not trading time; the opening call auction is part of the day's first bar)")
+from forecaster.data.minute.session import (
+    LAST_MINUTES,
+    OPEN_MINUTES,
+    SESSION_MINUTES,
+    bar_minutes,
+    is_bar_frame,
+)
 
 # name -> what it is; each is a column of the daily frame built by daily_features and a feature
 # of forecaster.features.factors.
@@ -57,64 +37,6 @@ INTRADAY_FEATURES: dict[str, str] = {
 }
 # The features that need a bar closing at a given session minute (bar lengths dividing 30).
 NEEDS_HALF_HOURS = ("last30_return", "open_volume_share", "close_volume_share")
-
-
-def is_bar_frame(frame: pd.DataFrame) -> bool:
-    """Whether ``frame`` holds minute bars (indexed by ``time``) rather than daily rows."""
-    return frame.index.name == "time"
-
-
-def is_bar_calendar(stamps) -> bool:
-    """Whether stamps (a calendar, a forecast index) are minute bars: any past midnight."""
-    stamps = pd.DatetimeIndex(stamps)
-    return bool(len(stamps)) and bool((stamps != stamps.normalize()).any())
-
-
-def session_minutes(stamps: pd.DatetimeIndex) -> np.ndarray:
-    """Trading minutes since 09:30 at each stamp, lunch excluded (``[0, 240]``); -1 for a
-    stamp outside 09:30-11:30 and 13:00-15:00."""
-    minute = stamps.hour * 60 + stamps.minute + stamps.second / 60.0
-    minute = np.asarray(minute, dtype=float)
-    am = (minute >= 570) & (minute <= 690)
-    pm = (minute >= 780) & (minute <= 900)
-    return np.where(am, minute - 570, np.where(pm, minute - 780 + 120, -1.0))
-
-
-def add_session_columns(frame: pd.DataFrame, suspended: np.ndarray | None = None) -> pd.DataFrame:
-    """``frame`` (sorted bars indexed by ``time``, inside the session) with the session columns
-    of the module docstring. ``suspended``: bars known to be suspended (all-zero prices given
-    the previous close); bars without volume at the previous close are suspended too."""
-    stamps = pd.DatetimeIndex(frame.index)
-    day = stamps.normalize()
-    out = frame.copy()
-    out["day"] = day
-    new_day = np.r_[True, day[1:] != day[:-1]]
-    starts = np.flatnonzero(new_day)
-    position = np.arange(len(frame)) - np.repeat(starts, np.diff(np.r_[starts, len(frame)]))
-    out["bar"] = position
-    out["first_bar"] = new_day
-    out["time_of_day"] = session_minutes(stamps) / SESSION_MINUTES
-    close = out["close"].to_numpy(float)
-    previous = np.r_[out["open"].iloc[0], close[:-1]]
-    out["preclose"] = previous
-    stopped = np.zeros(len(out), bool) if suspended is None else np.asarray(suspended, bool).copy()
-    if "volume" in out.columns:
-        prices = out[["open", "high", "low", "close"]].to_numpy(float)
-        flat = (np.abs(prices - previous[:, None]) < 1e-9).all(axis=1)
-        stopped |= (out["volume"].to_numpy(float) == 0) & flat
-    out["suspended"] = stopped
-    if "gap_excluded" not in out.columns:
-        out["gap_excluded"] = False
-    return out
-
-
-def bar_minutes(frame: pd.DataFrame) -> int:
-    """The bars' length in minutes: the most common gap between bars within a day."""
-    minutes = session_minutes(pd.DatetimeIndex(frame.index))
-    same_day = ~frame["first_bar"].to_numpy()
-    gaps = np.diff(minutes)[same_day[1:]]
-    gaps = gaps[gaps > 0]
-    return int(pd.Series(gaps).mode().iloc[0]) if len(gaps) else 0
 
 
 def measurable(minutes: int) -> list[str]:
@@ -192,14 +114,14 @@ def attach_intraday(frames: dict[str, pd.DataFrame], bars: dict[str, pd.DataFram
     frame joined by date, and a line saying what matched: stocks without bars, bar files
     without a daily file, trading days without bars (their intraday features stay NaN, which
     the models treat as missing, never as zero), the first bars whose return now comes from
-    the daily ``preclose`` (:func:`~forecaster.data.minute_returns.pair_daily`), and the
+    the daily ``preclose`` (:func:`~forecaster.data.minute.returns.pair_daily`), and the
     features the bar length cannot measure.
 
     Raises:
         ValueError: a bar frame holds daily rows, or the files' bar lengths differ (the
             features would partly measure each file's bar length).
     """
-    from forecaster.data.minute_returns import pair_daily
+    from forecaster.data.minute.returns import pair_daily
 
     not_bars = [c for c, f in bars.items() if not is_bar_frame(f)]
     if not_bars:
@@ -229,8 +151,16 @@ def attach_intraday(frames: dict[str, pd.DataFrame], bars: dict[str, pd.DataFram
         days_missing += int((features["intraday_vol"].isna().to_numpy() & trading).sum())
         out[code] = frame.drop(columns=[c for c in features.columns if c in frame.columns]).join(features)
     unused = sorted(set(bars) - set(frames))
+    if bars and len(without) == len(frames):  # --intraday given, and not one feature from it
+        read = ", ".join(sorted(bars)[:5]) + (" ..." if len(bars) > 5 else "")
+        daily = ", ".join(sorted(frames)[:5]) + (" ..." if len(frames) > 5 else "")
+        raise ValueError(f"no minute-bar file matched a stock of the daily data: {len(bars)} bar file(s) "
+                         f"read as {read}; daily stocks {daily} (a bar file is matched by the code in its "
+                         "name or its code column)")
+    matched = sorted(set(bars) & set(frames))
     line = (f"intraday features from {minutes}-minute bars for {len(frames) - len(without)} of {len(frames)} "
-            f"stocks; {days_missing} of {days} trading stock-days without bars (features left empty); "
+            f"stocks (bar files matched: {', '.join(matched[:5])}{' ...' if len(matched) > 5 else ''}); "
+            f"{days_missing} of {days} trading stock-days without bars (features left empty); "
             f"{paired} first bars' returns from the daily files' preclose")
     missing = [name for name in INTRADAY_FEATURES if name not in measurable(minutes)]
     if missing:

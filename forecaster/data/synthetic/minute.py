@@ -9,7 +9,7 @@
   ``signal_ic`` (the drift is put into the next day's bars after the open). The bar before
   the last half hour moves the other way by as much, so the day's open-to-close return does
   not show it: a model that sees the last half hour
-  (:func:`forecaster.data.intraday.daily_features`) can rank on it.
+  (:func:`forecaster.data.minute.features.daily_features`) can rank on it.
 
 Nothing of day ``d + 1`` is drawn from information a feature of day ``d`` could not see
 other than the planted link itself.
@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from forecaster.data.intraday import LAST_MINUTES, add_session_columns
+from forecaster.data.minute.session import LAST_MINUTES, add_session_columns
 
 DAILY_VOL = 0.02
 

@@ -1,0 +1,252 @@
+"""What a data path is, decided in one place.
+
+A path is one of
+
+* a **Qlib data folder** (:func:`is_qlib_folder`: ``calendars/day.txt`` and ``features/``),
+  read by :mod:`forecaster.data.qlib.reader` into canonical frames;
+* a **folder of exported files** (:func:`scan_dir`: which of its entries are data files, and
+  which are skipped and why), each file read as below by
+  :func:`~forecaster.data.daily.folders.load_dir`;
+* an **exported file** (:func:`read_table`: plain or gzip CSV, UTF-8 or GBK, a TDX title line
+  and footer set apart): its header and first row pick its layout from :data:`FORMATS`
+  (:func:`detect_format`), and the layout says whether it holds daily rows or minute bars and
+  how its columns map to the canonical frame, which
+  :func:`~forecaster.data.daily.loading.load_csv` builds alike for every layout (a minute
+  file's rows then become a bar frame, :mod:`forecaster.data.minute.bars`). Its name says which
+  stock it holds (:func:`code_in_name`).
+
+A new layout is one :class:`~forecaster.data.daily.formats.CsvFormat` (daily layouts live in
+:mod:`forecaster.data.daily.formats`, minute layouts in :mod:`forecaster.data.minute.formats`)
+and one entry in :data:`FORMATS`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import re
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from forecaster.data.daily.formats import AKSHARE, BAOSTOCK, OHLCV, TDX, TUSHARE, YAHOO, CsvFormat
+from forecaster.data.market.exchange import canonical_code
+from forecaster.data.minute.formats import MINUTE_FORMATS, STAMP_NAMES, TDX_MINUTE, prepare_text
+
+# The registry of layouts, in the order they are tried. Minute formats first: a baostock minute
+# export has the daily export's markers too, and a date-time column looks like a date column by
+# name.
+FORMATS: tuple[CsvFormat, ...] = (*MINUTE_FORMATS, TUSHARE, AKSHARE, YAHOO, BAOSTOCK, OHLCV)
+# The layouts of a TDX export (a title line above the header): minute bars, else daily rows.
+TDX_FORMATS = (TDX_MINUTE, TDX)
+
+FORMATS_BY_NAME = {f.name: f for f in (*FORMATS, TDX)}
+
+# What load_dir reads by default: plain and gzip-compressed CSVs.
+DEFAULT_PATTERN = ("*.csv", "*.csv.gz")
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+class DataError(ValueError):
+    """Bad input data; the message names the file, line and column."""
+
+
+def is_qlib_folder(path: str | Path) -> bool:
+    """Whether ``path`` looks like a Qlib provider folder (calendars/day.txt and features/)."""
+    path = Path(path)
+    return (path / "calendars" / "day.txt").is_file() and (path / "features").is_dir()
+
+
+def detect_format(header: list[str], path: str, first: dict | None = None, tdx: bool = False) -> CsvFormat:
+    """Pick the format whose marker columns are all in ``header`` (and whose probe matches the
+    ``first`` data row, where given); ``tdx``: the file is a TDX export (title line, footer)."""
+    names = set(header)
+    for fmt in TDX_FORMATS if tdx else FORMATS:
+        if fmt.matches(names, first):
+            return fmt
+    daily = "; ".join(f"{f.name}: {', '.join(f.markers)}" for f in FORMATS if not f.intraday)
+    raise ValueError(
+        f"{path}: unrecognised header {header!r}; expected the columns of one of these exports "
+        f"(daily: {daily}; minute bars: baostock's date,time,code (time like 20230103103000000), "
+        "akshare's 时间, efinance's 股票代码,日期 (a date and time), TDX's 日期,时间 (HHMM), date plus "
+        "time (HH:MM[:SS] or HHMM), or one date-time column named "
+        f"{'/'.join(STAMP_NAMES)}, each with open,high,low,close)"
+    )
+
+
+@dataclass(frozen=True)
+class Table:
+    """An exported file read up to its layout.
+
+    Attributes:
+        raw: its rows, every cell a string, columns as the file names them (stripped; a
+            pandas-written index column left out).
+        fmt: its layout (``fmt.intraday``: minute bars).
+        encoding: ``"utf-8-sig"`` or ``"gbk"``; compression: ``"gzip"`` or ``""``.
+        header_line: the header's line in the file (1-based; 2 under a TDX title line).
+        adjustment: what a TDX title says of the prices (``"unadjusted"``...), else ``""``.
+    """
+
+    raw: pd.DataFrame
+    fmt: CsvFormat
+    encoding: str
+    compression: str
+    header_line: int = 1
+    adjustment: str = ""
+
+
+def read_table(path: Path) -> Table:
+    """The cells of the file at ``path`` and its layout (:func:`detect_format`).
+
+    Raises:
+        FileNotFoundError: no such file.
+        DataError: the file is empty, damaged gzip data, not UTF-8 or GBK text, not a readable
+            CSV, or in none of the layouts of :data:`FORMATS`.
+    """
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    text, encoding, compression = _read_text(path)
+    if not text.strip():
+        raise DataError(f"{path}: the file is empty; expected a header line and daily rows")
+    prepared = prepare_text(text)  # a TDX export: its title line and footer set apart
+    text = prepared.text
+    try:
+        raw = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, skipinitialspace=True)
+    except pd.errors.ParserError as exc:
+        raise DataError(f"{path}: not a readable CSV ({exc})") from exc
+    raw.columns = [str(c).strip() for c in raw.columns]
+    # A pandas-written index column ("" or "Unnamed: 0") carries no data.
+    raw = raw.loc[:, [c for c in raw.columns if c and not c.startswith("Unnamed:")]]
+    try:
+        fmt = detect_format(list(raw.columns), str(path), raw.iloc[0].to_dict() if len(raw) else None,
+                            tdx=prepared.tdx)
+    except ValueError as exc:
+        raise DataError(str(exc)) from None
+    return Table(raw, fmt, encoding, compression, prepared.header_line, prepared.adjustment)
+
+
+def _read_text(path: Path) -> tuple[str, str, str]:
+    """``(text, encoding, compression)``: gzip data (told by its magic bytes) is decompressed."""
+    raw = path.read_bytes()
+    compression = ""
+    if raw[:2] == _GZIP_MAGIC:
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise DataError(f"{path}: damaged or truncated gzip data ({exc}); expected a complete "
+                            "gzip-compressed CSV") from None
+        compression = "gzip"
+    elif raw and path.name.lower().endswith(".gz"):
+        raise DataError(f"{path}: named .gz but not gzip data (it starts with {raw[:12]!r}); expected "
+                        "a gzip-compressed CSV")
+    head = raw[:8192]
+    control = sum(b < 32 and b not in (9, 10, 13) for b in head)
+    if b"\x00" in head or control > len(head) // 100:  # text files hold no NUL and few control bytes
+        kind = {b"PK": "a zip archive (an .xlsx workbook?)", b"\xd0\xcf": "an old Office file (.xls?)",
+                b"PA": "a Parquet file"}.get(raw[:2], "binary data")
+        raise DataError(f"{path}: not a text file ({kind}: {control} control bytes in its first "
+                        f"{len(head)}); expected a CSV (export a workbook as CSV first)")
+    for encoding in ("utf-8-sig", "gbk"):
+        try:
+            return raw.decode(encoding), encoding, compression
+        except UnicodeDecodeError:
+            continue
+    raise DataError(f"{path}: cannot decode as UTF-8 (with or without BOM) or GBK")
+
+
+
+# Suffixes of data files, longest first: ``sz.000001.csv.gz`` is the stock ``sz.000001``.
+DATA_SUFFIXES = (".csv.gz", ".csv")
+# File names that are a stock code: sz.300001, sz300001, 300001.SZ or a bare 300001.
+_CODE_NAME = re.compile(r"(?:(?:sh|sz|bj)\.?\d{6}|\d{6}\.(?:sh|sz|bj)|\d{6})", re.IGNORECASE)
+# ... or a code and what the file holds: TDX's SZ#000665#5min, 300708_5min, sh600000-1min.
+_TDX_NAME = re.compile(r"(sh|sz|bj)#(\d{6})#.*", re.IGNORECASE)
+_CODE_AND_MORE = re.compile(r"((?:sh|sz|bj)\.?\d{6}|\d{6}\.(?:sh|sz|bj)|\d{6})[_#-].*", re.IGNORECASE)
+# ... or an exchange's MIC and the code anywhere after or before it: XSHG_5min_600977,
+# 600977.XSHG (JoinQuant), XSHE-000001-1min.
+_MIC = {"xshg": "sh", "xshe": "sz", "bjse": "bj"}
+_MIC_NAME = re.compile(r"(?:(xshg|xshe|bjse)[_#.-](?:.*[_#.-])?(\d{6})(?:[_#.-].*)?"
+                       r"|(?:.*[_#.-])?(\d{6})[_#.-](?:.*[_#.-])?(xshg|xshe|bjse)(?:[_#.-].*)?)",
+                       re.IGNORECASE)
+
+
+def data_stem(name: str) -> str:
+    """A data file's name without ``.csv`` / ``.csv.gz`` (any other name unchanged but for
+    ``Path.stem``'s last suffix): ``sz.000001.csv.gz`` -> ``sz.000001``."""
+    lower = name.lower()
+    for suffix in DATA_SUFFIXES:
+        if lower.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return name.rsplit(".", 1)[0] if "." in name else name
+
+
+def code_in_name(name: str) -> str | None:
+    """The stock code a data file's name says, or ``None`` when the name is not a code.
+
+    ``sz.300001.csv(.gz)``, ``sz300001.csv`` and ``300001.SZ.csv`` give ``sz.300001``
+    (:func:`~forecaster.data.market.exchange.canonical_code`); a bare ``300001.csv`` gives
+    ``300001`` (no exchange: the name does not say which); ``yahoo.csv`` or ``syn.000001.csv``
+    give ``None``. A code followed by what the file holds names that code too: TDX's
+    ``SZ#000665#5min.csv`` gives ``sz.000665``, ``300708_5min.csv`` gives ``300708``; an
+    exchange's MIC beside the code (``XSHG_5min_600977.csv``, ``600977.XSHG.csv``) gives
+    ``sh.600977``.
+    """
+    stem = data_stem(name)
+    tdx = _TDX_NAME.fullmatch(stem)
+    if tdx:
+        return f"{tdx.group(1).lower()}.{tdx.group(2)}"
+    mic = _MIC_NAME.fullmatch(stem)
+    if mic:
+        exchange, number = (mic.group(1), mic.group(2)) if mic.group(1) else (mic.group(4), mic.group(3))
+        return f"{_MIC[exchange.lower()]}.{number}"
+    if not _CODE_NAME.fullmatch(stem):
+        more = _CODE_AND_MORE.fullmatch(stem)
+        if not more:
+            return None
+        stem = more.group(1)
+    return stem if stem.isdigit() else canonical_code(stem)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An entry of a data folder that :func:`~forecaster.data.daily.folders.load_dir` did not read.
+
+    Attributes:
+        name: its name in the folder (``README.md``, ``raw``).
+        reason: why: ``"sub-folder"`` or ``"not a data file (matches none of ...)"``.
+    """
+
+    name: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.name}/" if self.reason == "sub-folder" else self.name
+
+
+def patterns_of(pattern: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    patterns = (pattern,) if isinstance(pattern, str) else tuple(pattern)
+    if not patterns or not all(isinstance(p, str) and p for p in patterns):
+        raise ValueError(f"pattern must be a glob pattern or a sequence of them, got {pattern!r}")
+    return patterns
+
+
+def scan_dir(folder: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTERN
+             ) -> tuple[list[Path], list[Skipped]]:
+    """``(files, skipped)``: the files of ``folder`` that match any of the glob ``pattern``\\ s
+    (sorted), and its other entries (sub-folders, other files; hidden ones left out), which
+    :func:`~forecaster.data.daily.folders.load_dir` names in its summary."""
+    folder = Path(folder)
+    patterns = patterns_of(pattern)
+    matched = {p for pat in patterns for p in folder.glob(pat)}
+    files = sorted(p for p in matched if p.is_file())
+    used = {p.relative_to(folder).parts[0] for p in files}
+    expected = ", ".join(repr(p) for p in patterns)
+    skipped = []
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.name in used or entry.name.startswith("."):
+            continue
+        reason = "sub-folder" if entry.is_dir() else f"not a data file (matches none of {expected})"
+        skipped.append(Skipped(entry.name, reason))
+    return files, skipped

@@ -1,0 +1,140 @@
+"""No command loses a user's file or mixes outputs of two runs (issue 49): ``--overwrite``
+removes only what a run of this tool wrote, known from its manifest, never by suffix; predict
+never leaves orders of another signal day beside a new list; plot and compare never write inside
+their inputs, and compare never replaces a file without ``--overwrite``."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from forecaster.app.cli import main
+from forecaster.data import write_synthetic_panel
+from seq2seq.core.outputs import MANIFEST, ownership, read_manifest
+
+QUICK = ["--epochs", "1", "--n-seeds", "1", "--window", "8", "--d-model", "16", "--heads", "2",
+         "--layers", "1", "--train-days", "150", "--retrain-every", "60", "--jobs", "1", "--no-baselines",
+         "--no-seed-recipe"]
+
+
+def _digests(folder) -> dict:
+    return {p.relative_to(folder): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    """A data folder of 6 stocks, a report of it, and a trained panel run."""
+    root = tmp_path_factory.mktemp("files")
+    write_synthetic_panel(root / "data", n_stocks=6, n_days=260, seed=4)
+    res = _invoke("backtest", root / "data", "--out", root / "rep", *QUICK, "--top-k", "50")
+    assert res.exit_code == 0, res.output
+    root.joinpath("backtest_output.txt").write_text(res.output)
+    res = _invoke("train", root / "data", "--out", root / "run", *QUICK[:8])
+    assert res.exit_code == 0, res.output
+    return root
+
+
+def test_every_file_a_backtest_writes_is_in_its_manifest(root):
+    owned = ownership(root / "rep")
+    assert owned.foreign == () and owned.changed == ()
+    listed = read_manifest(root / "rep")
+    assert {"report.html", "metrics.json", "experiment.toml", "predictions.csv"} <= set(listed)
+    assert any(name.startswith("folds/") for name in listed)
+    assert ownership(root / "run").foreign == ()  # train's files too
+
+
+def test_top_k_at_or_above_the_universe_warns(root):
+    text = root.joinpath("backtest_output.txt").read_text()
+    assert "--top-k 50 is at or above the 6 stocks of the universe" in text
+
+
+@pytest.mark.parametrize("user_files", [
+    ("sh.600000.csv", "sz.000001.csv", "holdings.csv"),  # a folder of the user's data, never a run
+    ("notes.txt",),  # a note beside an earlier report
+])
+def test_overwrite_never_deletes_a_users_file(root, tmp_path, user_files):
+    out = tmp_path / "out"
+    if user_files == ("notes.txt",):
+        import shutil
+
+        shutil.copytree(root / "rep", out)
+    else:
+        out.mkdir()
+    for name in user_files:
+        (out / name).write_text("code,shares\nsh.600000,100\n")
+    before = _digests(out)
+    res = _invoke("backtest", root / "data", "--out", out, "--overwrite", *QUICK)
+    assert res.exit_code == 1, res.output
+    assert res.output.count("Error:") == 1 and "Traceback" not in res.output
+    assert f"no run of this tool wrote: {', '.join(sorted(user_files))}" in res.output
+    assert _digests(out) == before
+
+
+def test_predict_never_leaves_orders_of_another_signal_day(root, tmp_path):
+    run = tmp_path / "run"
+    import shutil
+
+    shutil.copytree(root / "run", run)
+    res = _invoke("predict", "--run", run, root / "data", "--capital", "1e6")
+    assert res.exit_code == 0, res.output
+    assert (run / "orders.csv").exists()
+    # A later list without --capital: the orders of the earlier list go, and the command says so.
+    res = _invoke("predict", "--run", run, root / "data")
+    assert res.exit_code == 0, res.output
+    assert f"removed {run / 'orders.csv'} (orders for the signal day" in res.output
+    assert not (run / "orders.csv").exists() and (run / "next_day.csv").exists()
+    # An orders file this command did not write is never removed: refused before anything is written.
+    (run / "orders.csv").write_text("code,side,shares\nsh.600000,buy,100\n")
+    before = _digests(run)
+    res = _invoke("predict", "--run", run, root / "data")
+    assert res.exit_code == 1 and "orders this command did not write" in res.output, res.output
+    assert _digests(run) == before
+    # A list written over a user's file needs --overwrite.
+    mine = tmp_path / "mine.csv"
+    mine.write_text("mine\n")
+    res = _invoke("predict", "--run", run, root / "data", "--out", mine)
+    assert res.exit_code == 1 and "already exists; pass --overwrite" in res.output
+    assert mine.read_text() == "mine\n"
+
+
+def test_plot_and_compare_never_write_inside_an_input_or_over_a_file(root, tmp_path):
+    data_before = _digests(root / "data")
+    res = _invoke("plot", "--run", root / "run", root / "data", "--out", root / "data")
+    assert res.exit_code == 1 and "would write over or inside the input" in res.output, res.output
+    res = _invoke("compare", root / "rep", "--out", root / "rep" / "cmp.csv")
+    assert res.exit_code == 1 and "would write over or inside the input" in res.output, res.output
+    assert _digests(root / "data") == data_before
+    cmp = tmp_path / "cmp.csv"
+    cmp.write_text("a user's table\n")
+    res = _invoke("compare", root / "rep", "--out", cmp)
+    assert res.exit_code == 1 and "already exists; pass --overwrite" in res.output, res.output
+    assert cmp.read_text() == "a user's table\n"
+    res = _invoke("compare", root / "rep", "--out", cmp, "--overwrite")
+    assert res.exit_code == 0, res.output
+    assert "transformer" in pd.read_csv(cmp).to_string()
+
+
+def test_the_manifest_lists_what_was_written_with_its_digest(tmp_path):
+    from seq2seq.core import atomic_write, check_output
+    from seq2seq.core.outputs import file_digest, remove_own_file
+
+    out = check_output(tmp_path / "o").claim()
+    assert (out / MANIFEST).is_file()
+    with atomic_write(out / "a.csv", "w") as f:
+        f.write("x\n")
+    assert read_manifest(out) == {"a.csv": file_digest(out / "a.csv")}
+    (out / "b.csv").write_text("y\n")  # not written by a run
+    assert not remove_own_file(out / "b.csv") and (out / "b.csv").exists()
+    assert remove_own_file(out / "a.csv") and not (out / "a.csv").exists()
+    # outside a claimed folder nothing is recorded (and nothing is removed)
+    with atomic_write(tmp_path / "loose.csv", "w") as f:
+        f.write("z\n")
+    assert not remove_own_file(tmp_path / "loose.csv")
