@@ -182,7 +182,6 @@ def test_a_day_that_cannot_exist_is_an_error_or_a_counted_drop(tmp_path, day, me
 
 def test_a_day_only_one_file_has_is_named(tmp_path):
     """A weekday that one file holds and five others spanning it lack (a phantom trading day)."""
-    import pandas as pd
 
     from forecaster.data import load_dir
 
@@ -191,7 +190,8 @@ def test_a_day_only_one_file_has_is_named(tmp_path):
         lines = path.read_text().splitlines()
         path.write_text("\n".join(lines[:42] + lines[43:]) + "\n")
     path = sorted(folder.glob("*.csv"))[0]
-    with pytest.raises(DataError, match=rf"{path.name}: line 43: \S+ is a day no other file of the folder has"):
+    with pytest.raises(DataError, match=rf"{path.name}: line 43: \S+ is a day no other file of the folder "
+                                        "has"):
         load_dir(folder)
     loaded = load_dir(folder, on_bad="drop")
     assert sum(r.dropped.get("days no other file has", 0) for r in loaded.reports.values()) == 1
