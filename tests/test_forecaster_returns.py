@@ -197,9 +197,11 @@ def test_strategy_verdict_says_when_a_baseline_beat_the_main_model():
     days = _days(300)
     rng = np.random.default_rng(5)
     bench = pd.Series(rng.normal(0.0002, 0.01, 300), index=days)
-    backtests = {"transformer": _backtest(bench + 0.0002, bench),
-                 "ridge_features": _backtest(bench + 0.0006, bench),
-                 "composite": _backtest(bench - 0.0004, bench)}
+    noise = [pd.Series(rng.normal(0, 0.002, 300), index=days) for _ in range(3)]
+    backtests = {"transformer": _backtest(bench + 0.0002 + noise[0], bench, {days[3]: 10.0}),
+                 "ridge_features": _backtest(bench + 0.0006 + noise[1], bench, {days[4]: 10.0}),
+                 "composite": _backtest(bench - 0.0004 + noise[2], bench, {days[5]: 10.0})}
+    cash = _backtest(pd.Series(0.0, index=days), bench)
     tests = strategy_stats(backtests, "transformer").tests
     lines = strategy_lines("transformer", backtests, tests)
     assert lines[0].startswith("transformer strategy after costs: ") and "%/yr" in lines[0]
@@ -209,6 +211,10 @@ def test_strategy_verdict_says_when_a_baseline_beat_the_main_model():
     assert f"by {diff * 100:.2f} %/yr" in lines[1]
     assert "p < 0.001" in lines[1] or "p = 0." in lines[1]
     assert "1 of 2 baseline strategies earned more than transformer's after costs: ridge_features" in lines[2]
+    # a baseline that never traded and beat the main model is said to have held cash
+    idle = strategy_lines("transformer", {"transformer": backtests["composite"], "cash": cash}, None)
+    assert "the best baseline strategy, cash (no trades: it held cash), BEAT" in idle[1]
+    assert "-0.00" not in idle[1] and "Sharpe" in idle[1]
     assert pct(0.1511, per_year=True) == "+15.11 %/yr" and pct(-0.2098) == "-20.98 %"
     assert p_text(0.0099) == "p = 0.010" and p_text(0.00001) == "p < 0.001"
     assert p_text(float("nan"), "no test").startswith("p = not computed")

@@ -111,7 +111,7 @@ def test_predict_refuses_a_signal_day_it_cannot_trust(run):
 
     cases = {
         "early": (lambda i, f: f.iloc[:-40], "before the model's training end"),
-        "future": (future, "is in the future"),
+        "future": (future, "line 262, column 'date': expected a date up to today"),
         "ragged": (lambda i, f: f if i < 2 else f.iloc[:-1], "the files end on different days"),
     }
     for name, (edit, message) in cases.items():

@@ -143,8 +143,9 @@ def test_overwrite_never_empties_a_folder_of_other_files_or_removes_an_input(run
     before = _snapshot(run)
     [error] = _errors(_train(run, "--overwrite", "--train-src", str(run / "src.txt"),
                              "--train-tgt", str(run / "tgt.txt")))
-    assert error == (f"Error: --out-dir {run}: --overwrite would remove --train-src {run / 'src.txt'}, "
-                     "an input of this run: move it out of the folder or choose another folder")
+    assert error == (f"Error: --out-dir {run}: holds 2 file(s) no run of this tool wrote: src.txt, tgt.txt. "
+                     f"--overwrite removes only the files a run lists in its {MANIFEST}, as written: move "
+                     "the others or choose another folder")  # the inputs among them
     assert _snapshot(run) == before
 
 

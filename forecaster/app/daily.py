@@ -50,7 +50,8 @@ def _load(csv: str | None, on_bad: str = "raise"):
     return path, frame
 
 
-def _load_panel(folder: str, on_bad: str = "raise", end: pd.Timestamp | None = None, intraday: str = ""):
+def _load_panel(folder: str, on_bad: str = "raise", end: pd.Timestamp | None = None, intraday: str = "",
+                cache: bool = False):
     """``(frames, Panel)`` of a folder (with the daily features of the minute bars in
     ``intraday``, if given), rows after ``end`` left out (stocks with no row up to ``end`` are
     counted and named)."""
@@ -59,7 +60,7 @@ def _load_panel(folder: str, on_bad: str = "raise", end: pd.Timestamp | None = N
     from forecaster.data.panel import Panel
 
     try:
-        loaded = load_data(DataConfig(path=str(folder), on_bad=on_bad,
+        loaded = load_data(DataConfig(path=str(folder), on_bad=on_bad, cache=cache,
                                       intraday=str(Path(intraday).resolve()) if intraday else ""))
     except (DataError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc)) from exc
@@ -138,7 +139,7 @@ def _predictions_table(model, frame: pd.DataFrame) -> pd.DataFrame:
 @click.option("--end", default=None, type=DATE, help="Train on rows up to this date (default: every row).")
 @experiment_options(("features", "model", "walk_forward", "backtest", "data"),
                     only={"walk_forward": ("horizon",), "backtest": ("execution",),
-                          "data": ("on_bad", "intraday", "train_universe")})
+                          "data": ("on_bad", "intraday", "train_universe", "cache")})
 def train(data, out, overwrite, end, **options):
     """Fit the Transformer on DATA and save it to --out.
 
@@ -184,7 +185,7 @@ def train(data, out, overwrite, end, **options):
             from forecaster.models.panel.model import PanelTransformer
 
             learn = resolve_universe(learn_spec, data, "--train-universe") if learn_spec else None
-            frames, grid = _load_panel(data, on_bad, end, intraday)
+            frames, grid = _load_panel(data, on_bad, end, intraday, bool(raw.get("data", {}).get("cache")))
             if learn is not None:  # only the day's members' labels are learnt (features: every stock)
                 learn.check_overlaps(grid.codes, "--train-universe", learn_spec)
                 grid = dataclasses.replace(grid, learn=learn.mask(grid.dates, grid.codes), _cache={})
@@ -274,7 +275,8 @@ def train(data, out, overwrite, end, **options):
                    "limit-down) likely opens there and would queue: block it, or place it as a limit "
                    "order at the limit price (status limit_order).")
 @experiment_options(("strategy", "costs", "market", "backtest", "data"),
-                    only={"backtest": ("capital", "rebalance_tolerance"), "data": ("intraday", "universe")})
+                    only={"backtest": ("capital", "rebalance_tolerance"),
+                          "data": ("intraday", "universe", "cache")})
 @click.option("--overwrite", is_flag=True,
               help="Replace an output file that this command did not write (by default only its own "
                    "earlier outputs are replaced).")
@@ -313,7 +315,8 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, overwrite, 
                 f"{orders_file}: orders this command did not write (or changed since) lie where the new "
                 f"list goes; they would read as orders for its signal day. Move the file, or pass "
                 "--holdings/--capital to write new orders")
-        _, grid = _load_panel(source, info.get("on_bad", "raise"), intraday=intraday)
+        _, grid = _load_panel(source, info.get("on_bad", "raise"), intraday=intraday,
+                              cache=bool(data_options.get("cache")))
         check_signal_day(model.train_end_, grid)
         warn_if_stale(model.train_end_, grid.dates, stale_after)
         if universe:
@@ -358,7 +361,7 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, overwrite, 
             click.echo(f"universe {universe}: {len(table)} of the {n_all} stocks of the data are members on "
                        f"the signal day {last}; only they are ranked and traded")
         return
-    if holdings or raw or given or universe:
+    if holdings or raw or given or universe or data_options.get("cache"):
         raise click.ClickException("--holdings, --intraday and the strategy options are for panel runs "
                                    "(a folder of stocks); this run holds a one-stock model")
     out = Path(out) if out else run / "predictions.csv"

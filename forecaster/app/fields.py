@@ -160,4 +160,5 @@ def check_device(device, source: str = "<options>") -> None:
     try:
         resolve_device(device)
     except ValueError as exc:
-        raise config_error(source, "model", f"device: {exc}", ("device",)) from exc
+        where = f"--device {device}: " if source == OPTIONS else f"{source}: [model] device: "
+        raise ConfigError(f"{where}{exc}") from exc

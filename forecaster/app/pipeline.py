@@ -184,15 +184,25 @@ def prepare(raw: Mapping[str, Mapping], source: str = "<options>") -> tuple[Expe
 
 def load_universes(data: DataConfig, loaded: Loaded) -> None:
     """Read ``[data] universe`` and ``train_universe`` into ``loaded`` (before any output:
-    a bad file stops the run with its line); a universe with no stock in the data is an error."""
+    a bad file stops the run with its line); a universe with no stock in the data is an error.
+    A name is the Qlib folder's own list, else the ``index-constitution`` package's; the load
+    summary says which, and each list is checked over the data's calendar (its warnings are
+    logged, kept for the report's notes and ``metrics.json``)."""
     for key, option in (("universe", "--universe"), ("train_universe", "--train-universe")):
         spec = getattr(data, key)
         if not spec:
             continue
         if len(loaded.frames) < 2:
             raise ConfigError(f"{option} needs a panel (a folder of stocks); the data hold one stock")
+        if key == "train_universe" and spec == data.universe:  # one list, read and checked once
+            loaded.train_universe = loaded.universe
+            loaded.summary += f"\n{option}: the same list as --universe"
+            continue
         universe = resolve_universe(spec, data.path or None, option)
         universe.check_overlaps(loaded.frames, option, spec)
+        warnings = universe.check(loaded.panel.dates, loaded.panel.codes, data.path or None)
+        loaded.summary += (f"\n{universe.describe(option)}"
+                           + (f"; {len(warnings)} warning(s) on the list" if warnings else ""))
         setattr(loaded, key, universe)
 
 
@@ -263,6 +273,9 @@ def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: 
     if universe:
         report.notes.insert(0, coverage_line(universe) + f"; {universe['forecast_rows_outside']} forecast "
                             "rows of non-members were not scored")
+    warned = [f"warning: {line}" for u in (loaded.universe, loaded.train_universe) if u is not None
+              for line in u.warnings]  # the lists' checks, after the coverage line
+    report.notes[int(bool(universe)):int(bool(universe))] = list(dict.fromkeys(warned))
     code = index_for(loaded.universe.name, loaded.indices) if loaded.universe is not None else None
     if code is not None and report.backtests:
         report.backtests = attach_index(report.backtests, code, loaded.indices[code], exp.backtest.execution,

@@ -53,14 +53,19 @@ def check_signal_day(train_end: pd.Timestamp, grid) -> None:
 
 
 def members_only(grid, universe: str, source: str):
-    """``grid`` with the point-in-time membership of ``--universe`` (a file, or a market of
-    the Qlib folder ``source``); no member on the signal day is an error."""
+    """``grid`` with the point-in-time membership of ``--universe`` (a file, or an index's name:
+    the Qlib folder ``source``'s own list, else the ``index-constitution`` package's); says which
+    list it read, and the list's checks over the data's days are logged as warnings; no member
+    on the signal day is an error."""
     from forecaster.data.market.universe import resolve_universe
 
     try:
-        members = resolve_universe(universe, source).mask(grid.dates, grid.codes)
+        resolved = resolve_universe(universe, source)
     except DataError as exc:
         raise click.ClickException(str(exc)) from exc
+    click.echo(resolved.describe(), err=True)
+    resolved.check(grid.dates, grid.codes, source)
+    members = resolved.mask(grid.dates, grid.codes)
     if not members[-1].any():
         raise click.ClickException(f"--universe {universe}: no stock of the data is a member on the signal "
                                    f"day {grid.dates[-1].date()}")

@@ -18,13 +18,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from forecaster.data.market.delisting import QUIET_DAYS, Delistings, decide
 from forecaster.data.market.exchange import limit_matrix
 from forecaster.data.minute.features import INTRADAY_FEATURES
 from forecaster.data.minute.session import is_bar_frame
 
 # Canonical columns carried into the panel when a frame has them.
 FIELDS = ("open", "high", "low", "close", "preclose", "volume", "amount", "turnover",
-          "pe_ttm", "pb_mrq", "ps_ttm", *INTRADAY_FEATURES, "gap_excluded")
+          "pe_ttm", "pb_mrq", "ps_ttm", "float_mv", "total_mv", "delisting", *INTRADAY_FEATURES,
+          "gap_excluded")
 
 
 @dataclass
@@ -174,6 +176,15 @@ class Panel:
         for name, values in arrays.items():
             np.save(folder / f"{name}.npy", values)
         return PanelFiles(folder, self.dates, self.codes, tuple(self.fields), masks)
+
+    def delistings(self, quiet_days: int = QUIET_DAYS) -> Delistings:
+        """Which stocks are delisted and from when the delisting is known
+        (:func:`forecaster.data.market.delisting.decide`: a ``退`` name in the ``delisting``
+        field, or bars that stop for good more than ``quiet_days`` trading days before the
+        data end), computed once per panel. A slice decides on its own days: a stock that stops
+        near its end is not yet known to be delisted there."""
+        return self.derived(("delistings", int(quiet_days)), lambda: decide(
+            self.dates, self.codes, self.listed, self.fields.get("delisting"), quiet_days=quiet_days))
 
     def listed_days(self) -> np.ndarray:
         """``[N]`` number of days each stock has a bar."""

@@ -31,16 +31,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from forecaster.data.daily.formats import AKSHARE, BAOSTOCK, OHLCV, TDX, TUSHARE, YAHOO, CsvFormat
+from forecaster.data.daily.formats import AKSHARE, BAOSTOCK, OHLCV, TDX, TUSHARE, XBX, YAHOO, CsvFormat
 from forecaster.data.market.exchange import canonical_code
 from forecaster.data.minute.formats import MINUTE_FORMATS, STAMP_NAMES, TDX_MINUTE, prepare_text
 
 # The registry of layouts, in the order they are tried. Minute formats first: a baostock minute
 # export has the daily export's markers too, and a date-time column looks like a date column by
 # name.
-FORMATS: tuple[CsvFormat, ...] = (*MINUTE_FORMATS, TUSHARE, AKSHARE, YAHOO, BAOSTOCK, OHLCV)
-# The layouts of a TDX export (a title line above the header): minute bars, else daily rows.
-TDX_FORMATS = (TDX_MINUTE, TDX)
+FORMATS: tuple[CsvFormat, ...] = (*MINUTE_FORMATS, TUSHARE, AKSHARE, XBX, YAHOO, BAOSTOCK, OHLCV)
+# The layouts of a file with a title line above the header: a TDX export (minute bars, else
+# daily rows), or the '邢不行' layout (数据由邢不行整理).
+TDX_FORMATS = (TDX_MINUTE, TDX, XBX)
 
 FORMATS_BY_NAME = {f.name: f for f in (*FORMATS, TDX)}
 

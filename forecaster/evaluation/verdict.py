@@ -72,6 +72,8 @@ def ic_meaning(config, horizon: int) -> str:
 def pct(value: float, reason: str | None = None, per_year: bool = False, sign: bool = True) -> str:
     """A fraction as a percentage with its unit (``+15.11 %``, ``+15.11 %/yr``), or why it is
     missing (:func:`stat_text`)."""
+    if value is not None and math.isfinite(float(value)) and abs(value) < 5e-7:
+        value = 0.0  # no "-0.00 %"
     text = stat_text(None if value is None else value * 100, "+.2f" if sign else ".2f", reason)
     return f"{text} %{'/yr' if per_year else ''}" if text[0] != "n" else text
 
@@ -116,23 +118,26 @@ def strategy_lines(model: str, backtests: dict, tests: pd.DataFrame | None, alph
     if best is None:
         return lines
     theirs = backtests[best].metrics
+    idle = "no trades" if not theirs.get("n_trades") else "the equity never moved"
+    best_text = f"{best} (no trades: it held cash)" if not theirs.get("n_trades") else best
     t = (tests.set_index("baseline").loc[best] if tests is not None and len(tests)
          and best in set(tests["baseline"]) else None)
     diff = m["annual_return"] - theirs["annual_return"]
     test = ("paired Newey-West test of the daily returns' difference: "
             f"t {stat_text(t['t_stat'], '+.2f', 'no variation')}, {p_text(t['p_value'], 'no variation')}, "
             f"{_significance(t['p_value'], alpha)}" if t is not None else "no paired test")
-    numbers = (f"{pct(m['annual_return'], flat, True)} against {pct(theirs['annual_return'], None, True)}, "
-               f"Sharpe {stat_text(m['sharpe'], '.2f', flat)} against {stat_text(theirs['sharpe'], '.2f')}, "
-               f"max drawdown {pct(-m['max_drawdown'], flat)} against {pct(-theirs['max_drawdown'])}")
+    numbers = (f"{pct(m['annual_return'], flat, True)} against {pct(theirs['annual_return'], idle, True)}, "
+               f"Sharpe {stat_text(m['sharpe'], '.2f', flat)} against "
+               f"{stat_text(theirs['sharpe'], '.2f', idle)}, "
+               f"max drawdown {pct(-m['max_drawdown'], flat)} against {pct(-theirs['max_drawdown'], idle)}")
     if not np.isfinite(diff):
         lines.append(f"{model}'s strategy against the best baseline strategy, {best}: not compared "
                      f"({flat}); {best} {pct(theirs['annual_return'], None, True)}")
     elif diff < 0:
-        lines.append(f"the best baseline strategy, {best}, BEAT {model}'s after costs by "
+        lines.append(f"the best baseline strategy, {best_text}, BEAT {model}'s after costs by "
                      f"{pct(-diff, sign=False)}/yr ({numbers}); {test}")
     else:
-        lines.append(f"{model}'s strategy beat the best baseline strategy, {best}, after costs by "
+        lines.append(f"{model}'s strategy beat the best baseline strategy, {best_text}, after costs by "
                      f"{pct(diff, sign=False)}/yr ({numbers}); {test}")
     ahead = sorted(((n, r.metrics["annual_return"]) for n, r in backtests.items()
                     if n != model and np.isfinite(r.metrics["annual_return"])

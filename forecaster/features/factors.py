@@ -47,13 +47,20 @@ FEATURES: dict[str, tuple[int, str]] = {
     # From minute bars (--intraday DIR; forecaster.data.minute.features.daily_features), each from the
     # bars of its own day up to the close.
     **{name: (1, text) for name, text in INTRADAY_FEATURES.items()},
+    # Size, where the data give the market value (the xbx layout's 流通市值 / 总市值): used only when
+    # named (--features ...), never by default (OPTIONAL_FEATURES).
+    "log_float_mv": (1, "log float market value (CNY): size"),
+    "log_total_mv": (1, "log total market value (CNY): size"),
 }
 # Four more A-share factors that the models use by default on a whole market only (past 500
 # stocks, forecaster.models.panel.sizing): there they lifted the Transformer's rank IC in three
 # of four test years, while on 60 CSI 300 stocks they cost it 0.010 (docs/results.md).
 MARKET_ONLY_FEATURES = ("skewness_20d", "idio_volatility_20d", "price_volume_corr_20d", "abnormal_turnover")
-DEFAULT_FEATURES = tuple(n for n in FEATURES if n not in MARKET_ONLY_FEATURES)
-MARKET_FEATURES = tuple(FEATURES)
+# Features a model uses only when they are named: adding them to the defaults would change every
+# model's inputs (and results) on data that carry the columns.
+OPTIONAL_FEATURES = ("log_float_mv", "log_total_mv")
+DEFAULT_FEATURES = tuple(n for n in FEATURES if n not in MARKET_ONLY_FEATURES + OPTIONAL_FEATURES)
+MARKET_FEATURES = tuple(n for n in FEATURES if n not in OPTIONAL_FEATURES)
 
 
 def lookback(names=DEFAULT_FEATURES) -> int:
@@ -180,6 +187,9 @@ def feature(panel: Panel, name: str, cache: bool = True) -> np.ndarray:
         with np.errstate(invalid="ignore", divide="ignore"):
             out = np.where(hi > lo, (logp - lo) / (hi - lo), 0.5)
         out = np.where(np.isfinite(logp) & np.isfinite(lo), out, np.nan)
+    elif name in ("log_float_mv", "log_total_mv"):
+        column = name[4:]
+        out = _log_ratio(traded(f[column]), 1.0) if column in f else nan
     elif name in INTRADAY_FEATURES:
         out = traded(f[name]) if name in f else nan
     else:  # valuation: a yield is monotone in value and finite where the multiple is negative
@@ -218,6 +228,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "log_amount_20d": ("amount",), "turnover_20d": ("turnover",), "illiquidity_20d": ("amount",),
     "price_volume_corr_20d": ("volume",), "abnormal_turnover": ("turnover",),
     "book_to_price": ("pb_mrq",), "earnings_to_price": ("pe_ttm",), "sales_to_price": ("ps_ttm",),
+    "log_float_mv": ("float_mv",), "log_total_mv": ("total_mv",),
     **{n: (n,) for n in INTRADAY_FEATURES}}
 
 

@@ -38,7 +38,11 @@ def tradeable_label(panel: Panel, horizon: int = 1, execution: str = "next_open"
     NaN where there is no signal (no bar on the signal day) or the trade cannot be made or
     closed: the stock has no bar or is suspended on the entry or exit day, or the entry
     price is at limit-up (the buy would not fill); and for the last rows, whose exit lies
-    beyond the panel.
+    beyond the panel. A stock known on the signal day to delist (in its delisting period, a
+    ``退`` name, or on its last day: :meth:`~forecaster.data.panel.Panel.delistings`) is not
+    bought, so it has no label (``"delisting known on the signal day"``), nor has a signal day
+    of a delisted stock whose exit lies after its last trading day (``"delisted before the
+    exit"``); both are counted apart from the other reasons.
 
     Computed once per panel and kept by it (read-only): the walk-forward, the scoring and
     the report of a run read the same array.
@@ -74,6 +78,14 @@ def _tradeable_label(panel: Panel, horizon: int, execution: str) -> tuple[np.nda
     # Only stock-days that exist (the stock has a bar on the signal day) carry a label.
     exists = panel.listed[:n]
     ok = exists & trades[entry] & ~blocked[entry] & trades[exit_]
+    gone = panel.delistings()
+    if gone.any():  # no buy once the delisting is known; no exit after the last day
+        known = gone.known[:n]
+        after = (gone.last >= 0) & (np.arange(n)[:, None] + entry_offset + horizon > gone.last)
+        reasons = {why: m & ~known & ~after for why, m in reasons.items()}
+        reasons["delisting known on the signal day"] = known
+        reasons["delisted before the exit"] = after & ~known
+        ok &= ~known & ~after
     if panel.learn is not None:  # a training universe: only its members' stock-days are learnt
         outside = exists & ok & ~panel.learn[:n]
         reasons["not in the training universe"] = outside

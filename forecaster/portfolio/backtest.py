@@ -44,13 +44,31 @@ Long-short (``mode="long_short"``) is a paper portfolio: shares go negative with
 costs and rules (no short sale at limit-down, no cover at limit-up), short proceeds are
 cash, and borrow fees, borrow availability and margin are ignored.
 
+Delisted stocks (:mod:`forecaster.data.market.delisting` tells them from suspended ones: a
+``退`` name in their last bars, or bars that stop for good more than 20 trading days before the
+data end) are closed out, never carried at their last price nor dropped silently. From the
+signal day the delisting is **known** (the first day of its ``退`` delisting period; for a stock
+that stops without one, its last day) the stock is not bought, and a position in it is sold at
+the next execution, like a stock leaving the universe (subject to its limits and T+1: a sell
+at limit-down is retried the next day). What is still held at the close of its last trading
+day is sold at that close when the stock trades that day and the close is above limit-down,
+and otherwise written down to zero (no cash comes in: after a delisting the shares move to the
+delisted-shares board, where they are nearly worthless and hard to sell). Sales at the last
+close stand in for an exit the data cannot date (a merger, or a delisting announced outside
+the data); the write-down is the conservative case. A short is covered at the last close.
+Each exit is a row of :attr:`BacktestResult.delisted_exits` (shares, price, value after fees,
+average cost, loss = cost - value), counted in ``metrics`` (``delisted_exits``,
+``delisting_loss``; :mod:`forecaster.portfolio.delisted`).
+
 Benchmarks: one stock -> buy-and-hold through the same engine (bought at the first execution
 opportunity with the same costs and rules, never traded again); a panel -> the equal-weight
 universe, **without costs or lots**: rebalanced at each close to equal value in the stocks
 that traded that day (not suspended, not on their first bar), a suspended holding frozen until
-it resumes, earning ``close / preclose`` (``close / open`` on a ``next_open`` first day). The
-universe is the stocks given, i.e. today's constituents: survivorship bias flatters it and
-any strategy picked from it.
+it resumes, earning ``close / preclose`` (``close / open`` on a ``next_open`` first day); a
+stock whose delisting is known is sold at the first close it trades (written down to zero if
+its last bar does not trade; :mod:`forecaster.portfolio.benchmark`). The universe is the
+stocks given, i.e. today's constituents: survivorship bias flatters it and any strategy picked
+from it.
 
 Point-in-time universes: when the Panel carries ``members`` (an index's members by day), the
 strategy picks only the day's members, a holding that leaves is sold at the next execution
@@ -72,8 +90,11 @@ import pandas as pd
 
 from forecaster.checks import check_choice
 from forecaster.data.panel import Panel
+from forecaster.portfolio.benchmark import equal_weight_benchmark
 from forecaster.portfolio.broker import TRADE_COLUMNS, Broker, performance_metrics
-from forecaster.portfolio.rules import CostModel, MarketRules, valid_buy
+from forecaster.portfolio.delisted import EXIT_COLUMNS, Exits
+from forecaster.portfolio.execution import corporate_actions, trade_towards
+from forecaster.portfolio.rules import CostModel, MarketRules
 from forecaster.portfolio.strategy import StrategyConfig, rebalance_rows, target_weights
 
 log = logging.getLogger(__name__)
@@ -88,6 +109,7 @@ __all__ = [
     "TRADE_COLUMNS",
     "performance_metrics",
     "run_backtest",
+    "trade_towards",
 ]
 
 EXECUTIONS = ("next_open", "close")
@@ -160,6 +182,11 @@ class BacktestResult:
         benchmark: a description of the benchmark.
         index_equity, index_metrics, index_name: the universe's index's own series over the
             same days, where the data hold it (:mod:`forecaster.portfolio.index_series`).
+        delisted: the backtested stocks that are delisted or in their delisting period
+            (:data:`forecaster.data.market.delisting.COLUMNS`: code, delisted, last_day,
+            known_from, reason).
+        delisted_exits: the positions ended by a delisting (module docstring), columns
+            :data:`~forecaster.portfolio.delisted.EXIT_COLUMNS`.
     """
 
     equity: pd.Series
@@ -175,6 +202,8 @@ class BacktestResult:
     index_equity: pd.Series | None = None
     index_metrics: dict | None = None
     index_name: str = ""
+    delisted: pd.DataFrame = field(default_factory=pd.DataFrame)
+    delisted_exits: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(EXIT_COLUMNS)))
 
     def summary(self) -> pd.DataFrame:
         """Strategy and benchmark metrics side by side ``[metric x {strategy, benchmark}]``."""
@@ -200,6 +229,10 @@ class _Panel:
     ratio: np.ndarray  # corporate-action share factor: previous close / preclose (1 = none)
     payout: np.ndarray  # cash per share: previous close - preclose (0 = none)
     member: np.ndarray  # in the universe that day (all True without Panel.members)
+    known: np.ndarray  # the stock's delisting is known at that day's close (forecaster.data.market.delisting)
+    exclude: np.ndarray  # known at the previous day's close: not bought, sold (by forecast row)
+    last: np.ndarray  # [stocks] the row of a delisted stock's last bar, -1 for the others
+    delisted: pd.DataFrame  # the delisted stocks among them, and those in their delisting period
 
 
 def _build_panel(data: Panel, codes: list[str]) -> _Panel:
@@ -221,24 +254,14 @@ def _build_panel(data: Panel, codes: list[str]) -> _Panel:
         payout = np.where(event, prev_close - preclose, 0.0)
     open_val = np.where(has_bar, open_, np.nan_to_num(prev_close))
     member = np.ones_like(has_bar) if grid.members is None else np.asarray(grid.members, dtype=bool)
+    gone = data.delistings().take(codes, rows=any_bar)  # decided on the whole panel, once
+    exclude = np.zeros_like(gone.known)
+    exclude[1:] = gone.known[:-1]
     return _Panel(dates=grid.dates, codes=codes, open=open_, close=close, preclose=preclose, has_bar=has_bar,
                   suspended=grid.suspended, first_bar=first_bar, up=grid.limit_up, down=grid.limit_down,
                   close_val=np.nan_to_num(close_ff), open_val=np.nan_to_num(open_val), ratio=ratio,
-                  payout=payout, member=member)
-
-
-def _corporate_actions(broker: Broker, panel: _Panel, j: int, how: str) -> None:
-    held = broker.shares != 0
-    if how == "cash":
-        broker.cash += float(broker.shares[held] @ panel.payout[j, held])
-        return
-    hit = held & (panel.ratio[j] != 1.0)
-    if not hit.any():
-        return
-    exact = broker.shares[hit] * panel.ratio[j, hit]
-    new = np.trunc(exact + np.sign(exact) * 1e-6).astype(np.int64)  # whole shares, toward zero
-    broker.cash += float((exact - new) @ panel.preclose[j, hit])  # the fraction paid in cash
-    broker.shares[hit] = new
+                  payout=payout, member=member, known=gone.known, exclude=exclude, last=gone.last,
+                  delisted=gone.table)
 
 
 def _trade_day(broker: Broker, panel: _Panel, config: BacktestConfig, j: int, w: np.ndarray,
@@ -249,48 +272,14 @@ def _trade_day(broker: Broker, panel: _Panel, config: BacktestConfig, j: int, w:
                   panel.suspended[j], config, resize, tolerance, signal_date)
 
 
-def trade_towards(broker: Broker, date, w: np.ndarray, price: np.ndarray, value_price: np.ndarray,
-                  up: np.ndarray, down: np.ndarray, suspended: np.ndarray, config: BacktestConfig,
-                  resize: bool, tolerance: float, signal_date) -> None:
-    """The backtest's orders of one day: move ``broker``'s book towards weights ``w``
-    ``[stocks]`` at ``price`` ``[stocks]`` (``value_price`` values the book; ``up``/``down``
-    the day's limit prices, ``suspended`` its suspensions). Tomorrow's orders
-    (:mod:`forecaster.portfolio.orders`) run this same function, so they follow the backtest's
-    rules exactly."""
-    shares = broker.shares
-    if not w.any() and not shares.any():
-        return
-    nav = broker.cash + float(shares @ value_price)
-    c = config.costs
-    minimum, step = broker.min_buy, broker.buy_step  # each board's buy lots
-    # Size with the buy-side cost estimate so that a 100% target is affordable after fees.
-    size_price = np.where(np.isfinite(price), price, value_price) * (
-        1 + c.slippage_bps / 1e4 + c.commission_rate + c.transfer_fee_rate)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        raw = np.where(size_price > 0, np.abs(w) * nav / size_price, 0.0)
-    desired = np.sign(w).astype(np.int64) * valid_buy(np.floor(raw + 1e-9).astype(np.int64), minimum, step)
-    keep = (shares != 0) & (np.sign(shares) == np.sign(w))
-    if resize and tolerance < math.inf:
-        keep &= np.abs(shares * value_price - w * nav) <= tolerance * np.abs(w) * nav
-    desired = np.where(keep, shares, desired)
-    delta = desired - shares
-    # every buy order in the board's lots (an odd lot held stays)
-    delta = np.where(delta > 0, valid_buy(delta, minimum, step), delta)
-    for i in np.flatnonzero((w != 0) & (shares == 0) & (desired == 0) & (size_price > 0)):
-        broker.reject(date, i, "buy" if w[i] > 0 else "sell", int(round(raw[i])), float(price[i]), "lot_size",
-                      signal_date)  # the target is worth less than one lot
-    for i in np.concatenate([np.flatnonzero(delta < 0), np.flatnonzero(delta > 0)]):  # sells first
-        broker.order(date, i, int(delta[i]), float(price[i]), limit_up=float(up[i]),
-                     limit_down=float(down[i]), suspended=bool(suspended[i]), signal_date=signal_date)
-
-
 def _simulate(panel: _Panel, weights: np.ndarray, rebalance: np.ndarray, start: int, end: int,
               config: BacktestConfig, tolerance: float, allow_short: bool):
     """Run days ``start..end`` with target weights ``[days x stocks]`` on the panel calendar.
 
-    Returns ``(equity [days], cash [days], positions [days x stocks], trades)``.
+    Returns ``(equity [days], cash [days], positions [days x stocks], trades, delisted exits)``.
     """
     broker = Broker(panel.codes, config.capital, config.costs, config.market.lot_size, allow_short)
+    exits = Exits(panel)  # positions ended by a delisting (a no-op without one)
     n_days = end - start + 1
     equity, cash = np.empty(n_days), np.empty(n_days)
     positions = np.zeros((n_days, len(panel.codes)), dtype=np.int64)
@@ -298,51 +287,24 @@ def _simulate(panel: _Panel, weights: np.ndarray, rebalance: np.ndarray, start: 
     for d, j in enumerate(range(start, end + 1)):
         broker.new_day()
         if d and broker.shares.any():
-            _corporate_actions(broker, panel, j, config.market.corporate_actions)
+            corporate_actions(broker, panel, j, config.market.corporate_actions)
         if at_open:
+            exits.before(broker)
             _trade_day(broker, panel, config, j, weights[j], panel.open[j], panel.open_val[j], rebalance[j],
                        tolerance, panel.dates[j])
-        elif j < end:  # at the close, for tomorrow's forecast row
-            _trade_day(broker, panel, config, j, weights[j + 1], panel.close[j], panel.close_val[j],
-                       rebalance[j + 1], tolerance, panel.dates[j + 1])
+            exits.after(broker, panel.exclude[j])
+            exits.close_out(broker, j, panel.dates[j])  # at the close of a last trading day
+        else:
+            exits.close_out(broker, j, panel.dates[j])
+            if j < end:  # at the close, for tomorrow's forecast row
+                exits.before(broker)
+                _trade_day(broker, panel, config, j, weights[j + 1], panel.close[j], panel.close_val[j],
+                           rebalance[j + 1], tolerance, panel.dates[j + 1])
+                exits.after(broker, panel.exclude[j + 1])
         equity[d] = broker.cash + float(broker.shares @ panel.close_val[j])
         cash[d] = broker.cash
         positions[d] = broker.shares
-    return equity, cash, positions, broker.trades_frame()
-
-
-def _equal_weight_benchmark(panel: _Panel, start: int, end: int, config: BacktestConfig) -> np.ndarray:
-    """Cost-free equal-weight universe ``[days]``, entered when the strategy is.
-
-    Rebalanced at each close to equal value in the stocks that traded that day (not
-    suspended, not on their first bar) and are members of the universe that day; a suspended
-    holding is frozen -- it can be neither sold nor bought -- and earns its return when
-    trading resumes; a holding that left the universe is sold at the first close it trades.
-    """
-    trades = panel.has_bar & ~panel.suspended
-    live = trades & ~panel.first_bar & panel.member
-    leaving = trades & ~panel.member
-    with np.errstate(invalid="ignore", divide="ignore"):
-        growth = np.where(panel.has_bar, panel.close / panel.preclose, 1.0)
-        first_growth = panel.close[start] / panel.open[start]
-    growth = np.where(np.isfinite(growth), growth, 1.0)
-    values = np.zeros(len(panel.codes))
-    cash = float(config.capital)
-    out = np.empty(end - start + 1)
-    for d, j in enumerate(range(start, end + 1)):
-        if d == 0 and config.execution == "next_open":
-            if live[j].any():  # bought at the first open
-                values = np.where(live[j], cash / live[j].sum(), 0.0)
-                cash = 0.0
-            values = values * np.where(live[j] & np.isfinite(first_growth), first_growth, 1.0)
-        elif d:
-            values = values * growth[j]
-        if live[j].any():  # rebalance at the close among today's traders; frozen ones keep value
-            free = cash + values[live[j]].sum() + values[leaving[j]].sum()
-            values = np.where(live[j], free / live[j].sum(), np.where(leaving[j], 0.0, values))
-            cash = 0.0
-        out[d] = cash + values.sum()
-    return out
+    return equity, cash, positions, broker.trades_frame(), exits.frame()
 
 
 def run_backtest(data: Panel | Mapping[str, pd.DataFrame], forecast: pd.DataFrame | pd.Series,
@@ -392,13 +354,19 @@ def run_backtest(data: Panel | Mapping[str, pd.DataFrame], forecast: pd.DataFram
     if forecast.empty:
         raise ValueError("no forecast row falls on a date of the price data")
 
-    pit = None if data.members is None else panel.member[panel.dates.get_indexer(forecast.index)]
+    rows_of = panel.dates.get_indexer(forecast.index)
+    pit = None if data.members is None else panel.member[rows_of]
+    delisting = bool(panel.exclude.any())
+    if delisting:  # a stock known to delist is not picked (its place filled like a leaver's)
+        pit = (np.ones_like(panel.exclude[rows_of]) if pit is None else pit) & ~panel.exclude[rows_of]
     weights = target_weights(forecast, config.strategy, pit)
     first, last = panel.dates.get_loc(forecast.index[0]), panel.dates.get_loc(forecast.index[-1])
     w_cal = np.zeros((len(panel.dates), len(codes)))
     w_cal[first:last + 1] = weights.reindex(panel.dates[first:last + 1]).ffill().to_numpy()
-    if pit is not None:  # a holding that leaves the universe is sold at the next execution
+    if data.members is not None:  # a holding that leaves the universe is sold at the next execution
         w_cal[first:last + 1] *= panel.member[first:last + 1]
+    if delisting:  # ... and so is one whose delisting is known
+        w_cal[first:last + 1] *= ~panel.exclude[first:last + 1]
     rebalance = np.zeros(len(panel.dates), dtype=bool)
     rows = np.unique(rebalance_rows(len(forecast), config.strategy.rebalance_every))
     rebalance[panel.dates.get_indexer(forecast.index[rows])] = True
@@ -414,8 +382,8 @@ def run_backtest(data: Panel | Mapping[str, pd.DataFrame], forecast: pd.DataFram
         raise ValueError("execution='close' needs at least two trading days")
 
     allow_short = config.strategy.mode == "long_short"
-    eq, cash, pos, trades = _simulate(panel, w_cal, rebalance, start, last, config,
-                                      config.rebalance_tolerance, allow_short)
+    eq, cash, pos, trades, exits = _simulate(panel, w_cal, rebalance, start, last, config,
+                                             config.rebalance_tolerance, allow_short)
     days = panel.dates[start:last + 1]
     equity = pd.Series(eq, index=days, name="equity")
     returns = pd.Series(np.diff(np.concatenate([[config.capital], eq])) / np.concatenate(
@@ -426,16 +394,22 @@ def run_backtest(data: Panel | Mapping[str, pd.DataFrame], forecast: pd.DataFram
         ones[first:last + 1] = 1.0
         bench_config = dataclasses.replace(config, strategy=dataclasses.replace(config.strategy,
                                                                                  mode="long_flat"))
-        b_eq, _, _, b_trades = _simulate(panel, ones, np.zeros_like(rebalance), start, last, bench_config,
-                                         math.inf, False)
+        if delisting:
+            ones[first:last + 1] *= ~panel.exclude[first:last + 1]
+        b_eq, _, _, b_trades, _ = _simulate(panel, ones, np.zeros_like(rebalance), start, last, bench_config,
+                                            math.inf, False)
         benchmark = f"buy-and-hold {codes[0]} (same costs and rules)"
     else:
-        b_eq, b_trades = _equal_weight_benchmark(panel, start, last, config), None
+        b_eq = equal_weight_benchmark(panel, start, last, config.capital, config.execution == "next_open")
+        b_trades = None
         benchmark = (f"equal-weight universe of {len(codes)} stocks, daily rebalanced, no costs"
                      if data.members is None else
                      f"equal-weight universe of the day's members ({len(codes)} stocks at some time), "
                      "daily rebalanced, no costs")
     benchmark_equity = pd.Series(b_eq, index=days, name="benchmark")
+    metrics = performance_metrics(equity, trades, config.capital)
+    metrics["delisted_exits"] = len(exits)
+    metrics["delisting_loss"] = float(np.nansum(exits["loss"])) if len(exits) else 0.0
     return BacktestResult(
         equity=equity,
         returns=returns,
@@ -444,7 +418,9 @@ def run_backtest(data: Panel | Mapping[str, pd.DataFrame], forecast: pd.DataFram
         weights=weights,
         trades=trades,
         benchmark_equity=benchmark_equity,
-        metrics=performance_metrics(equity, trades, config.capital),
+        metrics=metrics,
         benchmark_metrics=performance_metrics(benchmark_equity, b_trades, config.capital),
         benchmark=benchmark,
+        delisted=panel.delisted,
+        delisted_exits=exits,
     )

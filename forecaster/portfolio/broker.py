@@ -47,6 +47,8 @@ class Broker:
         self.allow_short = allow_short
         self.shares = np.zeros(len(self.codes), dtype=np.int64)
         self.bought_today = np.zeros(len(self.codes), dtype=np.int64)
+        # what the long shares held cost, fees included (average cost: a sale takes its share)
+        self.cost = np.zeros(len(self.codes))
         self.trades: list[tuple] = []
 
     def new_day(self) -> None:
@@ -75,13 +77,22 @@ class Broker:
         fees = self.costs.fees("buy", value, date)
         return value + fees["commission"] + fees["transfer_fee"]
 
+    def write_off(self, i: int) -> float:
+        """Write the position in stock ``i`` down to zero (a delisting that left nothing to sell
+        at): no cash comes in; returns what the shares cost."""
+        cost = float(self.cost[i])
+        self.shares[i] = 0
+        self.cost[i] = 0.0
+        return cost
+
     def order(self, date, i: int, shares: int, price: float, *, limit_up: float = math.inf,
-              limit_down: float = 0.0, suspended: bool = False, signal_date=None) -> str:
+              limit_down: float = 0.0, suspended: bool = False, signal_date=None, note: str = "") -> str:
         """Trade ``shares`` (> 0 buy, < 0 sell) of stock ``i`` at ``price`` on ``date``.
 
         Buys are floored to whole lots and cut to what the cash pays for; sells are limited to
         the shares held before today (T+1) and, without ``allow_short``, to the position.
-        Fills are at the slippage price, capped at the limit prices.
+        Fills are at the slippage price, capped at the limit prices. ``note``: the reason
+        recorded on a fill that falls short of nothing (``"delisting"``).
 
         Returns:
             the trade's status: ``"filled"``, ``"partial"`` or ``"blocked"``.
@@ -132,16 +143,21 @@ class Broker:
         value = qty * fill
         fees = self.costs.fees(side, value, date)
         paid = fees["commission"] + fees["stamp_duty"] + fees["transfer_fee"]
+        held = int(self.shares[i])
         if side == "buy":
             self.cash -= value + paid
             self.shares[i] += qty
             self.bought_today[i] += qty
+            if held >= 0:
+                self.cost[i] += value + paid
         else:
             self.cash += value - paid
             self.shares[i] -= qty
+            if held > 0:
+                self.cost[i] *= max(held - qty, 0) / held
         status = "filled" if qty == requested else "partial"
         self._record(date, signal_date, i, side, requested, qty, fill, fees, qty * abs(fill - price), status,
-                     reason)
+                     reason or note)
         return status
 
     def trades_frame(self) -> pd.DataFrame:

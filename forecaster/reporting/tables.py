@@ -30,7 +30,10 @@ def _ok(v) -> bool:
 
 def fmt_pct(v, sign: bool = True, digits: int = 2) -> str:
     """A fraction as a percentage with its unit: ``+15.11 %``."""
-    return f"{v * 100:{'+' if sign else ''}.{digits}f} %" if _ok(v) else NA
+    if not _ok(v):
+        return NA
+    v = 0.0 if abs(float(v)) < 0.5 * 10.0 ** -(digits + 2) else float(v)  # no "-0.00 %"
+    return f"{v * 100:{'+' if sign else ''}.{digits}f} %"
 
 
 def fmt_p(v) -> str:

@@ -137,5 +137,7 @@ def evaluate(checkpoints, src, ref, output, json_out, max_tokens, beam, length_p
         # One checkpoint: its path; an ensemble: the paths joined by " + ".
         run = {"checkpoint": " + ".join(str(c) for c in checkpoints), "beam": beam,
                "length_penalty": length_penalty}
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(_json_report(results, run), indent=2))
+        from seq2seq.core import atomic_write
+
+        with atomic_write(json_out, "w") as f:
+            f.write(json.dumps(_json_report(results, run), indent=2))

@@ -69,8 +69,11 @@ def _warn_unknown(tokenizer, sentences: list[str], source: str | None, shown: in
 
 
 def write_lines(path: Path, lines: list[str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    """Atomically, and recorded in a run folder's manifest when written into one."""
+    from seq2seq.core import atomic_write
+
+    with atomic_write(path, "w") as f:
+        f.write("".join(line + "\n" for line in lines))
 
 
 @click.command()

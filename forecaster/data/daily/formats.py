@@ -3,14 +3,16 @@
 Canonical frame: a ``DatetimeIndex`` named ``date`` and lower snake-case columns
 ``open, high, low, close`` (required) plus, where the source has them, ``preclose``
 (previous close adjusted for ex-rights), ``adj_close``, ``volume`` (shares), ``amount`` (CNY),
-``turnover`` (percent), ``trade_status``, ``is_st``, ``pct_chg``, ``code`` and valuation fields.
+``turnover`` (percent), ``trade_status``, ``is_st``, ``pct_chg``, ``code``, valuation fields,
+the float and total market value (``float_mv``, ``total_mv``, CNY) and ``delisting`` (1 on a
+day of the delisting period, read off a ``退`` in the day's name).
 Minute exports (``intraday=True``, :mod:`forecaster.data.minute.formats`) give a *bar frame*
 instead: a ``DatetimeIndex`` named ``time`` (each bar's closing stamp) and the session columns
 of :mod:`forecaster.data.minute.session`.
 
 :class:`CsvFormat` is what a layout says; the layouts here are baostock's, tushare's,
-akshare's, Yahoo's, lower-case OHLCV files' and 通达信 (TDX)'s daily exports. Which layout a
-file is in is decided in one place, :mod:`forecaster.data.sources` (its
+akshare's, Yahoo's, lower-case OHLCV files', 通达信 (TDX)'s and the '邢不行' (xbx) daily
+exports. Which layout a file is in is decided in one place, :mod:`forecaster.data.sources` (its
 :data:`~forecaster.data.sources.FORMATS` registry lists every layout, daily and minute, in the
 order they are tried).
 """
@@ -41,6 +43,9 @@ class CsvFormat:
             baostock export may carry a ``time`` column holding the date).
         time_column: a separate time-of-day column (source name) whose value follows the
             date column's, separated by a space, before ``date_format`` parses both.
+        name_column: a column (source name) holding the stock's name as of each day, whose
+            prefixes and marks carry its status (:func:`~forecaster.data.market.delisting.name_status`:
+            ``ST``/``*ST`` -> ``is_st``, ``退`` -> ``delisting``); ``""``: none.
 
     ``date_format`` may list alternatives separated by ``|``; the first that parses a file's
     first row is used for all its rows (:meth:`formats`).
@@ -55,6 +60,7 @@ class CsvFormat:
     intraday: bool = False
     probe: tuple[str, str] | None = None
     time_column: str = ""
+    name_column: str = ""
 
     @property
     def formats(self) -> tuple[str, ...]:
@@ -149,3 +155,20 @@ TDX_COLUMNS = {"开盘": "open", "最高": "high", "最低": "low", "收盘": "c
                "成交额": "amount"}
 TDX = CsvFormat(name="tdx", columns={"日期": "date", **TDX_COLUMNS}, date_column="日期",
                 date_format="%Y-%m-%d|%Y/%m/%d", markers=("日期", "开盘"))
+
+# The '邢不行' (xbx) layout: a title line (数据由邢不行整理) above the header, read as TDX's title is
+# (forecaster.data.minute.formats.prepare_text); code like sh600000, the name as of each day
+# (its ST / *ST / 退 marks become is_st and delisting), unadjusted prices with the ex-rights
+# 前收盘价, volume in shares, amount, float and total market value in CNY; suspended days have no
+# row. Turnover (percent, as baostock's turn) is volume x close / float market value
+# (forecaster.data.daily.loading).
+XBX = CsvFormat(
+    name="xbx",
+    columns={"股票代码": "code", "交易日期": "date", "开盘价": "open", "最高价": "high", "最低价": "low",
+             "收盘价": "close", "前收盘价": "preclose", "成交量": "volume", "成交额": "amount",
+             "流通市值": "float_mv", "总市值": "total_mv"},
+    date_column="交易日期",
+    date_format="%Y-%m-%d|%Y/%m/%d|%Y%m%d",
+    markers=("交易日期", "收盘价"),
+    name_column="股票名称",
+)

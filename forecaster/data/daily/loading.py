@@ -28,6 +28,7 @@ from forecaster.data.daily.calendar import impossible_days
 from forecaster.data.daily.formats import PRICE_COLUMNS, REQUIRED, CsvFormat
 from forecaster.data.daily.quality import KINDS, Flag, adjust_counts, adjust_mismatches, bar_flags
 from forecaster.data.daily.report import LoadReport
+from forecaster.data.market.delisting import name_status
 from forecaster.data.market.exchange import canonical_code
 from forecaster.data.minute.bars import BarError, auction_stamps, bar_frame, pair_beside
 from forecaster.data.minute.session import session_minutes
@@ -252,7 +253,8 @@ def _canonicalise(raw: pd.DataFrame, fmt: CsvFormat, path: Path, on_bad: str, re
                            f"a date up to today ({pd.Timestamp.today().date()})", raw=text_dates, name=shown)
     _, weekend = impossible_days(pd.DatetimeIndex(frame[key]))
     frame = clean.bad_rows(frame, pd.Series(weekend, index=frame.index), "weekend dates", key,
-                           "a trading day (Monday to Friday; the exchanges never trade on weekends)",
+                           "a trading day (Monday to Friday; the exchanges have not traded on weekends since "
+                           "1995-05-01)",
                            raw=text_dates, name=shown)
     if fmt.intraday:
         stamps = pd.DatetimeIndex(frame[key])
@@ -283,6 +285,9 @@ def _canonicalise(raw: pd.DataFrame, fmt: CsvFormat, path: Path, on_bad: str, re
             zero_bar = (frame[list(REQUIRED)] == 0).all(axis=1) if fmt.intraday else False
             frame = clean.bad_rows(frame, bad & ~zero_bar, "non-positive prices", col, "a positive price"
                                    + (" (or all-zero prices: a suspended bar)" if fmt.intraday else ""))
+
+    if not fmt.intraday:
+        frame = _derived_columns(frame, raw, fmt)
 
     dup = frame[key].duplicated(keep="first")
     if dup.any() and on_bad == "raise":
@@ -316,7 +321,25 @@ def _canonicalise(raw: pd.DataFrame, fmt: CsvFormat, path: Path, on_bad: str, re
     report.suspended_days = int(suspended.sum())
     if "is_st" in frame.columns:
         report.st_days = int((frame["is_st"] == 1).sum())
+    if "delisting" in frame.columns:
+        report.delisting_days = int((frame["delisting"] == 1).sum())
     return frame, lines
+
+
+def _derived_columns(frame: pd.DataFrame, raw: pd.DataFrame, fmt: CsvFormat) -> pd.DataFrame:
+    """Columns a layout gives by other means: the status its names carry (``is_st``,
+    ``delisting``: :func:`~forecaster.data.market.delisting.name_status`), and, where it has the
+    float market value but no turnover (xbx), turnover in percent = 100 x volume x close / float
+    market value (as baostock's ``turn``)."""
+    if fmt.name_column and fmt.name_column in raw.columns:
+        status = name_status(raw[fmt.name_column].loc[frame.index])
+        frame["is_st"] = status["is_st"]
+        frame["delisting"] = status["delisting"]
+    if "turnover" not in frame.columns and {"float_mv", "volume", "close"} <= set(frame.columns):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            float_mv = frame["float_mv"].where(frame["float_mv"] > 0)
+            frame["turnover"] = 100.0 * frame["volume"] * frame["close"] / float_mv
+    return frame
 
 
 def _bars(frame: pd.DataFrame, lines: np.ndarray, fmt: CsvFormat, path: Path, report: LoadReport,

@@ -46,6 +46,7 @@ class LoadReport:
     reordered_rows: int = 0
     suspended_days: int = 0
     st_days: int = 0
+    delisting_days: int = 0
     missing_values: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     compression: str = ""
@@ -84,7 +85,8 @@ class LoadReport:
         if self.reordered_rows:
             parts.append(f"{self.reordered_rows} rows out of date order were sorted")
         if not self.bar_minutes:
-            parts.append(f"{self.suspended_days} suspended days, {self.st_days} ST days")
+            parts.append(f"{self.suspended_days} suspended days, {self.st_days} ST days"
+                         + (f", {self.delisting_days} delisting-period days" if self.delisting_days else ""))
         if self.missing_values:
             parts.append("empty cells " + ", ".join(f"{c}={n}" for c, n in self.missing_values.items()))
         parts.extend(f"{f.rows} row(s) with {KINDS[f.kind]}, kept: first {f.describe()}" for f in self.flags)

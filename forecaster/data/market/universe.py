@@ -1,32 +1,49 @@
 """Point-in-time universes: which stocks belong to an index (or any list) on each day.
 
-A universe file is one of
+A universe is an index's name or a file (:func:`resolve_universe`). A name (``csi300``, ``csi500``)
+reads, inside a Qlib data folder that has it, ``instruments/NAME.txt`` (the folder's own list
+wins), and otherwise the index's point-in-time history in the ``index-constitution`` package
+(:mod:`forecaster.data.market.indices`), on any data: a folder of CSVs, a Qlib folder without that
+file, ``predict``'s data. A universe file is one of
 
 * a Qlib instruments file (``CODE<TAB>start<TAB>end`` a line, as ``instruments/csi300.txt``;
   a stock may have several lines, one per span of membership; ``SH600000`` is ``sh.600000``);
 * a CSV ``code,start,end`` (a header line ``code,start,end`` is optional);
 * a plain list of codes, one a line: always members.
 
-Inside a Qlib data folder a bare name (``csi300``) reads ``instruments/csi300.txt``
-(:func:`resolve_universe`). Dates are ``YYYY-MM-DD`` and both ends are member days. Blank lines
+Dates are ``YYYY-MM-DD`` and both ends are member days. Blank lines
 and lines starting with ``#`` are skipped; any other line that does not fit the file's format
 stops with a :class:`~forecaster.data.sources.DataError` naming the file, the line and what was
 expected. :meth:`Universe.mask` gives the ``[days, stocks]`` membership of a Panel's calendar
-and codes.
+and codes; :meth:`Universe.check` the warnings of the list (short days, overlap with an index it
+cannot share members with, spans that end before the next review), whatever its source.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from forecaster.data.market.indices import (
+    DISJOINT,
+    INDICES,
+    PACKAGE,
+    STILL,
+    known_index,
+    known_names,
+    list_warnings,
+    package_history,
+)
 from forecaster.data.qlib.conventions import from_qlib_code
 from forecaster.data.sources import DataError, is_qlib_folder
 
-ALWAYS = (pd.Timestamp("1900-01-01"), pd.Timestamp("2200-12-31"))  # a plain list's codes: always
+log = logging.getLogger(__name__)
+
+ALWAYS = (pd.Timestamp("1900-01-01"), STILL)  # a plain list's codes: always
 
 
 @dataclass
@@ -34,18 +51,20 @@ class Universe:
     """Membership spans by stock.
 
     Attributes:
-        name: what the report calls it (``csi300`` for ``instruments/csi300.txt``, else the
-            file's name).
-        source: the file read.
+        name: what the report calls it (``csi300`` for ``instruments/csi300.txt`` or the
+            package's list, else the file's name).
+        source: the file read, or the package (its version and index).
         spans: ``{code: [(first day, last day), ...]}`` (canonical codes, both ends member
             days; :data:`ALWAYS` for a plain list's codes).
-        kind: ``"qlib"``, ``"csv"`` or ``"list"``.
+        kind: ``"qlib"``, ``"csv"``, ``"list"`` or ``"package"`` (``index-constitution``).
+        warnings: what :meth:`check` found (one line per kind).
     """
 
     name: str
     source: str
     spans: dict[str, list[tuple[pd.Timestamp, pd.Timestamp]]] = field(default_factory=dict)
     kind: str = "list"
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def codes(self) -> list[str]:
@@ -60,6 +79,32 @@ class Universe:
             raise DataError(f"{option} {spec}: none of its {len(self.spans)} codes (e.g. "
                             f"{', '.join(self.codes[:3])}) is a stock of the data "
                             f"(e.g. {', '.join(map(str, codes[:3]))})")
+
+    def describe(self, option: str = "--universe") -> str:
+        """Where the list came from, in one line (the run prints it)."""
+        return (f"{option} {self.name}: members by day from {self.source}; {len(self.spans):,} stocks, "
+                f"{sum(len(s) for s in self.spans.values()):,} spans of membership")
+
+    def check(self, dates, codes, data_path: str | Path | None = None) -> list[str]:
+        """Check the list over the calendar ``dates`` of the data's stocks ``codes``
+        (:func:`~forecaster.data.market.indices.list_warnings`): the index it is (by its name),
+        against the package's list of that index, and against the lists of the indices it cannot
+        share members with (the Qlib folder ``data_path``'s own, else the package's). Each
+        warning is logged and kept in :attr:`warnings`."""
+        index = known_index(self.name)
+        reference = others = None
+        if index:
+            reference = None if self.kind == "package" else package_universe(index)
+            others = []
+            for other in DISJOINT[index]:
+                try:
+                    others.append((other, resolve_universe(other, data_path)))
+                except DataError:  # an unreadable list of another index: not this run's concern
+                    continue
+        self.warnings = list_warnings(self, dates, codes, index, reference, others or ())
+        for line in self.warnings:
+            log.warning(line)
+        return self.warnings
 
     def mask(self, dates, codes) -> np.ndarray:
         """``[days, stocks]`` bool: stock ``codes[j]`` is a member on ``dates[i]``."""
@@ -86,13 +131,13 @@ class Universe:
         have = set(map(str, codes))
         period = self.members_between(dates[0], dates[-1]) if len(dates) else []
         missing = [c for c in period if c not in have]
-        return {"name": self.name, "source": self.source, "codes": len(self.spans),
+        return {"name": self.name, "source": self.source, "kind": self.kind, "codes": len(self.spans),
                 "codes_in_data": sum(c in have for c in self.spans),
                 "members_per_day": {"min": int(per_day.min()) if len(per_day) else 0,
                                     "median": float(np.median(per_day)) if len(per_day) else 0.0,
                                     "max": int(per_day.max()) if len(per_day) else 0},
                 "members_in_period": len(period), "members_without_data": len(missing),
-                "members_without_data_examples": missing[:10]}
+                "members_without_data_examples": missing[:10], "warnings": list(self.warnings)}
 
 
 def coverage_line(cov: dict) -> str:
@@ -104,23 +149,39 @@ def coverage_line(cov: dict) -> str:
             f"(survivorship: scores, benchmark and backtest cover only the members with data)")
 
 
+FILE_FORMS = ("a Qlib instruments file (CODE<TAB>start<TAB>end), a CSV code,start,end or a list of "
+              "codes")
+
+
+def package_universe(index: str) -> Universe:
+    """A known index's members from the ``index-constitution`` package."""
+    spans, source = package_history(index)
+    return Universe(index, source, {code: list(s) for code, s in spans.items()}, "package")
+
+
 def resolve_universe(spec: str, data_path: str | Path | None = None, option: str = "--universe") -> Universe:
-    """The universe ``spec`` names: a file, or, inside a Qlib data folder ``data_path``, a
-    market name (``csi300`` -> ``DATA/instruments/csi300.txt``)."""
+    """The universe ``spec`` names: a file; or a name: inside a Qlib data folder ``data_path``
+    that has it, the folder's own list (``csi300`` -> ``DATA/instruments/csi300.txt``), else a
+    known index's members from the ``index-constitution`` package (``csi300``, ``csi500``)."""
     path = Path(spec)
     if path.is_file():
         return read_universe(path)
-    if data_path and is_qlib_folder(data_path):
-        name = spec[:-4] if spec.endswith(".txt") else spec
+    qlib = bool(data_path) and is_qlib_folder(data_path)
+    name = spec[:-4] if qlib and spec.endswith(".txt") else spec
+    if qlib:
         market = Path(data_path) / "instruments" / f"{name}.txt"
         if market.is_file():
             return read_universe(market, name=name)
-        known = sorted(p.stem for p in (Path(data_path) / "instruments").glob("*.txt"))
-        raise DataError(f"{option} {spec}: no such file, and no instruments/{name}.txt in the Qlib "
-                        f"folder {data_path} (it has: {', '.join(known) or 'none'})")
+    if name.lower() in INDICES:
+        return package_universe(name.lower())
     what = "a folder" if path.is_dir() else "no such file"
-    raise DataError(f"{option} {spec}: {what}; expected a Qlib instruments file (CODE<TAB>start<TAB>end), "
-                    "a CSV code,start,end, a list of codes, or the name of a market in a Qlib data folder")
+    if qlib:
+        known = sorted(p.stem for p in (Path(data_path) / "instruments").glob("*.txt"))
+        what += (f", no instruments/{name}.txt in the Qlib folder {data_path} (it has: "
+                 f"{', '.join(known) or 'none'})")
+    raise DataError(f"{option} {spec}: {what}, and not an index name; expected an index name ("
+                    f"{known_names()}: a Qlib folder's instruments/NAME.txt, else the {PACKAGE} "
+                    f"package's members) or a file: {FILE_FORMS}")
 
 
 def _date(text: str, where: str, expected: str) -> pd.Timestamp:

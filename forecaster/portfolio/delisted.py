@@ -1,0 +1,141 @@
+"""Positions ended by a delisting, under the backtest's rule
+(:mod:`forecaster.portfolio.backtest`; which stocks are delisted:
+:mod:`forecaster.data.market.delisting`).
+
+From the signal day a stock's delisting is known (a ``退`` name: its delisting period; or its
+last day) it is not bought, and a position in it is sold at the next execution (subject to
+its limits and T+1, retried daily); what is still held at the close of its last trading day is
+sold at that close when the stock trades that day and the close is above limit-down, and
+written down to zero otherwise. A short position is covered at its last close (the
+long-short book is a paper portfolio). :class:`Exits` records each such exit: the shares, the
+price, what it brought after fees (``value``), what the shares cost with fees (``cost``,
+average cost) and the loss (``cost - value``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from forecaster.data.market.delisting import describe
+
+EXIT_COLUMNS = ("date", "code", "how", "shares", "price", "value", "cost", "loss")
+SOLD_IN_PERIOD = "sold in the delisting period"
+SOLD_LAST = "sold at the last close"
+WRITTEN_OFF = "written down to zero"
+COVERED = "short covered at the last close"
+REASON = "delisting"  # the reason on the trade rows of these sells
+
+
+class Exits:
+    """Records the exits of one simulation (a no-op where no stock of ``panel`` delists).
+
+    ``panel``: the backtest's view (``codes``, ``known``, ``last``, ``has_bar``,
+    ``suspended``, ``close``, ``close_val``, ``down``)."""
+
+    def __init__(self, panel):
+        self.panel = panel
+        self.active = bool(panel.known.any())
+        self.rows: list[tuple] = []
+        self._n, self._shares, self._cost = 0, None, None
+
+    def before(self, broker) -> None:
+        """Call before a day's trades: what is held and what it cost."""
+        if self.active:
+            self._n, self._shares, self._cost = len(broker.trades), broker.shares.copy(), broker.cost.copy()
+
+    def after(self, broker, exclude: np.ndarray) -> None:
+        """Call after them: the sells of stocks excluded for a known delisting (``exclude``
+        ``[stocks]``) are exits, their trade rows marked ``"delisting"``."""
+        if not self.active or not exclude.any():
+            return
+        where = {c: i for i, c in enumerate(broker.codes)}
+        for k in range(self._n, len(broker.trades)):
+            row = list(broker.trades[k])
+            i = where[row[2]]
+            if not exclude[i] or row[3] != "sell" or row[5] <= 0 or self._shares[i] <= 0:
+                continue
+            if not row[13]:
+                row[13] = REASON
+                broker.trades[k] = tuple(row)
+            self._record(row, self._cost[i] * row[5] / self._shares[i], SOLD_IN_PERIOD)
+
+    def close_out(self, broker, j: int, date) -> None:
+        """At day ``j``'s close: the positions in stocks whose last bar is day ``j``."""
+        if not self.active:
+            return
+        p = self.panel
+        for i in np.flatnonzero((p.last == j) & (broker.shares != 0)):
+            held = int(broker.shares[i])
+            if held < 0:  # a short: covered at the last close
+                price = float(p.close_val[j, i])
+                broker.cash -= -held * price
+                broker.shares[i] = 0
+                self.rows.append((date, p.codes[i], COVERED, held, price, held * price, np.nan, np.nan))
+                continue
+            cost = float(broker.cost[i])
+            traded = bool(p.has_bar[j, i] and not p.suspended[j, i])
+            n = len(broker.trades)
+            broker.order(date, i, -held, float(p.close[j, i]), limit_down=float(p.down[j, i]),
+                         suspended=not traded, signal_date=date, note=REASON)
+            sold = held - int(broker.shares[i])
+            if sold > 0:
+                self._record(broker.trades[n], cost * sold / held, SOLD_LAST)
+            left = int(broker.shares[i])
+            if left > 0:
+                lost = broker.write_off(i)
+                self.rows.append((date, p.codes[i], WRITTEN_OFF, left, 0.0, 0.0, lost, lost))
+
+    def _record(self, row, cost: float, how: str) -> None:
+        date, _, code, _, _, shares, price, value, commission, stamp, transfer = row[:11]
+        net = value - commission - stamp - transfer
+        self.rows.append((date, code, how, int(shares), float(price), float(net), float(cost),
+                          float(cost - net)))
+
+    def frame(self) -> pd.DataFrame:
+        """The exits, columns :data:`EXIT_COLUMNS`."""
+        frame = pd.DataFrame(self.rows, columns=list(EXIT_COLUMNS))
+        frame["date"] = pd.to_datetime(frame["date"])
+        return frame
+
+
+def exit_text(exits: pd.DataFrame) -> str:
+    """What a backtest did with its positions in delisting stocks, in words (``""``: none):
+    ``sz.300104 sold in the delisting period 2020-06-08 (1,200 shares, value 345.00, loss
+    1,234.00)``; their total loss."""
+    if not len(exits):
+        return ""
+    parts = [f"{r.code} {r.how} {pd.Timestamp(r.date).date()} ({abs(int(r.shares)):,} shares, value "
+             f"{r.value:,.2f}" + (f", loss {r.loss:,.2f}" if np.isfinite(r.loss) else "") + ")"
+             for r in exits.itertuples()]
+    return f"{len(exits)} exit(s) by delisting, loss {np.nansum(exits['loss']):,.2f} CNY: " + "; ".join(parts)
+
+
+def delisting_notes(backtests: dict, model: str) -> list[str]:
+    """The report's lines on delisted stocks (none where no backtested stock delists): which
+    were delisted, when and why, the rule, and what ``model``'s backtest (and the others, as a
+    count) did with any position in them."""
+    tables = [r.delisted for r in backtests.values() if len(r.delisted)]
+    if not tables:
+        return []
+    named = describe(tables[0])
+    pending = tables[0][~tables[0]["delisted"]]
+    lines = []
+    if named:
+        lines.append(f"delisted stocks (not suspended): {named}; the backtests buy none once its delisting "
+                     "is known, sell a holding at the next execution, else at its last close, else write it "
+                     "down to zero")
+    if len(pending):
+        lines.append("in their delisting period at the data's end (not bought): "
+                     + ", ".join(pending["code"]))
+    main = backtests.get(model)
+    if main is not None:
+        lines.append(f"{model}'s backtest: " + (exit_text(main.delisted_exits)
+                                               or "held none of them when their delisting was known"))
+    others = {n: r for n, r in backtests.items() if n != model}
+    n_exits = sum(len(r.delisted_exits) for r in others.values())
+    if others:
+        loss = sum(float(np.nansum(r.delisted_exits["loss"])) for r in others.values())
+        lines.append(f"the other {len(others)} backtests: {n_exits} exit(s) by delisting"
+                     + (f", loss {loss:,.2f} CNY in all" if n_exits else ""))
+    return lines
