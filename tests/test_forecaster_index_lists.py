@@ -95,7 +95,7 @@ def test_the_early_spans_file_on_the_qlib_folder_warns_of_short_days_and_early_s
     with caplog.at_level(logging.WARNING):
         load_universes(DataConfig(path=str(qlib), universe=str(early)), loaded)
     warnings = loaded.universe.warnings
-    short = [w for w in warnings if "hold fewer members than CSI 300's 300" in w]
+    short = [w for w in warnings if "the list holds fewer members than CSI 300's 300" in w]
     assert len(short) == 1 and "2016-01-04 (275)" in short[0]  # the first short day, its count
     spans = [w for w in warnings if "spans end before the next review" in w]
     assert len(spans) == 1 and "exactly the 30 leaving on 2016-12-12" in spans[0]

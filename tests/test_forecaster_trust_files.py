@@ -5,28 +5,12 @@ their inputs, and compare never replaces a file without ``--overwrite``."""
 
 from __future__ import annotations
 
-import hashlib
-
 import pandas as pd
 import pytest
-from click.testing import CliRunner
+from test_forecaster_trust import QUICK, _digests, _invoke
 
-from forecaster.app.cli import main
 from forecaster.data import write_synthetic_panel
 from seq2seq.core.outputs import MANIFEST, ownership, read_manifest
-
-QUICK = ["--epochs", "1", "--n-seeds", "1", "--window", "8", "--d-model", "16", "--heads", "2",
-         "--layers", "1", "--train-days", "150", "--retrain-every", "60", "--jobs", "1", "--no-baselines",
-         "--no-seed-recipe"]
-
-
-def _digests(folder) -> dict:
-    return {p.relative_to(folder): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def _invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 @pytest.fixture(scope="module")

@@ -60,8 +60,9 @@ def test_a_market_name_inside_a_qlib_folder(tmp_path):
     folder = write_qlib(frames, tmp_path / "qlib", market="csi9")
     u = resolve_universe("csi9", folder)
     assert u.name == "csi9" and u.codes == sorted(frames)
-    with pytest.raises(DataError, match=r"no instruments/csi300.txt .*it has: csi9"):
-        resolve_universe("csi300", folder)
+    with pytest.raises(DataError, match=r"no instruments/csi301.txt .*it has: csi9"):
+        resolve_universe("csi301", folder)
+    assert resolve_universe("csi300", folder).kind == "package"  # not in the folder: index-constitution's
     with pytest.raises(DataError, match="--universe nothing.txt: no such file"):
         resolve_universe("nothing.txt", tmp_path)
 

@@ -187,6 +187,8 @@ def train(data, out, overwrite, end, **options):
             learn = resolve_universe(learn_spec, data, "--train-universe") if learn_spec else None
             frames, grid = _load_panel(data, on_bad, end, intraday, bool(raw.get("data", {}).get("cache")))
             if learn is not None:  # only the day's members' labels are learnt (features: every stock)
+                click.echo(learn.describe(), err=True)  # which list, from where; its checks logged
+                learn.check(grid.dates, grid.codes, data)
                 learn.check_overlaps(grid.codes, "--train-universe", learn_spec)
                 grid = dataclasses.replace(grid, learn=learn.mask(grid.dates, grid.codes), _cache={})
             model = PanelTransformer(horizon=horizon, execution=raw.get("backtest", {}).get(

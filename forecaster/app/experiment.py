@@ -87,8 +87,11 @@ class DataConfig:
             join the panel's features.
         universe: the stocks scored and traded, by day: a Qlib instruments file
             (``CODE<TAB>start<TAB>end``, several spans per stock), a CSV ``code,start,end`` or a
-            list of codes (always members); inside a Qlib data folder a market's name
-            (``csi300``: ``instruments/csi300.txt``). Scores, IC, quantiles, verdict, backtest
+            list of codes (always members); or an index's name (``csi300``, ``csi500``): a Qlib
+            data folder's ``instruments/csi300.txt`` if it has one, else the point-in-time members
+            of the ``index-constitution`` package, on any data. The list is checked (days short of
+            the index's size, members shared with a disjoint index, spans that end before the next
+            review: warnings in the run's notes). Scores, IC, quantiles, verdict, backtest
             (benchmark: the day's members, equal weight) and predict's list and orders cover
             only the day's members; models still train on every stock (see
             ``train_universe``). Empty: every stock.

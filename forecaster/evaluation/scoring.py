@@ -45,6 +45,7 @@ from forecaster.metrics import (
     summarise,
 )
 from forecaster.portfolio.backtest import BacktestConfig, run_backtest
+from forecaster.portfolio.delisted import delisting_notes
 
 log = logging.getLogger(__name__)
 
@@ -275,6 +276,7 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
     if panel:
         notes.append(ic_meaning(result.config, horizon))
     notes += data_caveats([str(c) for c in grid.codes], panel, index_constituents)
+    notes += delisting_notes(results, model)  # delisted stocks and what the backtests did with them
     timings = {"backtests": backtest_seconds,
                "statistics": time.perf_counter() - started - backtest_seconds}
     return Report(model, overall, per_fold, per_stock, dm, ic, daily_ic_frame, results, verdict, notes,

@@ -129,13 +129,12 @@ def delisting_notes(backtests: dict, model: str) -> list[str]:
         lines.append("in their delisting period at the data's end (not bought): "
                      + ", ".join(pending["code"]))
     main = backtests.get(model)
-    if main is not None:
-        lines.append(f"{model}'s backtest: " + (exit_text(main.delisted_exits)
-                                               or "held none of them when their delisting was known"))
+    did = [f"{model}'s backtest: " + (exit_text(main.delisted_exits)
+                                       or "held none of them once their delisting was known")] if main else []
     others = {n: r for n, r in backtests.items() if n != model}
-    n_exits = sum(len(r.delisted_exits) for r in others.values())
     if others:
+        n_exits = sum(len(r.delisted_exits) for r in others.values())
         loss = sum(float(np.nansum(r.delisted_exits["loss"])) for r in others.values())
-        lines.append(f"the other {len(others)} backtests: {n_exits} exit(s) by delisting"
-                     + (f", loss {loss:,.2f} CNY in all" if n_exits else ""))
-    return lines
+        did.append(f"the other {len(others)} backtests: {n_exits} exit(s) by delisting"
+                   + (f", loss {loss:,.2f} CNY in all" if n_exits else ""))
+    return lines + ["; ".join(did)] if did else lines

@@ -2,10 +2,11 @@
 
 :func:`ranked_list` scores every stock of a panel for the trading day after its last row
 with a fitted panel model and says, per stock, whether an order at the next open can be
-expected to fill: not when the stock did not trade on the last day (suspended or no bar),
-is under special treatment (ST: 5 % limits, often excluded by mandate), closed at limit-up
-(it would most likely open there, where buy orders queue unfilled), or is too new for the
-model's input window (no score).
+expected to fill: not when the stock is delisted or in its delisting period (a ``退`` name:
+:meth:`~forecaster.data.panel.Panel.delistings`; the backtest buys neither), did not trade on
+the last day (suspended or no bar), is under special treatment (ST: 5 % limits, often
+excluded by mandate), closed at limit-up (it would most likely open there, where buy orders
+queue unfilled), or is too new for the model's input window (no score).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def ranked_list(model, panel: Panel, n_quantiles: int = 5, min_history: int | No
     last = panel.n_days - 1
     need = int(min_history or getattr(model, "window", 1))
     history = panel.listed.sum(axis=0)
-    reasons = []
+    reasons = [delisting_reasons(panel)]
     for flag, text in (
             (~panel.listed[last], "no bar on the last day"),
             (panel.suspended[last] & panel.listed[last], "suspended on the last day"),
@@ -60,6 +61,22 @@ def ranked_list(model, panel: Panel, n_quantiles: int = 5, min_history: int | No
     table["rank"] = table["rank"].astype("Int64")
     table["quantile"] = table["quantile"].astype("Int64")
     return table
+
+
+def delisting_reasons(panel: Panel) -> np.ndarray:
+    """``[stocks]`` why a stock is not to be bought for a delisting on the panel's last day
+    (``""`` for the others): ``delisted (last day 2020-05-26: ...)`` or ``in its delisting
+    period ('退' name from ...): not bought``."""
+    gone = panel.delistings()
+    out = np.full(panel.n_stocks, "", dtype=object)
+    why = {r.code: r for r in gone.table.itertuples()}
+    for i in np.flatnonzero(gone.known[-1]):
+        row = why.get(str(panel.codes[i]))
+        if row is None:
+            continue
+        out[i] = (f"delisted (last day {pd.Timestamp(row.last_day).date()}: {row.reason})" if row.delisted
+                  else f"in its delisting period ({row.reason.split(';')[0]}): not bought")
+    return out
 
 
 def _last_bar_dates(panel: Panel) -> list:

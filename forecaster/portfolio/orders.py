@@ -18,7 +18,9 @@ the limit; would queue"), or, with ``at_limit="limit_order"``, placed as limit o
 limit price (status ``limit_order``: they may not fill, and their reference price is that limit
 price). Every other order is sized at its reference price, the signal day's close; a stock
 without a bar or suspended on the signal day counts as suspended. Orders are estimates; the
-open decides the fills.
+open decides the fills. A stock whose delisting is known on the signal day (a ``退`` name, or
+delisted: :meth:`~forecaster.data.panel.Panel.delistings`) is not bought, and one held is sold
+(as the backtest does); the reason says so.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from forecaster.data.market.exchange import canonical_code, limit_matrix
 from forecaster.data.panel import Panel
 from forecaster.portfolio.backtest import BacktestConfig, trade_towards
 from forecaster.portfolio.broker import Broker
+from forecaster.portfolio.next_day import delisting_reasons
 from forecaster.portfolio.strategy import weights_for_book
 
 ORDER_COLUMNS = ("code", "side", "shares", "requested", "reference_price", "value", "est_costs",
@@ -205,11 +208,14 @@ def book_orders_for_panel(scores: pd.Series, panel: Panel, book: Book, config: B
     else:  # just beyond the limit, so the order goes through and its fill is capped there
         price = np.where(closed_up, up, close)
         broker_up = np.where(closed_up, up + 2e-9, up)
+    gone = delisting_reasons(panel)  # known to delist: neither bought nor kept
+    members = None if panel.members is None else np.asarray(panel.members[last], dtype=bool)
+    if (gone != "").any():
+        members = (np.ones(panel.n_stocks, dtype=bool) if members is None else members) & (gone == "")
     table = next_day_orders(scores.reindex(panel.codes), book, config, date=next_day, price=price,
                             value_price=np.nan_to_num(close), up=broker_up, down=broker_down,
                             suspended=suspended | ~listed, signal_date=panel.dates[-1],
-                            reasons=_AT_LIMIT_REASONS,
-                            members=None if panel.members is None else panel.members[last])
+                            reasons=_AT_LIMIT_REASONS, members=members)
     where = pd.Index(panel.codes).get_indexer(table["code"])
     at_limit_rows = (((table["side"] == "buy") & closed_up[where]) | ((table["side"] == "sell")
                                                                       & closed_down[where]))
@@ -223,6 +229,9 @@ def book_orders_for_panel(scores: pd.Series, panel: Panel, book: Book, config: B
         "closed at limit-up on the signal day: likely to open at the limit; a limit order there may queue "
         "unfilled", "closed at limit-down on the signal day: likely to open at the limit; a limit order "
         "there may queue unfilled")
+    why = gone[where]
+    hit = why != ""
+    table.loc[hit, "reason"] = [f"{w}; {r}" for w, r in zip(why[hit], table.loc[hit, "reason"], strict=True)]
     table.insert(0, "signal_date", panel.dates[-1].date())
     table["limit_up"] = up[where]
     table["limit_down"] = down[where]

@@ -46,7 +46,7 @@ FIGURES = (
                                 "before costs"),
     ("quantile_returns.png", "Mean tradeable return per score quintile (monotone = the ranking works)"),
     ("ic_by_horizon.png", "Rank IC of the score against labels 1, 5 and 20 days ahead"),
-    ("fold_metrics.png", "Scores per walk-forward fold (test days under each fold)"),
+    ("fold_metrics.png", "Scores per walk-forward fold (its test days, or bars, under each fold)"),
     ("predicted_vs_actual.png", "Forecasts against outcomes"),
     ("dm_pvalues.png", "Diebold-Mariano p-values against each baseline"),
 )

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import MaxNLocator
 
 from forecaster.metrics.forecast import point_metrics
 from forecaster.reporting.figures import (
@@ -83,6 +84,7 @@ def plot_forecast_vs_actual(forecast: pd.Series, actual: pd.Series, path: str | 
     ax1.set_title(title or f"forecast vs actual {what} log return", fontsize=10)
     m = point_metrics(forecast.to_numpy(dtype=float), actual.to_numpy(dtype=float))
     ax2.scatter(forecast[ok], actual[ok], s=4, alpha=0.5)
+    ax2.xaxis.set_major_locator(MaxNLocator(5))  # small forecasts' tick labels are long
     ax2.axhline(0, color="k", lw=0.5)
     ax2.axvline(0, color="k", lw=0.5)
     ax2.set_xlabel("forecast")
@@ -176,10 +178,11 @@ def plot_rolling_ic(predictions: pd.DataFrame, daily_ic: pd.DataFrame, path: str
 
 def plot_fold_metrics(per_fold: pd.DataFrame, path: str | Path, styles: dict | None = None,
                       main: str = "transformer", shown: list[str] | None = None,
-                      fold_days: dict | None = None) -> Path:
+                      fold_days: dict | None = None, unit: str = "days") -> Path:
     """R^2 against zero (where any shown model has one) and IC per walk-forward fold, for the
     ``shown`` models in their ``styles``. The fold axis has one tick per fold, with its test
-    days (``fold_days``: ``{fold: days}``) under it; a fold shorter than half the median is
+    days (``fold_days``: ``{fold: days}``; ``unit``: what they count, ``"bars"`` for minute
+    bars) under it; a fold shorter than half the median is
     shaded, its statistics noisier. The R^2 axis is clipped around the bulk of the models so
     that one wild baseline (the seed recipe) cannot flatten the rest; clipped models are
     marked in the legend. A model without any value is named in the title, not the legend."""
@@ -216,7 +219,7 @@ def plot_fold_metrics(per_fold: pd.DataFrame, path: str | Path, styles: dict | N
         ax1.set_ylim(lo, hi)
         ax1.axhline(0, color="k", lw=0.5)
         ax1.set_ylabel("R^2 vs zero forecast")
-        _legend_main_first(ax1, main, title="R^2 panel")
+        _legend_main_first(ax1, main)  # the same colours below: one legend
     for name in _main_last(models, main):
         g = data[data["model"] == name].sort_values("fold")
         ax_ic.plot(g["fold"], g[ic_col], marker="o", ms=3, label=str(name), **style_of(styles, name, main))
@@ -224,12 +227,13 @@ def plot_fold_metrics(per_fold: pd.DataFrame, path: str | Path, styles: dict | N
     ax_ic.set_ylabel("mean daily rank IC" if panel else "correlation of\nforecast and actual")
     folds = sorted(int(f) for f in per_fold["fold"].unique())
     days = {int(k): int(v) for k, v in (fold_days or {}).items()}
-    labels = [f"{f}\n{days[f]} d" if f in days else str(f) for f in folds]
+    short_unit = "d" if unit == "days" else unit
+    labels = [f"{f}\n{days[f]} {short_unit}" if f in days else str(f) for f in folds]
     ax_ic.set_xticks(folds, labels, fontsize=8 if len(folds) <= 40 else 6)
     if len(folds) > 40:  # too many to label each: every k-th
         for i, t in enumerate(ax_ic.get_xticklabels()):
             t.set_visible(i % int(np.ceil(len(folds) / 40)) == 0)
-    ax_ic.set_xlabel("walk-forward fold (test days under each)" if days else "walk-forward fold")
+    ax_ic.set_xlabel(f"walk-forward fold (test {unit} under each)" if days else "walk-forward fold")
     short = []
     if days:
         median = float(np.median(list(days.values())))
@@ -243,12 +247,13 @@ def plot_fold_metrics(per_fold: pd.DataFrame, path: str | Path, styles: dict | N
     if others:
         title += f" ({plural(len(others), 'other model')} in fold_metrics.csv)"
     if short:
-        title += "\nshaded: " + ", ".join(f"fold {f} ({days[f]} days)" for f in short) + \
+        title += "\nshaded: " + ", ".join(f"fold {f} ({days[f]} {unit})" for f in short) + \
             ", shorter than half the median fold: noisier"
     if empty:
         title += "\nnot drawn (no value, e.g. a constant forecast): " + ", ".join(empty)
     axes[0].set_title(title, fontsize=10)
-    _legend_main_first(ax_ic, main)
+    if not has_r2:
+        _legend_main_first(ax_ic, main)
     return _save(fig, path)
 
 

@@ -244,7 +244,8 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
     fold_days = (dict(zip(folds["fold"].astype(int), folds["n_test_days"].astype(int), strict=True))
                  if {"fold", "n_test_days"} <= set(folds.columns) else {})
     files.append(plots.plot_fold_metrics(report.per_fold, out / "fold_metrics.png", styles=styles,
-                                         main=main_name, shown=shown, fold_days=fold_days))
+                                         main=main_name, shown=shown, fold_days=fold_days,
+                                         unit="bars" if report.bars else "days"))
     if report.quantiles:
         q = {m: report.quantiles[m] for m in shown if m in report.quantiles}
         files.append(plots.plot_quantile_returns(q, out / "quantile_returns.png",

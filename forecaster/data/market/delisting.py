@@ -151,16 +151,15 @@ def decide(dates: pd.DatetimeIndex, codes, listed: np.ndarray, period: np.ndarra
         tail = marked[max(0, j - quiet_days + 1):j + 1, i].any()  # a 退 name in its last bars
         end = ends.get(code)
         after = n_days - 1 - j  # trading days of the data after its last bar
-        reasons = []
-        if tail:
+        ended = end is not None and pd.Timestamp(end) < dates[-1]
+        if tail:  # the first of these that holds is the reason given
             start = _run_start(marked[:, i], listed[:, i], j)
-            reasons.append(f"'{DELISTING_MARK}' name from {dates[start].date()} (delisting period)")
-        if end is not None and pd.Timestamp(end) < dates[-1]:
-            reasons.append(f"instruments end {pd.Timestamp(end).date()}")
-        if after > quiet_days:
-            reasons.append(f"no bar in the {after} trading days after it")
-        delisted = after > 0 and (tail or (end is not None and pd.Timestamp(end) < dates[-1])
-                                  or after > quiet_days)
+            reasons = [f"'{DELISTING_MARK}' name from {dates[start].date()} (delisting period)"]
+        elif ended:
+            reasons = [f"instruments end {pd.Timestamp(end).date()}"]
+        else:
+            reasons = [f"no bar in the {after} trading days after it"] if after > quiet_days else []
+        delisted = after > 0 and (tail or ended or after > quiet_days)
         if not delisted and not known[j, i]:
             continue
         known_from = dates[_run_start(marked[:, i], listed[:, i], j)] if tail else dates[j]

@@ -163,8 +163,9 @@ def list_warnings(universe, dates, codes, index: str | None = None, reference=No
             continue
         names = [c for c, on in zip(common, both[int(np.flatnonzero(shared)[0])], strict=True) if on]
         title = INDICES[index][0] if index else universe.name
+        n_names = int(both.any(axis=0).sum())
         lines.append(f"{label}: shares members with {other_name} ({other.source}) on "
-                     f"{_days(int((shared > 0).sum()))}, {_names(int(both.any(axis=0).sum()))} in all, though "
+                     f"{_days(int((shared > 0).sum()))}, {_names(n_names)} in all, though "
                      f"{title} and {INDICES.get(other_name, (other_name,))[0]} are disjoint (one of the "
                      "lists is wrong): " + ", ".join(_level_starts(days, shared, shared > 0))
                      + f"; e.g. {', '.join(names[:5])}")
