@@ -147,6 +147,9 @@ def test_bars_that_stop_without_warning_are_sold_at_the_last_close():
     last = panel.dates[LAST].date()
     assert lines[0].startswith(f"delisted stocks (not suspended): {HELD} (last day {last}: no bar in the 39")
     assert lines[1].startswith("transformer's backtest: 1 exit(s) by delisting, loss ")
+    masked = {"delisting known on the signal day": 1, "delisted before the exit": 1, "other": 5}
+    assert "; 2 labels masked (1 with the delisting known on the signal day, 1 delisted before the exit)" in (
+        delisting_notes({"transformer": result}, "transformer", masked)[0])
 
 
 def test_a_panel_without_delistings_trades_as_before():
@@ -210,3 +213,28 @@ def test_tomorrows_orders_sell_a_holding_in_its_delisting_period_and_buy_none():
     assert orders.loc[HELD, "side"] == "sell" and orders.loc[HELD, "shares"] == 1000
     assert orders.loc[HELD, "reason"].startswith("in its delisting period ('退' name from")
     assert (orders["side"] == "buy").sum() == 3 and HELD not in orders.index[orders["side"] == "buy"]
+
+
+def test_the_equal_weight_benchmark_sells_a_known_delisting_and_writes_off_a_dead_last_bar():
+    from types import SimpleNamespace
+
+    from forecaster.portfolio.benchmark import equal_weight_benchmark
+
+    def view(known_from: int, last_suspended: bool):
+        has_bar = np.ones((5, 2), dtype=bool)
+        has_bar[3:, 1] = False  # B's last bar is day 2
+        suspended = np.zeros((5, 2), dtype=bool)
+        suspended[2, 1] = last_suspended
+        known = np.zeros((5, 2), dtype=bool)
+        known[known_from:, 1] = True
+        prices = np.where(has_bar, 10.0, np.nan)
+        return SimpleNamespace(codes=["A", "B"], has_bar=has_bar, suspended=suspended, known=known,
+                               first_bar=np.zeros((5, 2), dtype=bool), member=np.ones((5, 2), dtype=bool),
+                               last=np.array([-1, 2]), close=prices, preclose=prices, open=prices)
+
+    # bars that stop on a suspended day: B's half is written down to zero, not carried
+    assert equal_weight_benchmark(view(2, True), 0, 4, 100.0, False).tolist() == [100, 100, 50, 50, 50]
+    # a 退 name from day 1: B is sold at that close, A holds everything
+    assert equal_weight_benchmark(view(1, True), 0, 4, 100.0, False).tolist() == [100] * 5
+    # bars that stop on a traded day: sold at the last close
+    assert equal_weight_benchmark(view(2, False), 0, 4, 100.0, False).tolist() == [100] * 5

@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from forecaster.app import daily
+from forecaster.app import daily, plot_run
 from forecaster.app.options import DATE, experiment_options, raw_sections
 from forecaster.app.outputs import check_apart, check_output, check_output_file
 from forecaster.data import DataError
@@ -50,9 +50,9 @@ def main(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
 
 
-for _command in (daily.train, daily.predict, daily.plot):
+for _command in (daily.train, daily.predict, plot_run.plot):
     main.add_command(_command)
-train, predict, plot = daily.train, daily.predict, daily.plot
+train, predict, plot = daily.train, daily.predict, plot_run.plot
 
 
 def _interrupted(out: str) -> None:

@@ -1,5 +1,6 @@
-"""Daily use of a fitted model: ``forecaster train`` (fit and save a run folder), ``predict``
-(tomorrow's ranked list, the orders for a book, a stale-model warning) and ``plot``. Registered
+"""Daily use of a fitted model: ``forecaster train`` (fit and save a run folder) and ``predict``
+(tomorrow's ranked list, the orders for a book, a stale-model warning); ``plot`` is
+:mod:`forecaster.app.plot_run`. Registered
 on the ``forecaster`` group by :mod:`forecaster.app.cli`."""
 
 from __future__ import annotations
@@ -36,11 +37,9 @@ from seq2seq.core import atomic_write
 
 MODEL_FILE = "model.pt"
 RUN_FILE = "run.json"
-PANEL_PLOTS = ("training.png", "next_day.png", "rolling_ic.png")
-STOCK_PLOTS = ("forecast_vs_actual.png", "price_path.png", "attention.png")
 
 
-def _load(csv: str | None, on_bad: str = "raise"):
+def load_one(csv: str | None, on_bad: str = "raise"):
     path = Path(csv) if csv else default_series_path()
     try:
         frame, report = load_csv(path, on_bad=on_bad)
@@ -50,7 +49,7 @@ def _load(csv: str | None, on_bad: str = "raise"):
     return path, frame
 
 
-def _load_panel(folder: str, on_bad: str = "raise", end: pd.Timestamp | None = None, intraday: str = "",
+def load_panel(folder: str, on_bad: str = "raise", end: pd.Timestamp | None = None, intraday: str = "",
                 cache: bool = False):
     """``(frames, Panel)`` of a folder (with the daily features of the minute bars in
     ``intraday``, if given), rows after ``end`` left out (stocks with no row up to ``end`` are
@@ -91,7 +90,7 @@ def _run_info(run: Path) -> dict:
     return json.loads(info.read_text())
 
 
-def _open_run(run: str, data: str | None, device: str):
+def open_run(run: str, data: str | None, device: str):
     """``(run, info, model)`` of a run folder (a panel or a single-stock model)."""
     from forecaster.models.panel.model import PanelTransformer
     from forecaster.models.stock.estimator import CausalTransformerForecaster
@@ -185,7 +184,7 @@ def train(data, out, overwrite, end, **options):
             from forecaster.models.panel.model import PanelTransformer
 
             learn = resolve_universe(learn_spec, data, "--train-universe") if learn_spec else None
-            frames, grid = _load_panel(data, on_bad, end, intraday, bool(raw.get("data", {}).get("cache")))
+            frames, grid = load_panel(data, on_bad, end, intraday, bool(raw.get("data", {}).get("cache")))
             if learn is not None:  # only the day's members' labels are learnt (features: every stock)
                 click.echo(learn.describe(), err=True)  # which list, from where; its checks logged
                 learn.check(grid.dates, grid.codes, data)
@@ -196,7 +195,7 @@ def train(data, out, overwrite, end, **options):
             model.fit(grid)
             source = str(Path(data).resolve())
         else:
-            path, frame = _load(data, on_bad)
+            path, frame = load_one(data, on_bad)
             if end is not None and end < frame.index[0].normalize():
                 raise ValueError(f"--end {end.date()} is before the first row ({frame.index[0].date()})")
             # a date: every row of that day (minute bars included)
@@ -220,7 +219,8 @@ def train(data, out, overwrite, end, **options):
         from forecaster.features.factors import features_note
         from forecaster.reporting.plots import plot_panel_training
 
-        plot_panel_training(model.histories_, run / "training.png")
+        plot_panel_training(model.histories_, run / "training.png", loss=model.loss or model.budget_["loss"],
+                            best_epochs=model.best_epochs_)
         info["best_epochs"] = model.best_epochs_
         best = [h[b - 1].get("val_rank_ic", float("nan"))
                 for h, b in zip(model.histories_, model.best_epochs_, strict=True)]
@@ -291,7 +291,7 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, overwrite, 
     the next trading day's."""
     from forecaster.metrics import point_metrics
 
-    run, info, model = _open_run(run, data, device)
+    run, info, model = open_run(run, data, device)
     raw = raw_sections(options)
     # the minute bars of a run trained with --intraday: newer ones if given, else the run's
     data_options = raw.pop("data", {})
@@ -317,7 +317,7 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, overwrite, 
                 f"{orders_file}: orders this command did not write (or changed since) lie where the new "
                 f"list goes; they would read as orders for its signal day. Move the file, or pass "
                 "--holdings/--capital to write new orders")
-        _, grid = _load_panel(source, info.get("on_bad", "raise"), intraday=intraday,
+        _, grid = load_panel(source, info.get("on_bad", "raise"), intraday=intraday,
                               cache=bool(data_options.get("cache")))
         check_signal_day(model.train_end_, grid)
         warn_if_stale(model.train_end_, grid.dates, stale_after)
@@ -369,7 +369,7 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, overwrite, 
     out = Path(out) if out else run / "predictions.csv"
     check_apart([out], [data or info["csv"], run / MODEL_FILE, run / RUN_FILE])
     check_output_file(out, overwrite=overwrite)
-    path, frame = _load(data or info["csv"], info.get("on_bad", "raise"))
+    path, frame = load_one(data or info["csv"], info.get("on_bad", "raise"))
     warn_if_stale(model.train_end_, frame.index, stale_after)
     table = _predictions_table(model, frame)
     with atomic_write(out, "w") as f:
@@ -391,90 +391,3 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, overwrite, 
     else:
         click.echo(f"next trading day after {frame.index[-1].date()} ({nxt.index[0].date()} if no "
                    f"holiday): {value}")
-
-
-@click.command()
-@click.argument("data", required=False, type=click.Path(exists=True))
-@click.option("--run", "run", required=True, type=click.Path(file_okay=False), help="Run folder from train.")
-@click.option("--out", "out", type=click.Path(file_okay=False), help="Folder for PNGs (default RUN).")
-@click.option("--device", default="auto", show_default=True)
-@click.option("--overwrite", is_flag=True,
-              help="Replace PNGs of the same names that this command did not write.")
-@click.option("--holdings", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="Panel run: CSV of what is held (code, shares), marked [held] in next_day.png.")
-def plot(data, run, out, device, overwrite, holdings):
-    """PNGs. Panel run: training curves (the loss named, the chosen epoch marked), tomorrow's
-    ranked list (names where the data carry them, stocks at a price limit on the signal day
-    and, with --holdings, those held marked) and, for days after the training cut-off in DATA,
-    the daily rank IC; a figure that cannot be drawn is named with the reason. One stock:
-    forecast vs actual, implied price path, attention over the last input window."""
-    from forecaster.evaluation.walkforward import point_forecast
-    from forecaster.reporting.plots import plot_attention, plot_forecast_vs_actual, plot_price_path
-
-    run, info, model = _open_run(run, data, device)
-    out = Path(out) if out else run
-    # never inside the data read (a PNG there is not a stock, but the folder is the user's)
-    check_apart([out] if out != run else [], [data or info.get("data") or info.get("csv")])
-    names = PANEL_PLOTS if info.get("kind") == "panel" else STOCK_PLOTS
-    for name in names:  # its own earlier figures are replaced; a user's file of that name is not
-        check_output_file(out / name, overwrite=overwrite)
-    out.mkdir(parents=True, exist_ok=True)
-    if holdings and info.get("kind") != "panel":
-        raise click.ClickException("--holdings is for panel runs (a folder of stocks); this run holds a "
-                                   "one-stock model")
-    if info.get("kind") == "panel":
-        files = _plot_panel_run(model, info, data, out, holdings)
-    else:
-        path, frame = _load(data or info["csv"], info.get("on_bad", "raise"))
-        point = point_forecast(model.predict(frame))
-        test = point[point.index > model.train_end_]
-        shown = test if len(test) > 20 else point
-        title = (f"{path.name}: forecasts after the training cut-off {model.train_end_.date()}"
-                 if shown is test else f"{path.name}: all forecasts (in-sample included)")
-        files = [
-            plot_forecast_vs_actual(shown, log_returns(frame), out / "forecast_vs_actual.png", title),
-            plot_price_path(frame, log_returns(frame), shown, out / "price_path.png"),
-            plot_attention(*model.attention(frame), out / "attention.png"),
-        ]
-    for f in files:
-        click.echo(f"wrote {f}")
-
-
-def _plot_panel_run(model, info: dict, data: str | None, out: Path,
-                    holdings: str | None = None) -> list[Path]:
-    """The panel run's figures: every one that can be drawn; the one that cannot is named, with
-    the reason, on stderr."""
-    from forecaster.app.next_day_marks import mark_ranked_list
-    from forecaster.features.labels import by_forecast_date, tradeable_label
-    from forecaster.metrics import daily_ic, ic_summary
-    from forecaster.portfolio.next_day import ranked_list
-    from forecaster.reporting.plots import plot_panel_training, plot_ranked_list, plot_rolling_ic
-
-    source = data or info["data"]
-    _, grid = _load_panel(source, info.get("on_bad", "raise"), intraday=info.get("intraday", ""))
-    # the loss it was trained with (None in the parameters: the size rules' choice)
-    budget = getattr(model, "budget_", None) or model.budget(grid.n_stocks, 0)
-    files = [plot_panel_training(model.histories_, out / "training.png",
-                                 loss=model.loss or budget.get("loss"),
-                                 best_epochs=getattr(model, "best_epochs_", None))]
-    table = mark_ranked_list(ranked_list(model, grid), grid, source, holdings)
-    files.append(plot_ranked_list(table, out / "next_day.png", signal_date=grid.dates[-1],
-                                  train_end=model.train_end_))
-    after = grid.dates[grid.dates > model.train_end_]
-    if len(after) > 5:
-        scores = model.predict(grid).unstack("code").reindex(index=after)
-        label, _ = tradeable_label(grid, model.horizon, model.execution)
-        actual = pd.DataFrame(by_forecast_date(label), index=grid.dates, columns=list(grid.codes))
-        ic = daily_ic(scores, actual.reindex(after))
-        files.append(plot_rolling_ic(pd.DataFrame(), ic.to_frame("transformer"), out / "rolling_ic.png",
-                                     window=min(63, max(5, len(ic) // 3))))
-        s = ic_summary(ic)
-        click.echo(f"after the training cut-off {model.train_end_.date()}: {s['n_days']} days, daily rank IC "
-                   f"{s['mean_ic']:+.4f} (ICIR {s['icir']:+.3f})")
-    else:
-        days = f"{len(after)} trading day{'s' if len(after) != 1 else ''}"
-        click.echo(f"rolling_ic.png not written: the model was trained on data up to "
-                   f"{model.train_end_.date()} and {source} has {days} after that (it needs more than 5 "
-                   "to score the model out of sample); give DATA with later days, or train with --end "
-                   "before the data's last days", err=True)
-    return files

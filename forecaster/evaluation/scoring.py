@@ -216,7 +216,8 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
             if len(ranked):
                 qret = quantile_returns(ranked, actual)
                 quantiles[name] = quantile_summary(qret, horizon=horizon)
-                qcurves[name] = quantile_curves(qret, horizon)
+                if len(qret):  # no day with enough stocks: no curve to draw
+                    qcurves[name] = quantile_curves(qret, horizon)
             else:
                 gaps[name] = {**gaps[name], **{k: "a constant forecast has no ranking" for k in
                                                ("q_spread", "monotonicity")}}
@@ -276,7 +277,9 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
     if panel:
         notes.append(ic_meaning(result.config, horizon))
     notes += data_caveats([str(c) for c in grid.codes], panel, index_constituents)
-    notes += delisting_notes(results, model)  # delisted stocks and what the backtests did with them
+    tradeable = panel and result.config.label == "tradeable"
+    masked = tradeable_label(grid, horizon, result.config.execution)[1].masked if tradeable else None
+    notes += delisting_notes(results, model, masked)  # delisted stocks, what the backtests did with them
     timings = {"backtests": backtest_seconds,
                "statistics": time.perf_counter() - started - backtest_seconds}
     return Report(model, overall, per_fold, per_stock, dm, ic, daily_ic_frame, results, verdict, notes,

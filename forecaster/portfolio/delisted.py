@@ -111,20 +111,27 @@ def exit_text(exits: pd.DataFrame) -> str:
     return f"{len(exits)} exit(s) by delisting, loss {np.nansum(exits['loss']):,.2f} CNY: " + "; ".join(parts)
 
 
-def delisting_notes(backtests: dict, model: str) -> list[str]:
+LABEL_REASONS = ("delisting known on the signal day", "delisted before the exit")
+
+
+def delisting_notes(backtests: dict, model: str, masked: dict | None = None) -> list[str]:
     """The report's lines on delisted stocks (none where no backtested stock delists): which
-    were delisted, when and why, the rule, and what ``model``'s backtest (and the others, as a
-    count) did with any position in them."""
+    were delisted, when and why, the rule, the labels masked for them (``masked``: the label's
+    counts by reason, :class:`~forecaster.features.labels.LabelReport`), and what ``model``'s
+    backtest (and the others, as a count) did with any position in them."""
     tables = [r.delisted for r in backtests.values() if len(r.delisted)]
     if not tables:
         return []
     named = describe(tables[0])
     pending = tables[0][~tables[0]["delisted"]]
     lines = []
+    known, before = ((masked or {}).get(k, 0) for k in LABEL_REASONS)
+    labels = (f"; {known + before} labels masked ({known} with the delisting known on the signal day, "
+              f"{before} delisted before the exit)" if masked else "")
     if named:
         lines.append(f"delisted stocks (not suspended): {named}; the backtests buy none once its delisting "
                      "is known, sell a holding at the next execution, else at its last close, else write it "
-                     "down to zero")
+                     f"down to zero{labels}")
     if len(pending):
         lines.append("in their delisting period at the data's end (not bought): "
                      + ", ".join(pending["code"]))

@@ -219,7 +219,8 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
                 f"{main_name}: returns after costs by month and year (%; gains red, losses green)"))
         files.append(sheet.plot_holdings_turnover(pair, styles, out / "holdings_turnover.png", main_name))
     if report.quantile_curves:
-        drawn = {m: report.quantile_curves[m] for m in shown if m in report.quantile_curves}
+        drawn = {m: report.quantile_curves[m] for m in shown
+                 if m in report.quantile_curves and "long_short" in report.quantile_curves[m]}
         if drawn:
             files.append(sheet.plot_quantile_curves(drawn, styles, out / "quantile_cumulative.png",
                                                     main_name))
