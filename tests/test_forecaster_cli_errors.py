@@ -47,7 +47,7 @@ def _bad(tmp_path, folder):
                 "--end",
                 "2019-01-01",
             ],
-            "start (2019-05-01) is after end (2019-01-01)",
+            "--start (2019-05-01) is after --end (2019-01-01)",  # the options typed
         ),
         (
             ["backtest", str(folder), "--out", str(tmp_path / "b2"), "--start", "2031-01-01"],
@@ -62,14 +62,14 @@ def _bad(tmp_path, folder):
         (["backtest", str(folder), "--out", str(used)], "already holds files"),
         (
             ["backtest", str(folder), "--out", str(tmp_path / "b3"), "--epoch-stock-days", "-5"],
-            "epoch_stock_days must be None or a positive integer, got -5",
+            "Error: --epoch-stock-days must be None or a positive integer, got -5",
         ),
         (
             ["backtest", str(folder), "--out", str(tmp_path / "b4"), "--stocks-per-batch", "many"],
             "'many' is not a valid integer",
         ),
-        (["backtest", str(folder), "--out", str(tmp_path / "b5"), "--top-k", "0"], "top_k"),
-        (["backtest", str(csv), "--out", str(tmp_path / "b6"), "--label", "bogus"], "label must be one of"),
+        (["backtest", str(folder), "--out", str(tmp_path / "b5"), "--top-k", "0"], "Error: --top-k must be"),
+        (["backtest", str(csv), "--out", str(tmp_path / "b6"), "--label", "bogus"], "--label must be one of"),
         (["predict", "--run", str(corrupt)], "cannot read checkpoint"),
         (["predict", "--run", str(tmp_path)], "not a run folder"),
         (["run", str(not_dir), "--out", str(tmp_path / "b7")], "not valid TOML"),

@@ -148,7 +148,8 @@ def test_a_daily_signal_hidden_in_the_bars_is_recovered_through_the_intraday_fea
     bars = synthetic_intraday(n_stocks=40, n_days=260, bar_ic=0.0, signal_ic=0.3, seed=4)
     daily = {c: daily_bars(f) for c, f in bars.items()}
     joined, line = attach_intraday(daily, bars)
-    assert "for 40 of 40 stocks; 0 of 10400 trading stock-days without bars" in line
+    assert "for 40 of 40 stocks (bar files matched: syn.000001, " in line
+    assert "); 0 of 10400 trading stock-days without bars" in line
     config = WalkForwardConfig(train_days=160, retrain_every=50, n_jobs=1, progress=False, min_stock_days=100)
     ics = {}
     for name, frames in (("daily", daily), ("intraday", joined)):
@@ -267,7 +268,8 @@ def test_train_and_predict_one_stocks_bars(tmp_path, one_thread):
 def test_an_experiment_files_intraday_folder_is_read_from_its_folder(tmp_path):
     from forecaster.app.experiment import read_toml
 
-    (tmp_path / "exp").mkdir()
+    for folder in ("daily", "bars"):  # beside the file (a missing one is an error naming the key)
+        (tmp_path / "exp" / folder).mkdir(parents=True)
     path = tmp_path / "exp" / "e.toml"
     path.write_text('[data]\npath = "daily"\nintraday = "bars"\n')
     data = read_toml(path)["data"]

@@ -170,6 +170,7 @@ def test_an_ex_rights_gap_is_explained_by_the_preclose(tmp_path, preclose):
             r = trading_row(frame, 30)
             prices = ["open", "high", "low", "close", "preclose"]
             frame.loc[r:, prices] = (frame.loc[r:, prices] * 0.5).round(2)
+            frame.loc[r:, "volume"] *= 2  # twice the shares trade for the same amount
         return frame if preclose else frame.drop(columns="preclose")
 
     write_folder(tmp_path, split)
@@ -192,6 +193,7 @@ def test_listing_and_relisting_days_have_no_limit_but_a_mismatched_preclose_does
             frame.loc[10:34, "turn"] = np.nan
             prices = ["open", "high", "low", "close", "preclose"]
             frame.loc[35:, prices] = frame.loc[35:, prices] * 4
+            frame.loc[35:, "amount"] *= 4  # the same shares at four times the price
             frame.loc[35, "preclose"] = last
         if i == 2:  # a preclose that does not explain a tripled close mid-file
             r = trading_row(frame, 30)
