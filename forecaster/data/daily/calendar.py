@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-MIN_WITNESSES = 3  # other files spanning a day, all without it, before the day is refused
+MIN_WITNESSES = 3  # other files trading around a day, all without it, before the day is refused
 FIVE_DAY_WEEK = pd.Timestamp("1995-05-01")  # no weekend trading from this day on
 WITNESS_DAYS = 7  # a witness has a bar this many calendar days before the day and after it
 

@@ -42,9 +42,10 @@ log = logging.getLogger(__name__)
 
 # Folders with fewer files load in this process (starting workers costs more than it saves).
 PARALLEL_MIN_FILES = 64
-# The version of the checks of forecaster.data.daily.quality (and of forecaster.data.minute.bars)
-# a cache's reports hold (a cache built by older checks is rebuilt).
-QUALITY_CHECKS = 2
+# The version of the checks of forecaster.data.daily.quality, .calendar (dates) and
+# forecaster.data.minute.bars a cache's frames and reports hold (a cache built by older checks is
+# rebuilt: 3 added the date checks and the days only one file holds).
+QUALITY_CHECKS = 3
 
 
 def named_list(items: list[str], limit: int) -> str:
@@ -203,7 +204,7 @@ def load_dir(path: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTERN,
 
 
 def _drop_lonely_days(frames: dict, reports: dict, on_bad: str) -> None:
-    """A day only one file holds while others span it (:func:`~forecaster.data.daily.calendar.
+    """A day only one file holds while others trade around it (:func:`~forecaster.data.daily.calendar.
     lonely_days`) would add a trading day to every stock: an error naming the file, line and
     day, or with ``on_bad="drop"`` its rows dropped and counted in that file's report."""
     lonely = lonely_days(frames)
@@ -213,10 +214,10 @@ def _drop_lonely_days(frames: dict, reports: dict, on_bad: str) -> None:
         code, days = next(iter(lonely.items()))
         path = Path(reports[code].path)
         others = sum(len(d) for d in lonely.values()) - 1
+        more = f"; {others} more such row(s) in the folder" if others else ""
         raise DataError(f"{path}: line {line_of(path, days[0])}: {days[0].date()} is a day no other file of "
-                        f"the folder has, although {MIN_WITNESSES} or more of them span it (a day the market "
-                        f"did not trade?){f'; {others} more such row(s) in the folder' if others else ''}; "
-                        f"{DROP_HINT} to drop and count them")
+                        f"the folder has, although {MIN_WITNESSES} or more of them trade around it (a day "
+                        f"the market did not trade?){more}; {DROP_HINT} to drop and count them")
     for code, days in lonely.items():
         keep = ~frames[code].index.normalize().isin(days)
         frames[code] = frames[code].loc[keep]

@@ -247,7 +247,7 @@ def _canonicalise(raw: pd.DataFrame, fmt: CsvFormat, path: Path, on_bad: str, re
                            raw=text_dates, name=column)
     frame[key] = dates.loc[frame.index]
     # no day that cannot exist (forecaster.data.daily.calendar): after today, or a weekend
-    after_today, weekend = impossible_days(pd.DatetimeIndex(frame[key]))
+    after_today, _ = impossible_days(pd.DatetimeIndex(frame[key]))
     shown = column or repr(fmt.date_column)
     frame = clean.bad_rows(frame, pd.Series(after_today, index=frame.index), "dates after today", key,
                            f"a date up to today ({pd.Timestamp.today().date()})", raw=text_dates, name=shown)
