@@ -122,3 +122,34 @@ def test_the_manifest_lists_what_was_written_with_its_digest(tmp_path):
     with atomic_write(tmp_path / "loose.csv", "w") as f:
         f.write("z\n")
     assert not remove_own_file(tmp_path / "loose.csv")
+
+
+def test_export_qlib_and_fetch_never_replace_a_users_file_without_overwrite(root, tmp_path):
+    mine = tmp_path / "pred.pkl"
+    mine.write_text("a user's file\n")
+    res = _invoke("export-qlib", root / "rep", "--out", mine)
+    assert res.exit_code == 1 and "already exists; pass --overwrite" in res.output, res.output
+    assert mine.read_text() == "a user's file\n"
+    res = _invoke("export-qlib", root / "rep", "--out", mine, "--overwrite")
+    assert res.exit_code == 0 and pd.read_pickle(mine).columns.tolist() == ["score"], res.output
+    # the report's own default export is replaced freely: it is in the report's manifest
+    for _ in range(2):
+        assert _invoke("export-qlib", root / "rep").exit_code == 0
+    csv = tmp_path / "sh.600000.csv"
+    csv.write_text("date,close\n")
+    # refused before going online
+    res = _invoke("fetch", "sh.600000", "--start", "2024-01-02", "--end", "2024-01-05", "--out", csv)
+    assert res.exit_code == 1 and "already exists; pass --overwrite" in res.output, res.output
+    assert csv.read_text() == "date,close\n"
+
+
+def test_plot_replaces_its_own_figures_and_refuses_a_users_file(root, tmp_path):
+    out = tmp_path / "figs"
+    for _ in range(2):  # its own earlier figures: replaced
+        res = _invoke("plot", "--run", root / "run", root / "data", "--out", out)
+        assert res.exit_code == 0, res.output
+    (out / "training.png").write_bytes(b"a user's picture")
+    res = _invoke("plot", "--run", root / "run", root / "data", "--out", out)
+    assert res.exit_code == 1 and "training.png: already exists; pass --overwrite" in res.output, res.output
+    res = _invoke("plot", "--run", root / "run", root / "data", "--out", out, "--overwrite")
+    assert res.exit_code == 0 and (out / "training.png").read_bytes() != b"a user's picture", res.output

@@ -10,7 +10,7 @@ import click
 import pandas as pd
 
 from forecaster.app.daily import load_one, load_panel, open_run
-from forecaster.app.outputs import check_apart, check_output_file
+from forecaster.app.outputs import OutputFolder, check_apart, check_output_file
 from forecaster.features.series import log_returns
 
 PANEL_PLOTS = ("training.png", "next_day.png", "rolling_ic.png")
@@ -39,13 +39,14 @@ def plot(data, run, out, device, overwrite, holdings):
     out = Path(out) if out else run
     # never inside the data read (a PNG there is not a stock, but the folder is the user's)
     check_apart([out] if out != run else [], [data or info.get("data") or info.get("csv")])
-    names = PANEL_PLOTS if info.get("kind") == "panel" else STOCK_PLOTS
-    for name in names:  # its own earlier figures are replaced; a user's file of that name is not
-        check_output_file(out / name, overwrite=overwrite)
-    out.mkdir(parents=True, exist_ok=True)
     if holdings and info.get("kind") != "panel":
         raise click.ClickException("--holdings is for panel runs (a folder of stocks); this run holds a "
                                    "one-stock model")
+    names = PANEL_PLOTS if info.get("kind") == "panel" else STOCK_PLOTS
+    for name in names:  # its own earlier figures are replaced; a user's file of that name is not
+        check_output_file(out / name, overwrite=overwrite)
+    # a folder of figures keeps a manifest like a run's, so the next plot knows its own PNGs
+    OutputFolder(out, (), False).claim()
     if info.get("kind") == "panel":
         files = _plot_panel_run(model, info, data, out, holdings)
     else:
