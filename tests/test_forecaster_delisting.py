@@ -238,3 +238,26 @@ def test_the_equal_weight_benchmark_sells_a_known_delisting_and_writes_off_a_dea
     assert equal_weight_benchmark(view(1, True), 0, 4, 100.0, False).tolist() == [100] * 5
     # bars that stop on a traded day: sold at the last close
     assert equal_weight_benchmark(view(2, False), 0, 4, 100.0, False).tolist() == [100] * 5
+
+
+def test_a_qlib_folders_instrument_end_makes_a_recent_stop_a_delisting(tmp_path):
+    """Bars that stop 5 days before the data end are too recent for the 20-day rule; the Qlib
+    folder's ``instruments/all.txt`` ending there says the stock is delisted, in the whole
+    panel, its slices and the copy fold workers open."""
+    from forecaster.app.pipeline import DataConfig, load_data
+    from forecaster.data.qlib.writer import write_qlib
+
+    frames = synthetic_panel(n_stocks=6, n_days=120, seed=3)
+    frames[HELD] = frames[HELD].iloc[:-5]
+    assert not Panel.from_frames(frames).delistings().delisted.any()  # CSV-like: no end dates
+    write_qlib(frames, tmp_path / "q")
+    panel = load_data(DataConfig(path=str(tmp_path / "q"))).panel
+    gone = panel.delistings()
+    assert gone.delisted.tolist() == [c == HELD for c in panel.codes]
+    assert gone.table["reason"].tolist() == [f"instruments end {frames[HELD].index[-1].date()}"]
+    assert panel.slice(end=panel.dates[-3]).delistings().delisted.sum() == 1
+    early = panel.slice(end=frames[HELD].index[-1])  # the end is the slice's last day: not yet gone
+    assert not early.delistings().delisted.any()
+    (tmp_path / "files").mkdir()
+    opened = panel.to_files(tmp_path / "files").open()
+    assert opened.delistings().delisted.tolist() == gone.delisted.tolist()

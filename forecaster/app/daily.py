@@ -78,7 +78,9 @@ def load_panel(folder: str, on_bad: str = "raise", end: pd.Timestamp | None = No
         frames = {c: f for c, f in cut.items() if not f.empty}
         click.echo(f"up to {end}: {len(frames)} stocks, {sum(len(f) for f in frames.values())} rows",
                    err=True)
-        return frames, Panel.from_frames(frames)
+        grid = Panel.from_frames(frames)
+        grid.ends = loaded.ends or None
+        return frames, grid
     return frames, loaded.panel
 
 

@@ -25,6 +25,7 @@ from forecaster.app.experiment import (
 from forecaster.app.fields import ConfigError, config_error
 from forecaster.app.outputs import check_output
 from forecaster.data import DataError, default_series_path, load_csv, load_dir, synthetic_panel
+from forecaster.data.market.delisting import instrument_ends
 from forecaster.data.market.universe import Universe, coverage_line, resolve_universe
 from forecaster.data.minute.features import attach_intraday
 from forecaster.data.minute.session import is_bar_frame
@@ -62,11 +63,13 @@ class Loaded:
     indices: dict = field(default_factory=dict)  # index series kept out of the stocks: {code: frame}
     train_universe: Universe | None = None  # [data] train_universe: the stock-days learnt
     features_note: str = ""  # what the data's columns did to the models' features
+    ends: dict = field(default_factory=dict)  # a Qlib folder's instruments end dates: {code: day}
 
     @cached_property
     def panel(self) -> Panel:
         started = time.perf_counter()
         panel = Panel.from_frames(self.frames)  # the one place a run builds its Panel
+        panel.ends = self.ends or None  # a stock whose instruments end early is delisted there
         self.panel_seconds = time.perf_counter() - started
         return panel
 
@@ -100,7 +103,7 @@ def _load_data(data: DataConfig) -> Loaded:
         summary = (f"{path}: Qlib data folder, {len(frames)} stocks, {rows} rows (prices unadjusted "
                    f"from $factor), read in {time.perf_counter() - started:.1f} s{notes}")
         frames, summary = _with_intraday(data, frames, summary)
-        return Loaded(frames, str(Path(path).resolve()), summary)
+        return Loaded(frames, str(Path(path).resolve()), summary, ends=instrument_ends(path))
     if path and Path(path).is_dir():
         loaded = load_dir(path, on_bad=on_bad, cache=data.cache, trust_code_column=data.trust_code_column,
                           strict=data.strict)

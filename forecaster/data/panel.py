@@ -47,6 +47,10 @@ class Panel:
             Backtests trade and benchmark only members; a non-member held is sold.
         learn: ``[D, N]`` the stock-days whose labels a model may learn from
             (:func:`forecaster.features.labels.tradeable_label` masks the others); ``None``: all.
+        ends: ``{code: last day}`` an instruments file gives (a Qlib folder's
+            ``instruments/all.txt``, :func:`~forecaster.data.market.delisting.instrument_ends`):
+            a stock whose membership of the market ends before the data's last day is delisted
+            there (:meth:`delistings`); ``None``: no such file.
     """
 
     dates: pd.DatetimeIndex
@@ -59,6 +63,7 @@ class Panel:
     limit_down: np.ndarray
     members: np.ndarray | None = None
     learn: np.ndarray | None = None
+    ends: dict | None = None
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     # ------------------------------------------------------------------ construction
@@ -144,7 +149,7 @@ class Panel:
                      suspended=cut(self.suspended), st=cut(self.st), limit_up=cut(self.limit_up),
                      limit_down=cut(self.limit_down),
                      members=None if self.members is None else cut(self.members),
-                     learn=None if self.learn is None else cut(self.learn))
+                     learn=None if self.learn is None else cut(self.learn), ends=self.ends)
 
     def slice(self, start=None, end=None) -> Panel:
         """Days ``start..end`` (dates, both inclusive, either may be None) of every stock."""
@@ -175,16 +180,18 @@ class Panel:
         arrays.update({name: getattr(self, name) for name in masks})
         for name, values in arrays.items():
             np.save(folder / f"{name}.npy", values)
-        return PanelFiles(folder, self.dates, self.codes, tuple(self.fields), masks)
+        return PanelFiles(folder, self.dates, self.codes, tuple(self.fields), masks, self.ends)
 
     def delistings(self, quiet_days: int = QUIET_DAYS) -> Delistings:
         """Which stocks are delisted and from when the delisting is known
         (:func:`forecaster.data.market.delisting.decide`: a ``退`` name in the ``delisting``
-        field, or bars that stop for good more than ``quiet_days`` trading days before the
-        data end), computed once per panel. A slice decides on its own days: a stock that stops
-        near its end is not yet known to be delisted there."""
+        field, an instruments end before the data's last day (:attr:`ends`), or bars that stop
+        for good more than ``quiet_days`` trading days before the data end), computed once per
+        panel. A slice decides on its own days: a stock that stops near its end, with no end
+        date before it, is not yet known to be delisted there."""
         return self.derived(("delistings", int(quiet_days)), lambda: decide(
-            self.dates, self.codes, self.listed, self.fields.get("delisting"), quiet_days=quiet_days))
+            self.dates, self.codes, self.listed, self.fields.get("delisting"), ends=self.ends,
+            quiet_days=quiet_days))
 
     def listed_days(self) -> np.ndarray:
         """``[N]`` number of days each stock has a bar."""
@@ -253,6 +260,7 @@ class PanelFiles:
     codes: np.ndarray
     field_names: tuple[str, ...]
     masks: tuple[str, ...] = ()  # of "members", "learn": those the panel had
+    ends: dict | None = None  # the panel's instruments end dates
 
     def open(self) -> Panel:
         """The panel with every array a read-only memory map of its file."""
@@ -263,4 +271,4 @@ class PanelFiles:
                      fields={k: load(f"field_{k}") for k in self.field_names},
                      listed=load("listed"), suspended=load("suspended"), st=load("st"),
                      limit_up=load("limit_up"), limit_down=load("limit_down"),
-                     **{name: load(name) for name in self.masks})
+                     ends=self.ends, **{name: load(name) for name in self.masks})

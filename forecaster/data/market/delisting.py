@@ -58,9 +58,9 @@ def name_status(names: pd.Series) -> pd.DataFrame:
 
 def instrument_ends(folder: str | Path, market: str = "all") -> dict[str, pd.Timestamp]:
     """``{code: last day}`` of a Qlib folder's ``instruments/<market>.txt`` (``CODE<TAB>start
-    <TAB>end``; a code's last span), codes canonical (``SH600000`` -> ``sh.600000``); empty
-    without the file."""
-    from forecaster.data.market.exchange import canonical_code
+    <TAB>end``; a code's last span), codes as the folder's reader names them (``SH600000`` ->
+    ``sh.600000``); empty without the file."""
+    from forecaster.data.qlib.conventions import from_qlib_code
 
     path = Path(folder) / "instruments" / f"{market}.txt"
     if not path.is_file():
@@ -73,7 +73,7 @@ def instrument_ends(folder: str | Path, market: str = "all") -> dict[str, pd.Tim
                 end = pd.Timestamp(parts[2].strip())
             except ValueError:
                 continue
-            code = canonical_code(parts[0])
+            code = from_qlib_code(parts[0])
             ends[code] = max(end, ends.get(code, end))
     return ends
 
