@@ -104,3 +104,22 @@ def test_a_backtest_holding_a_delisting_stock_exits_it(xbx):
         assert (result.positions.loc[result.positions.index >= row["date"], code] == 0).all()
     assert result.metrics["delisted_exits"] == 2
     assert result.metrics["delisting_loss"] == pytest.approx(exits["loss"].sum())
+
+
+def test_baostock_files_give_the_float_market_value_from_turnover():
+    """baostock has ``turn`` but no market value: close x volume x 100 / turn is the float
+    market value at the close. The float shares it implies change only when the share count
+    does, so on a real file they are flat from day to day (within the rounding of ``turn`` to
+    four decimals) and the size feature is there by name."""
+    frame, _ = load_csv(shared_path("ashare", "sh.600000.csv"))
+    traded = frame[frame["turnover"] > 0]
+    assert frame["float_mv"].notna().sum() == len(traded) > 1000
+    shares = traded["float_mv"] / traded["close"]
+    step = shares.pct_change().abs().dropna()
+    assert step.median() < 1e-3 and (step < 0.01).mean() > 0.99  # turn's rounding; share changes
+    # SPDB's float market value: about 29.35 billion shares x 12.47 CNY on 2020-01-02
+    first = traded.iloc[0]
+    assert first["float_mv"] == pytest.approx(100 * 51629079 * 12.47 / 0.1837)
+    assert 2.8e10 < first["float_mv"] / first["close"] < 3.0e10
+    panel = Panel.from_frames({"sh.600000": frame})
+    assert np.isfinite(feature(panel, "log_float_mv")).sum() == len(traded)

@@ -44,8 +44,9 @@ log = logging.getLogger(__name__)
 PARALLEL_MIN_FILES = 64
 # The version of the checks of forecaster.data.daily.quality, .calendar (dates) and
 # forecaster.data.minute.bars a cache's frames and reports hold (a cache built by older checks is
-# rebuilt: 3 added the date checks and the days only one file holds).
-QUALITY_CHECKS = 3
+# rebuilt: 3 added the date checks and the days only one file holds, 4 the float market value
+# derived from turnover).
+QUALITY_CHECKS = 4
 
 
 def named_list(items: list[str], limit: int) -> str:

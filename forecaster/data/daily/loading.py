@@ -330,7 +330,9 @@ def _derived_columns(frame: pd.DataFrame, raw: pd.DataFrame, fmt: CsvFormat) -> 
     """Columns a layout gives by other means: the status its names carry (``is_st``,
     ``delisting``: :func:`~forecaster.data.market.delisting.name_status`), and, where it has the
     float market value but no turnover (xbx), turnover in percent = 100 x volume x close / float
-    market value (as baostock's ``turn``)."""
+    market value (as baostock's ``turn``); where it has turnover but no float market value
+    (baostock), the float market value at the close = close x float shares = close x volume x
+    100 / turnover (days with no turnover: none), so size is a feature on both layouts."""
     if fmt.name_column and fmt.name_column in raw.columns:
         status = name_status(raw[fmt.name_column].loc[frame.index])
         frame["is_st"] = status["is_st"]
@@ -339,6 +341,10 @@ def _derived_columns(frame: pd.DataFrame, raw: pd.DataFrame, fmt: CsvFormat) -> 
         with np.errstate(invalid="ignore", divide="ignore"):
             float_mv = frame["float_mv"].where(frame["float_mv"] > 0)
             frame["turnover"] = 100.0 * frame["volume"] * frame["close"] / float_mv
+    elif "float_mv" not in frame.columns and {"turnover", "volume", "close"} <= set(frame.columns):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            turnover = frame["turnover"].where(frame["turnover"] > 0)
+            frame["float_mv"] = 100.0 * frame["volume"] * frame["close"] / turnover
     return frame
 
 
