@@ -114,6 +114,9 @@ def test_the_resolved_experiment_reproduces_the_report(tmp_path):
     strat = a["backtest"]["transformer"]
     assert table.loc[str(first), "excess_ann"] == pytest.approx(
         strat["strategy"]["annual_return"] - strat["benchmark"]["annual_return"])
+    # a drawdown is a fall, negative as the report shows it
+    assert table.loc[str(first), "max_dd"] == pytest.approx(-strat["strategy"]["max_drawdown"])
+    assert table.loc[str(first), "max_dd"] < 0
     assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
     res = CliRunner().invoke(main, ["compare", str(tmp_path)])
     assert res.exit_code != 0 and "not a report folder" in res.output

@@ -46,7 +46,8 @@ def report_row(folder: str | Path) -> dict:
         "ic_diff_p": _num(tests.get(best, {}).get("p_value")) if best else math.nan,
         "ann_return": _num(strat.get("annual_return")),
         "excess_ann": _num(strat.get("annual_return")) - _num(bench.get("annual_return")),
-        "sharpe": _num(strat.get("sharpe")), "max_dd": _num(strat.get("max_drawdown")),
+        # a fall: negative, as the report and the scoring table show it
+        "sharpe": _num(strat.get("sharpe")), "max_dd": -_num(strat.get("max_drawdown")),
         "turnover": _num(strat.get("turnover")),
         # costs a year as a share of the final equity (metrics.json keeps no mean equity)
         "costs_pct": 100 * _num(strat.get("costs_paid")) / equity / years if equity and years else math.nan,

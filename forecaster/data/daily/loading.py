@@ -29,7 +29,7 @@ from forecaster.data.daily.formats import PRICE_COLUMNS, REQUIRED, CsvFormat
 from forecaster.data.daily.quality import KINDS, Flag, adjust_counts, adjust_mismatches, bar_flags
 from forecaster.data.daily.report import LoadReport
 from forecaster.data.market.delisting import name_status
-from forecaster.data.market.exchange import canonical_code
+from forecaster.data.market.exchange import canonical_code, float_market_value
 from forecaster.data.minute.bars import BarError, auction_stamps, bar_frame, pair_beside
 from forecaster.data.minute.session import session_minutes
 from forecaster.data.sources import (
@@ -342,9 +342,7 @@ def _derived_columns(frame: pd.DataFrame, raw: pd.DataFrame, fmt: CsvFormat) -> 
             float_mv = frame["float_mv"].where(frame["float_mv"] > 0)
             frame["turnover"] = 100.0 * frame["volume"] * frame["close"] / float_mv
     elif "float_mv" not in frame.columns and {"turnover", "volume", "close"} <= set(frame.columns):
-        with np.errstate(invalid="ignore", divide="ignore"):
-            turnover = frame["turnover"].where(frame["turnover"] > 0)
-            frame["float_mv"] = 100.0 * frame["volume"] * frame["close"] / turnover
+        frame["float_mv"] = float_market_value(frame["volume"], frame["close"], frame["turnover"])
     return frame
 
 

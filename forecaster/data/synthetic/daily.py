@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.checks import check_int
-from forecaster.data.market.exchange import MAIN_BOARD_ST_CHANGE, round_price
+from forecaster.data.market.exchange import MAIN_BOARD_ST_CHANGE, float_market_value, round_price
 
 
 @dataclass
@@ -360,6 +360,8 @@ def synthetic_panel(n_stocks: int = 50, n_days: int = 1000, signal_ic: float = 0
             columns.append(ratio)
         frame = pd.DataFrame(np.vstack(columns).T, index=dates[lo:hi], columns=_PANEL_FLOATS, copy=False)
         frame.insert(0, "code", code)
+        # as the loader derives it from a baostock file's turn: the frame a written file loads to
+        frame["float_mv"] = float_market_value(frame["volume"], frame["close"], frame["turnover"])
         frame["suspended"] = halted | (c["volume"] == 0)
         frames[code] = frame
     if not return_signal:
