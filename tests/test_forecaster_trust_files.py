@@ -97,13 +97,19 @@ def test_plot_and_compare_never_write_inside_an_input_or_over_a_file(root, tmp_p
     assert res.exit_code == 1 and "would write over or inside the input" in res.output, res.output
     assert _digests(root / "data") == data_before
     cmp = tmp_path / "cmp.csv"
-    cmp.write_text("a user's table\n")
-    res = _invoke("compare", root / "rep", "--out", cmp)
-    assert res.exit_code == 1 and "already exists; pass --overwrite" in res.output, res.output
-    assert cmp.read_text() == "a user's table\n"
-    res = _invoke("compare", root / "rep", "--out", cmp, "--overwrite")
-    assert res.exit_code == 0, res.output
+    _refused_then_replaced(["compare", root / "rep"], cmp)
     assert "transformer" in pd.read_csv(cmp).to_string()
+
+
+def _refused_then_replaced(command: list, out) -> None:
+    """``command --out OUT`` over a user's file refuses and leaves it as it was; with
+    ``--overwrite`` it replaces it."""
+    out.write_text("a user's file\n")
+    res = _invoke(*command, "--out", out)
+    assert res.exit_code == 1 and "already exists; pass --overwrite" in res.output, res.output
+    assert out.read_text() == "a user's file\n"
+    res = _invoke(*command, "--out", out, "--overwrite")
+    assert res.exit_code == 0, res.output
 
 
 def test_the_manifest_lists_what_was_written_with_its_digest(tmp_path):
@@ -126,12 +132,8 @@ def test_the_manifest_lists_what_was_written_with_its_digest(tmp_path):
 
 def test_export_qlib_and_fetch_never_replace_a_users_file_without_overwrite(root, tmp_path):
     mine = tmp_path / "pred.pkl"
-    mine.write_text("a user's file\n")
-    res = _invoke("export-qlib", root / "rep", "--out", mine)
-    assert res.exit_code == 1 and "already exists; pass --overwrite" in res.output, res.output
-    assert mine.read_text() == "a user's file\n"
-    res = _invoke("export-qlib", root / "rep", "--out", mine, "--overwrite")
-    assert res.exit_code == 0 and pd.read_pickle(mine).columns.tolist() == ["score"], res.output
+    _refused_then_replaced(["export-qlib", root / "rep"], mine)
+    assert pd.read_pickle(mine).columns.tolist() == ["score"]
     # the report's own default export is replaced freely: it is in the report's manifest
     for _ in range(2):
         assert _invoke("export-qlib", root / "rep").exit_code == 0

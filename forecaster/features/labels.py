@@ -16,6 +16,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from forecaster.checks import check_choice
+from forecaster.data.market.delisting import DELISTED_BEFORE_EXIT, KNOWN_ON_SIGNAL_DAY
 from forecaster.data.panel import Panel
 
 EXECUTIONS = ("next_open", "close")
@@ -83,8 +84,8 @@ def _tradeable_label(panel: Panel, horizon: int, execution: str) -> tuple[np.nda
         known = gone.known[:n]
         after = (gone.last >= 0) & (np.arange(n)[:, None] + entry_offset + horizon > gone.last)
         reasons = {why: m & ~known & ~after for why, m in reasons.items()}
-        reasons["delisting known on the signal day"] = known
-        reasons["delisted before the exit"] = after & ~known
+        reasons[KNOWN_ON_SIGNAL_DAY] = known
+        reasons[DELISTED_BEFORE_EXIT] = after & ~known
         ok &= ~known & ~after
     if panel.learn is not None:  # a training universe: only its members' stock-days are learnt
         outside = exists & ok & ~panel.learn[:n]

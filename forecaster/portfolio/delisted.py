@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from forecaster.data.market.delisting import describe
+from forecaster.data.market.delisting import DELISTED_BEFORE_EXIT, KNOWN_ON_SIGNAL_DAY, describe
 
 EXIT_COLUMNS = ("date", "code", "how", "shares", "price", "value", "cost", "loss")
 SOLD_IN_PERIOD = "sold in the delisting period"
@@ -111,9 +111,6 @@ def exit_text(exits: pd.DataFrame) -> str:
     return f"{len(exits)} exit(s) by delisting, loss {np.nansum(exits['loss']):,.2f} CNY: " + "; ".join(parts)
 
 
-LABEL_REASONS = ("delisting known on the signal day", "delisted before the exit")
-
-
 def delisting_notes(backtests: dict, model: str, masked: dict | None = None) -> list[str]:
     """The report's lines on delisted stocks (none where no backtested stock delists): which
     were delisted, when and why, the rule, the labels masked for them (``masked``: the label's
@@ -125,7 +122,7 @@ def delisting_notes(backtests: dict, model: str, masked: dict | None = None) -> 
     named = describe(tables[0])
     pending = tables[0][~tables[0]["delisted"]]
     lines = []
-    known, before = ((masked or {}).get(k, 0) for k in LABEL_REASONS)
+    known, before = ((masked or {}).get(k, 0) for k in (KNOWN_ON_SIGNAL_DAY, DELISTED_BEFORE_EXIT))
     labels = (f"; {known + before} labels masked ({known} with the delisting known on the signal day, "
               f"{before} delisted before the exit)" if masked else "")
     if named:

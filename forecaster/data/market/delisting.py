@@ -39,6 +39,10 @@ _DAY_MARK = re.compile(r"^(XD|XR|DR)")
 _NEW_MARK = re.compile(r"^[NC](?=[^A-Za-z])")
 _ST_MARK = re.compile(r"^(S\*ST|SST|\*ST|ST|PT)")
 COLUMNS = ("code", "delisted", "last_day", "known_from", "reason")
+# Why a delisted stock's label is masked (the label's counts, forecaster.features.labels; the
+# report names them, forecaster.portfolio.delisted)
+KNOWN_ON_SIGNAL_DAY = "delisting known on the signal day"
+DELISTED_BEFORE_EXIT = "delisted before the exit"
 
 
 def name_status(names: pd.Series) -> pd.DataFrame:

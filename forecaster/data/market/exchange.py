@@ -137,8 +137,6 @@ def float_market_value(volume, close, turnover):
     """The float market value at the close (CNY) from a day's ``volume`` (shares), ``close`` and
     ``turnover`` (percent of the float shares traded, baostock's ``turn``): close x float shares
     = close x volume x 100 / turnover; NaN where nothing traded (turnover 0 or missing).
-    Elementwise, like its inputs (Series in, Series out)."""
+    Series in, a Series out."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        traded = turnover > 0
-        return 100.0 * volume * close / (turnover.where(traded) if hasattr(turnover, "where")
-                                         else np.where(traded, turnover, np.nan))
+        return 100.0 * volume * close / turnover.where(turnover > 0)
