@@ -108,6 +108,7 @@ VALUES = {
     "data__intraday": ("minute_bars", "minute_bars"),
     "data__universe": ("csi300", "csi300"),
     "data__train_universe": ("csi300", "csi300"),
+    "data__train_outside_weight": ("0.5", 0.5),
     "data__synthetic_stocks": ("40", 40),
     "data__synthetic_days": ("500", 500),
     "data__synthetic_ic": ("0.03", 0.03),

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 import pandas as pd
 
+from forecaster.app.experiment import DataConfig
 from forecaster.app.options import DATE, experiment_options, raw_sections
 from forecaster.app.outputs import (
     check_apart,
@@ -54,7 +55,6 @@ def load_panel(folder: str, on_bad: str = "raise", end: pd.Timestamp | None = No
     """``(frames, Panel)`` of a folder (with the daily features of the minute bars in
     ``intraday``, if given), rows after ``end`` left out (stocks with no row up to ``end`` are
     counted and named)."""
-    from forecaster.app.experiment import DataConfig
     from forecaster.app.pipeline import load_data
     from forecaster.data.panel import Panel
 
@@ -140,7 +140,8 @@ def _predictions_table(model, frame: pd.DataFrame) -> pd.DataFrame:
 @click.option("--end", default=None, type=DATE, help="Train on rows up to this date (default: every row).")
 @experiment_options(("features", "model", "walk_forward", "backtest", "data"),
                     only={"walk_forward": ("horizon",), "backtest": ("execution",),
-                          "data": ("on_bad", "intraday", "train_universe", "cache")})
+                          "data": ("on_bad", "intraday", "train_universe", "train_outside_weight",
+                                   "cache")})
 def train(data, out, overwrite, end, **options):
     """Fit the Transformer on DATA and save it to --out.
 
@@ -172,6 +173,14 @@ def train(data, out, overwrite, end, **options):
     learn_spec = raw.get("data", {}).get("train_universe") or ""
     if learn_spec and not panel:
         raise click.ClickException("--train-universe needs DATA to be a folder of stocks (a panel)")
+    outside = float(raw.get("data", {}).get("train_outside_weight") or 0.0)
+    try:  # the one validation of the option ([data] of an experiment)
+        DataConfig(train_universe=learn_spec, train_outside_weight=outside)
+    except ValueError as exc:
+        from forecaster.app.fields import OPTIONS, config_error
+
+        fields = [f.name for f in dataclasses.fields(DataConfig)]
+        raise click.ClickException(str(config_error(OPTIONS, "data", str(exc), fields))) from None
     check_apart([out], [data, intraday])
     target = check_output(out, overwrite=overwrite)  # before the training, not after it
     try:
@@ -191,7 +200,8 @@ def train(data, out, overwrite, end, **options):
                 click.echo(learn.describe(), err=True)  # which list, from where; its checks logged
                 learn.check(grid.dates, grid.codes, data)
                 learn.check_overlaps(grid.codes, "--train-universe", learn_spec)
-                grid = dataclasses.replace(grid, learn=learn.mask(grid.dates, grid.codes), _cache={})
+                grid = dataclasses.replace(grid, learn=learn.learn_mask(grid.dates, grid.codes, outside),
+                                           _cache={})
             model = PanelTransformer(horizon=horizon, execution=raw.get("backtest", {}).get(
                 "execution", "next_open"), features=features, progress=True, **params)
             model.fit(grid)
@@ -215,7 +225,7 @@ def train(data, out, overwrite, end, **options):
     info = {"kind": "panel" if panel else "one_stock", "data": source, "csv": None if panel else source,
             "on_bad": on_bad, "train_end": str(model.train_end_.date()),
             "intraday": str(Path(intraday).resolve()) if intraday else "",
-            "train_universe": learn_spec,
+            "train_universe": learn_spec, "train_outside_weight": outside,
             "params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in model.get_params().items()}}
     if panel:
         from forecaster.features.factors import features_note
@@ -240,8 +250,11 @@ def train(data, out, overwrite, end, **options):
         if model.n_seeds > 1:
             summary += f"; {model.n_seeds} networks from {model.n_seeds} seeds, their scores averaged"
         if learn_spec:
+            inside = int((grid.learn == 1).sum())
             summary += (f"; labels learnt only from the members of {learn_spec} on each day "
-                        f"({int(grid.learn.sum())} stock-days)")
+                        f"({inside} stock-days)" if outside == 0 else
+                        f"; labels of the members of {learn_spec} on each day ({inside} stock-days) "
+                        f"learnt at weight 1, every other stock's at weight {outside:g}")
         note = features_note(grid, features or model.rules.default_features(grid.n_stocks))
         if note:
             summary = f"{note}\n{summary}"

@@ -98,6 +98,12 @@ class DataConfig:
         train_universe: the stock-days models learn from, in the same forms as ``universe``
             (only the labels of the day's members are learnt; features see every stock).
             Empty: every stock of the data (the whole market's breadth).
+        train_outside_weight: with ``train_universe``, the weight of the labels of the stocks
+            outside it that day, against 1 for its members: 0 (the default) learns the members'
+            labels only; 1 learns every label alike (as without ``train_universe``); between,
+            training leans toward the members (the Transformer draws each step's stocks with
+            chances in proportion, or weights its loss when a step takes every stock; gradient
+            boosting and ridge weight their rows).
     """
 
     path: str = ""
@@ -113,8 +119,14 @@ class DataConfig:
     intraday: str = ""
     universe: str = ""
     train_universe: str = ""
+    train_outside_weight: float = 0.0
 
     def __post_init__(self):
+        if not 0.0 <= self.train_outside_weight <= 1.0:
+            raise ValueError(f"train_outside_weight must be within 0..1, got {self.train_outside_weight!r}")
+        if self.train_outside_weight > 0 and not self.train_universe:
+            raise ValueError("train_outside_weight weights the labels outside train_universe: give "
+                             "train_universe too")
         if self.on_bad not in ("raise", "drop"):
             raise ValueError(f"on_bad must be 'raise' or 'drop', got {self.on_bad!r}")
         if self.synthetic_stocks < 0 or self.synthetic_days < 1:

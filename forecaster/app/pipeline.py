@@ -237,6 +237,15 @@ def run_timings(loaded: Loaded, result: WalkForwardResult, report: Report) -> di
             "models": dict(sorted(models.items(), key=lambda kv: -kv[1]))}
 
 
+def learnt_line(universe: Universe, outside: float) -> str:
+    """What the models learnt under a training universe, for a run's notes."""
+    where = f"{universe.name} ({universe.source})"
+    if outside == 0:
+        return f"models learnt only the labels of the members of {where} on each day"
+    return (f"models learnt the labels of the members of {where} on each day at weight 1 and every "
+            f"other stock's at weight {outside:g}")
+
+
 def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: bool = False
                    ) -> tuple[WalkForwardResult, Report, list[Path]]:
     """Walk forward, score and backtest; write the report folder ``out`` (finished folds in
@@ -250,8 +259,8 @@ def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: 
     models = build_models(exp)
     grid = loaded.panel
     make_folds(grid.dates, exp.walk_forward)  # raises when no fold fits the calendar
-    learn = (loaded.train_universe.mask(grid.dates, grid.codes) if loaded.train_universe is not None
-             else None)
+    learn = (loaded.train_universe.learn_mask(grid.dates, grid.codes, exp.data.train_outside_weight)
+             if loaded.train_universe is not None else None)
     store = fold_store(loaded.frames, models, exp.walk_forward, folder.path / "folds", learn)
     store.check(exp.walk_forward.resume)
     out = folder.claim()
@@ -292,8 +301,7 @@ def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: 
     if loaded.features_note:
         report.notes.append(loaded.features_note)
     if loaded.train_universe is not None:
-        report.notes.insert(0, f"models learnt only the labels of the members of "
-                            f"{loaded.train_universe.name} ({loaded.train_universe.source}) on each day")
+        report.notes.insert(0, learnt_line(loaded.train_universe, exp.data.train_outside_weight))
     extra = {"data": loaded.source, "experiment": experiment_dict(exp),
              "timings": run_timings(loaded, result, report)}
     if universe:

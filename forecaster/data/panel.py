@@ -45,8 +45,10 @@ class Panel:
         members: ``[D, N]`` the stock belongs to the run's universe that day (an index's
             point-in-time members, :mod:`forecaster.data.market.universe`); ``None``: every stock.
             Backtests trade and benchmark only members; a non-member held is sold.
-        learn: ``[D, N]`` the stock-days whose labels a model may learn from
-            (:func:`forecaster.features.labels.tradeable_label` masks the others); ``None``: all.
+        learn: ``[D, N]`` the stock-days whose labels a model may learn from: bool (a
+            training universe: :func:`forecaster.features.labels.tradeable_label` masks the
+            others), or float weights in ``[0, 1]`` (the models weight each stock-day's label by
+            it; 0 masks it, as False does; :meth:`learn_weights`); ``None``: all, alike.
         ends: ``{code: last day}`` an instruments file gives (a Qlib folder's
             ``instruments/all.txt``, :func:`~forecaster.data.market.delisting.instrument_ends`):
             a stock whose membership of the market ends before the data's last day is delisted
@@ -192,6 +194,13 @@ class Panel:
         return self.derived(("delistings", int(quiet_days)), lambda: decide(
             self.dates, self.codes, self.listed, self.fields.get("delisting"), ends=self.ends,
             quiet_days=quiet_days))
+
+    def learn_weights(self) -> np.ndarray | None:
+        """``[D, N]`` float32 weight of each stock-day's label in training (:attr:`learn` as
+        1 / 0 when it is bool), or ``None`` when every label counts alike."""
+        if self.learn is None:
+            return None
+        return self.derived(("learn_weights",), lambda: np.asarray(self.learn, dtype=np.float32))
 
     def listed_days(self) -> np.ndarray:
         """``[N]`` number of days each stock has a bar."""

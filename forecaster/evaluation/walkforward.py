@@ -246,8 +246,11 @@ def fold_store(data: Mapping[str, pd.DataFrame] | Panel, models: dict, config: W
     ``store.check(config.resume)`` validates a resume without writing."""
     run = run_description(config, models)
     if train_members is not None:
-        mask = np.packbits(np.asarray(train_members, dtype=bool))
-        run["train_members"] = hashlib.sha256(mask.tobytes()).hexdigest()[:16]
+        members = np.asarray(train_members)
+        # a bool universe hashes as before (resumes of earlier runs hold); weights by value
+        data_bytes = (np.packbits(members).tobytes() if members.dtype == bool
+                      else np.ascontiguousarray(members, dtype=np.float32).tobytes())
+        run["train_members"] = hashlib.sha256(data_bytes).hexdigest()[:16]
     return FoldStore(checkpoint_dir, {"data": data_fingerprint(data), "run": run})
 
 
@@ -279,8 +282,9 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
         store: the run's :func:`fold_store`, when the caller built it to check a resume before
             writing anything (instead of ``checkpoint_dir``).
         train_members: ``[days, stocks]`` bool on the panel's calendar: models learn only the
-            labels of these stock-days (a training universe; features still see every stock);
-            ``None``: every stock-day. The forecasts and their ``actual`` are not affected.
+            labels of these stock-days (a training universe; features still see every stock),
+            or float weights of each stock-day's label (:attr:`Panel.learn`); ``None``: every
+            stock-day alike. The forecasts and their ``actual`` are not affected.
 
     Raises:
         forecaster.evaluation.fold_store.ResumeError: resuming a run whose data or configuration differ.
@@ -333,7 +337,7 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
     # the folds' panel: the training universe travels with it; the labels of the scores
     # (assembly.assemble) are read on the run's own panel
     folds_grid = grid if train_members is None else dataclasses.replace(
-        grid, learn=np.asarray(train_members, dtype=bool), _cache={})
+        grid, learn=np.asarray(train_members), _cache={})
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="forecaster-panel-") as folder:
         if config.backend == "ray":

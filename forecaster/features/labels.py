@@ -87,8 +87,8 @@ def _tradeable_label(panel: Panel, horizon: int, execution: str) -> tuple[np.nda
         reasons[KNOWN_ON_SIGNAL_DAY] = known
         reasons[DELISTED_BEFORE_EXIT] = after & ~known
         ok &= ~known & ~after
-    if panel.learn is not None:  # a training universe: only its members' stock-days are learnt
-        outside = exists & ok & ~panel.learn[:n]
+    if panel.learn is not None:  # a training universe: stock-days of weight 0 are not learnt
+        outside = exists & ok & ~(panel.learn[:n] > 0)
         reasons["not in the training universe"] = outside
         ok = ok & ~outside
     report.masked = {why: int((m & exists).sum()) for why, m in reasons.items()}

@@ -116,6 +116,13 @@ class Universe:
                 out[lo:hi, j] = True
         return out
 
+    def learn_mask(self, dates, codes, outside: float = 0.0) -> np.ndarray:
+        """``[days, stocks]``: what a model learns of each stock-day's label as a training
+        universe (:attr:`forecaster.data.panel.Panel.learn`): :meth:`mask` when ``outside`` is
+        0, else float32 weights, 1 for a member and ``outside`` for any other stock."""
+        member = self.mask(dates, codes)
+        return member if outside == 0 else np.where(member, 1.0, float(outside)).astype(np.float32)
+
     def members_between(self, start, end) -> list[str]:
         """Codes that are members on some day of ``start..end`` (calendar days)."""
         start, end = pd.Timestamp(start), pd.Timestamp(end)

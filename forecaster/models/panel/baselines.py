@@ -144,9 +144,9 @@ class FeatureRegressor(BaseEstimator):
                 l2_regularization=1.0, early_stopping=False, random_state=self.random_state)
         return Ridge(alpha=10.0)
 
-    def _fit_lightgbm(self, X: np.ndarray, y: np.ndarray, days: np.ndarray):
-        """LightGBM on rows ``X, y`` of training days ``days`` (ascending), stopped early on
-        the latest days."""
+    def _fit_lightgbm(self, X: np.ndarray, y: np.ndarray, days: np.ndarray, weight: np.ndarray | None):
+        """LightGBM on rows ``X, y`` (weighted by ``weight``, None: alike) of training days
+        ``days`` (ascending), stopped early on the latest days."""
         try:
             import lightgbm as lgb
         except ImportError as exc:
@@ -162,8 +162,9 @@ class FeatureRegressor(BaseEstimator):
                              f"training and {int(valid.sum())} validation stock-days")
         params = {**LIGHTGBM_PARAMS, "seed": int(self.random_state), "deterministic": True,
                   "force_row_wise": True, "num_threads": int(self.n_jobs or 0), "verbosity": -1}
-        dtrain = lgb.Dataset(X[train], label=y[train], params={"verbosity": -1})
-        dvalid = lgb.Dataset(X[valid], label=y[valid], reference=dtrain)
+        w = (None, None) if weight is None else (weight[train], weight[valid])
+        dtrain = lgb.Dataset(X[train], label=y[train], weight=w[0], params={"verbosity": -1})
+        dvalid = lgb.Dataset(X[valid], label=y[valid], weight=w[1], reference=dtrain)
         booster = lgb.train(params, dtrain, num_boost_round=LIGHTGBM_ROUNDS, valid_sets=[dvalid],
                             valid_names=["valid"],
                             callbacks=[lgb.early_stopping(LIGHTGBM_EARLY_STOPPING, verbose=False)])
@@ -189,16 +190,19 @@ class FeatureRegressor(BaseEstimator):
             first = usable[-self.max_rows] // panel.n_stocks
             start = max(0, first - lookback(names) - LAGGED_RETURNS)
             panel, y, ok = panel.slice(start=panel.dates[start]), y[start:], ok[start:]
+        weights = panel.learn_weights()  # a training universe's: rows weighted in the fit
         self.features_ = names
         Z = self._design(panel, fit=True)
         rows = np.flatnonzero(ok.ravel())[-self.max_rows:]  # the latest rows
         if len(rows) < 50:
             raise ValueError(f"too little data: {len(rows)} labelled stock-days")
         X, target = Z.reshape(-1, Z.shape[-1])[rows], y.ravel()[rows]
+        # 0/1 weights (labels outside a bool training universe are already NaN) change nothing
+        weight = None if weights is None or not np.any(weights.ravel()[rows] != 1) else weights.ravel()[rows]
         if self.estimator == "lightgbm":
-            self.model_ = self._fit_lightgbm(X, target, rows // panel.n_stocks)
+            self.model_ = self._fit_lightgbm(X, target, rows // panel.n_stocks, weight)
         else:
-            self.model_ = self._model().fit(X, target)
+            self.model_ = self._model().fit(X, target, sample_weight=weight)
         return self
 
     def predict(self, data) -> pd.Series:

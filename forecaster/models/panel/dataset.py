@@ -35,6 +35,8 @@ class SequenceData:
             appended to every stock's features in a batch; None without it.
         aux_target: ``[D, N, A]`` normalised labels of auxiliary horizons, trained by extra
             heads; None without them.
+        weight: ``[D, N]`` each stock-day's weight in training (a training universe,
+            :meth:`~forecaster.data.panel.Panel.learn_weights`); None: all alike.
     """
 
     dates: pd.DatetimeIndex
@@ -46,6 +48,7 @@ class SequenceData:
     target: np.ndarray | None = None
     market: torch.Tensor | None = None
     aux_target: np.ndarray | None = None
+    weight: np.ndarray | None = None
 
     def batch(self, days: np.ndarray, max_stocks: int | None = None,
               rng: np.random.Generator | None = None) -> tuple[torch.Tensor, ...]:
@@ -53,10 +56,15 @@ class SequenceData:
         mask [B, S], present [B, S], stocks [S])`` (target and mask ``[B, S, 1 + A]`` with
         ``aux_target``, the forecast's horizon first), ``S`` being the stocks present on any of
         the days (absent ones cost nothing), or ``max_stocks`` of them drawn with ``rng``
-        (the losses rank within a day, so any subset of a day's stocks is a valid batch)."""
+        (the losses rank within a day, so any subset of a day's stocks is a valid batch).
+
+        With ``weight``, stocks are drawn with chances in proportion to their weight (the draw
+        weights the loss; stocks of weight 0 are never drawn, having no label); without a
+        draw, ``mask`` carries the weights into the loss (float)."""
         first, last = day_span(days)
         present = self.present[first:last + 1]
-        stocks = choose_stocks(present, max_stocks, rng)
+        weight = None if self.weight is None else self.weight[first:last + 1]
+        stocks = choose_stocks(present, max_stocks, rng, weight)
         x = self.X[first:last + 1 + self.context, stocks].transpose(0, 1)  # padded rows: +context
         if self.market is not None:  # the same market row for every stock of a day
             m = self.market[first:last + 1 + self.context]
@@ -72,6 +80,9 @@ class SequenceData:
                 y = np.concatenate([y[..., None], self.aux_target[first:last + 1][:, stocks]], axis=-1)
                 scored = present_t[..., None]
             mask = torch.as_tensor(np.isfinite(y)) & scored
+            if weight is not None and not drawn(present, max_stocks):
+                w = torch.as_tensor(weight[:, stocks])
+                mask = mask * (w if mask.dim() == 2 else w[..., None])
             target = torch.as_tensor(np.nan_to_num(y), dtype=torch.float32)
         return x.contiguous(), target, mask, present_t, torch.as_tensor(stocks)
 
@@ -91,15 +102,30 @@ def day_span(days: np.ndarray) -> tuple[int, int]:
     return first, last
 
 
-def choose_stocks(present: np.ndarray, max_stocks: int | None, rng: np.random.Generator | None) -> np.ndarray:
+def drawn(present: np.ndarray, max_stocks: int | None) -> bool:
+    """Whether a batch of ``present [B, N]`` draws ``max_stocks`` of its stocks."""
+    return max_stocks is not None and int(present.any(axis=0).sum()) > max_stocks
+
+
+def choose_stocks(present: np.ndarray, max_stocks: int | None, rng: np.random.Generator | None,
+                  weight: np.ndarray | None = None) -> np.ndarray:
     """Sorted indices of the stocks present on any day of ``present [B, N]``, or
-    ``max_stocks`` of them drawn with ``rng``."""
+    ``max_stocks`` of them drawn with ``rng``: with ``weight [B, N]``, without replacement
+    with chances in proportion to each stock's largest weight over the days it is present
+    (those of weight 0 left out, unless fewer than ``max_stocks`` have any)."""
     stocks = np.flatnonzero(present.any(axis=0))
-    if max_stocks is not None and len(stocks) > max_stocks:
-        if rng is None:
-            raise ValueError("sampling max_stocks stocks needs an rng")
-        stocks = np.sort(rng.choice(stocks, max_stocks, replace=False))
-    return stocks
+    if not drawn(present, max_stocks):
+        return stocks
+    if rng is None:
+        raise ValueError("sampling max_stocks stocks needs an rng")
+    if weight is None:
+        return np.sort(rng.choice(stocks, max_stocks, replace=False))
+    chance = np.where(present, weight, 0).max(axis=0)[stocks].astype(np.float64)
+    if (chance > 0).sum() <= max_stocks:  # every stock that can be learnt, and others beside
+        keep = chance > 0
+        rest = rng.choice(stocks[~keep], max_stocks - int(keep.sum()), replace=False)
+        return np.sort(np.concatenate([stocks[keep], rest]))
+    return np.sort(rng.choice(stocks, max_stocks, replace=False, p=chance / chance.sum()))
 
 
 @dataclass
@@ -115,6 +141,8 @@ class DeviceBatches:
         X, market: as :class:`SequenceData`'s, on the device.
         target: ``[D, N]`` (``[D, N, 1 + A]`` with auxiliary horizons) normalised labels,
             NaN as 0; ``labelled``: where they were finite.
+        weight: ``[D, N]`` on the host (to draw a step's stocks); ``weight_t`` the same on
+            the device (the loss's weights when a step takes every stock); None: all alike.
     """
 
     present: np.ndarray
@@ -124,6 +152,8 @@ class DeviceBatches:
     target: torch.Tensor
     labelled: torch.Tensor
     context: int
+    weight: np.ndarray | None = None
+    weight_t: torch.Tensor | None = None
 
     @classmethod
     def of(cls, data: SequenceData, device: torch.device) -> DeviceBatches:
@@ -135,13 +165,16 @@ class DeviceBatches:
         return cls(present=data.present, present_t=torch.as_tensor(data.present).to(device),
                    X=data.X.to(device), market=None if data.market is None else data.market.to(device),
                    target=torch.as_tensor(np.nan_to_num(y), dtype=torch.float32).to(device),
-                   labelled=torch.as_tensor(np.isfinite(y)).to(device), context=data.context)
+                   labelled=torch.as_tensor(np.isfinite(y)).to(device), context=data.context,
+                   weight=data.weight,
+                   weight_t=None if data.weight is None else torch.as_tensor(data.weight).to(device))
 
     def batch(self, days: np.ndarray, max_stocks: int | None = None,
               rng: np.random.Generator | None = None) -> tuple[torch.Tensor, ...]:
         """:meth:`SequenceData.batch`'s ``(x, target, mask, present, stocks)``, on the device."""
         first, last = day_span(days)
-        stocks = choose_stocks(self.present[first:last + 1], max_stocks, rng)
+        weight = None if self.weight is None else self.weight[first:last + 1]
+        stocks = choose_stocks(self.present[first:last + 1], max_stocks, rng, weight)
         # pageable memory, non-blocking: staged at once, with no wait for the device's queue
         at = torch.from_numpy(stocks).to(self.X.device, non_blocking=True)
         x = self.X[first:last + 1 + self.context].index_select(1, at).transpose(0, 1)
@@ -152,6 +185,9 @@ class DeviceBatches:
         target = self.target[first:last + 1].index_select(1, at)
         scored = present if target.dim() == 2 else present[..., None]
         mask = self.labelled[first:last + 1].index_select(1, at) & scored
+        if weight is not None and not drawn(self.present[first:last + 1], max_stocks):
+            w = self.weight_t[first:last + 1].index_select(1, at)
+            mask = mask * (w if mask.dim() == 2 else w[..., None])
         return x.contiguous(), target, mask, present, at
 
 
@@ -203,6 +239,7 @@ def build_sequences(panel: Panel, features: tuple[str, ...], processor, context:
     if horizon is not None:
         label, _ = tradeable_label(panel, horizon, execution)
         data.label = label
+        data.weight = panel.learn_weights()
         data.target = normalise_per_day(label, label_norm, drop_tails)
         if aux_horizons:
             data.aux_target = np.stack([normalise_per_day(tradeable_label(panel, h, execution)[0], label_norm,

@@ -2,8 +2,10 @@
 stocks of one day with that day's (normalised) labels, averaged over days.
 
 Shapes: ``scores``, ``labels`` ``[days, stocks]``; ``mask`` ``[days, stocks]`` bool (True =
-a stock with a label that day). Days with fewer than two stocks carry no ranking information
-and are left out.
+a stock with a label that day), or float weights >= 0 (a training universe's members weighted
+above the other stocks: each stock-day counts by its weight, 0 as unlabelled; a bool mask is
+weights of 1 and 0, bit for bit). Days with fewer than two stocks carry no ranking
+information and are left out.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ def _sqrt_or_zero(x: torch.Tensor) -> torch.Tensor:
 
 
 def _day_weights(mask: torch.Tensor) -> torch.Tensor:
-    return (mask.sum(1) >= 2).to(torch.float32)
+    return ((mask > 0).sum(1) >= 2).to(torch.float32)
 
 
 def mse_loss(scores, labels, mask):
@@ -32,16 +34,18 @@ def mse_loss(scores, labels, mask):
 
 
 def _daily_corr(scores, labels, mask):
-    """``[days]`` Pearson correlation of each day's scores and labels over its stocks."""
+    """``[days]`` Pearson correlation of each day's scores and labels over its stocks,
+    weighted by ``mask``."""
     w = mask.to(scores.dtype)
     n = w.sum(1, keepdim=True).clamp_min(1.0)
     y = labels.nan_to_num()
-    s_c = (scores - (scores * w).sum(1, keepdim=True) / n) * w
-    y_c = (y - (y * w).sum(1, keepdim=True) / n) * w
-    spread = s_c.pow(2).sum(1) * y_c.pow(2).sum(1)
+    s_d = scores - (scores * w).sum(1, keepdim=True) / n
+    y_d = y - (y * w).sum(1, keepdim=True) / n
+    s_c, y_c = s_d * w, y_d * w  # weighted deviations: sums of w * d * d below
+    spread = (s_c * s_d).sum(1) * (y_c * y_d).sum(1)
     # A day with no spread (no labelled stock among a step's drawn ones, or equal scores) has a
     # correlation of 0, with a zero gradient.
-    corr = (s_c * y_c).sum(1) / (_sqrt_or_zero(spread) + 1e-8)
+    corr = (s_c * y_d).sum(1) / (_sqrt_or_zero(spread) + 1e-8)
     return torch.where(spread > 0, corr, torch.zeros_like(corr))
 
 
@@ -67,26 +71,28 @@ def icir_loss(scores, labels, mask, floor: float):
 
 def pairwise_loss(scores, labels, mask, n_pairs: int = 2048, generator=None):
     """Logistic loss on sampled pairs of stocks of the same day: the better label should
-    score higher (RankNet). ``n_pairs`` per day keeps the cost linear in the stocks."""
+    score higher (RankNet), each pair weighted by the product of its stocks' weights.
+    ``n_pairs`` per day keeps the cost linear in the stocks."""
     B, S = scores.shape
     i = torch.randint(S, (B, n_pairs), generator=generator).to(scores.device)
     j = torch.randint(S, (B, n_pairs), generator=generator).to(scores.device)
     y = labels.nan_to_num()
-    ok = mask.gather(1, i) & mask.gather(1, j)
+    weight = mask.to(scores.dtype)
     diff_y = y.gather(1, i) - y.gather(1, j)
-    ok &= diff_y != 0
     diff_s = scores.gather(1, i) - scores.gather(1, j)
     per = torch.nn.functional.softplus(-torch.sign(diff_y) * diff_s)
-    w = ok.to(scores.dtype)
+    w = weight.gather(1, i) * weight.gather(1, j) * (diff_y != 0).to(scores.dtype)
     return (per * w).sum() / w.sum().clamp_min(1.0)
 
 
 def listnet_loss(scores, labels, mask, temperature: float = 1.0):
-    """ListNet: cross-entropy between the softmax of the labels and of the scores per day."""
+    """ListNet: cross-entropy between the softmax of the labels and of the scores per day
+    (each stock's term weighted by ``mask``)."""
     neg = torch.finfo(scores.dtype).min
-    target = torch.softmax((labels.nan_to_num() / temperature).masked_fill(~mask, neg), dim=1)
-    logp = torch.log_softmax(scores.masked_fill(~mask, neg), dim=1)
-    per_day = -(target * logp.masked_fill(~mask, 0.0)).sum(1)
+    off = ~(mask > 0)
+    target = torch.softmax((labels.nan_to_num() / temperature).masked_fill(off, neg), dim=1)
+    logp = torch.log_softmax(scores.masked_fill(off, neg), dim=1)
+    per_day = -(target * logp.masked_fill(off, 0.0) * mask.to(scores.dtype)).sum(1)
     days = _day_weights(mask)
     return (per_day * days).sum() / days.sum().clamp_min(1.0)
 
