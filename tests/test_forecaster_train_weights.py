@@ -175,3 +175,31 @@ def test_backtest_and_train_with_train_outside_weight(tmp_path, one_thread):
     api = PanelTransformer(**cli.get_params()).fit(dataclasses.replace(panel, learn=learn, _cache={}))
     for a, b in zip(cli.nets_[0].state_dict().values(), api.nets_[0].state_dict().values(), strict=True):
         torch.testing.assert_close(a, b)
+
+
+def test_a_training_universes_step_draws_its_members_and_weights_the_loss_without_a_draw():
+    """What a step of the Transformer sees under a universe (the data its batches come from):
+    a drawn step holds only members when the others weigh 0 (before, 250 of all stocks were
+    drawn and the members' few labels were all a step learnt from); a step of every stock
+    carries the weights into the loss's mask."""
+    from forecaster.features.factors import feature_tensor
+    from forecaster.features.processors import make_processor
+    from forecaster.models.panel.dataset import build_sequences
+
+    panel = Panel.from_frames(synthetic_panel(n_stocks=30, n_days=80, seed=2))
+    member = np.zeros((panel.n_days, panel.n_stocks), dtype=bool)
+    member[:, :12] = True
+    names = ("ret_1d", "volatility_20d")
+    processor = make_processor("rank").fit(feature_tensor(panel, names), panel.dates)
+    days = np.arange(40, 44)
+    for learn, outside in ((member, 0.0), (np.where(member, 1.0, 0.5).astype(np.float32), 0.5)):
+        p = dataclasses.replace(panel, learn=learn, _cache={})
+        data = build_sequences(p, names, processor, context=4, min_days=5, horizon=1)
+        for seed in range(5):
+            _, _, mask, _, stocks = data.batch(days, max_stocks=8, rng=np.random.default_rng(seed))
+            assert mask.dtype == torch.bool  # a drawn step: the draw weighs, the loss counts alike
+            assert outside > 0 or stocks.max() < 12
+        _, _, mask, _, stocks = data.batch(days)  # every stock: the weights in the mask
+        assert len(stocks) == 30 and mask.dtype == torch.float32
+        values = set(np.unique(mask.numpy()).tolist())
+        assert values <= {0.0, 1.0, outside} and (outside == 0 or outside in values)
