@@ -101,9 +101,8 @@ class DataConfig:
         train_outside_weight: with ``train_universe``, the weight of the labels of the stocks
             outside it that day, against 1 for its members: 0 (the default) learns the members'
             labels only; 1 learns every label alike (as without ``train_universe``); between,
-            training leans toward the members (the Transformer draws each step's stocks with
-            chances in proportion, or weights its loss when a step takes every stock; gradient
-            boosting and ridge weight their rows).
+            training leans toward the members (the Transformer's per-day loss weights each
+            stock; gradient boosting, LightGBM and ridge weight their rows).
     """
 
     path: str = ""
