@@ -74,7 +74,7 @@ ELSEWHERE = {
     "data__intraday": "set by the folder run below (a folder of minute bars, not a fixed value)",
     "data__universe": "a universe file the test writes (tests/test_forecaster_universe.py)",
     "data__train_universe": "a universe file the test writes (tests/test_forecaster_universe.py)",
-    "data__train_outside_weight": "with a universe file the test writes (tests/test_forecaster_universe.py)",
+    "data__train_outside_weight": "a universe file the test writes (tests/test_forecaster_train_weights.py)",
 }
 
 

@@ -1,8 +1,8 @@
 """Training weighted toward a universe (issue 51: ``[data] train_outside_weight``): the labels
 of a training universe's members count 1, every other stock's ``w``. The losses take weights
 (0/1 weights are the bool mask bit for bit; a weight of k counts a stock as k copies), a
-drawn step draws stocks in proportion, ``w = 1`` fits exactly what the whole market fits,
-``w = 0`` what the members alone fit, and the option runs from the command line."""
+step's mask carries them (its draw is as without them), ``w = 1`` fits exactly what the whole
+market fits, ``w = 0`` what the members alone fit, and the option runs from the command line."""
 
 from __future__ import annotations
 

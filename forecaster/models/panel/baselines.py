@@ -93,7 +93,9 @@ class FeatureRegressor(BaseEstimator):
     LightGBM holds out the latest :data:`LIGHTGBM_VALID_SHARE` of the training days (after a
     gap of ``horizon + 1`` days, so no training label overlaps them) and stops early on them,
     as Qlib's ``LGBModel`` does with its validation segment; it is deterministic for a given
-    ``random_state`` and thread count (``deterministic``, ``force_row_wise``).
+    ``random_state`` and thread count (``deterministic``, ``force_row_wise``). A panel whose
+    ``learn`` holds weights (a training universe with ``train_outside_weight``) weights each
+    row by its stock-day's.
 
     Args:
         estimator: ``"gbm"``, ``"lightgbm"`` or ``"ridge"``.
@@ -190,15 +192,16 @@ class FeatureRegressor(BaseEstimator):
             first = usable[-self.max_rows] // panel.n_stocks
             start = max(0, first - lookback(names) - LAGGED_RETURNS)
             panel, y, ok = panel.slice(start=panel.dates[start]), y[start:], ok[start:]
-        weights = panel.learn_weights()  # a training universe's: rows weighted in the fit
         self.features_ = names
         Z = self._design(panel, fit=True)
         rows = np.flatnonzero(ok.ravel())[-self.max_rows:]  # the latest rows
         if len(rows) < 50:
             raise ValueError(f"too little data: {len(rows)} labelled stock-days")
         X, target = Z.reshape(-1, Z.shape[-1])[rows], y.ravel()[rows]
-        # 0/1 weights (labels outside a bool training universe are already NaN) change nothing
-        weight = None if weights is None or not np.any(weights.ravel()[rows] != 1) else weights.ravel()[rows]
+        weight = panel.learn_weights()  # a training universe's: rows weighted in the fit
+        weight = None if weight is None else weight.ravel()[rows]
+        if weight is not None and (weight == 1).all():  # a bool universe: its outside rows are unlabelled
+            weight = None
         if self.estimator == "lightgbm":
             self.model_ = self._fit_lightgbm(X, target, rows // panel.n_stocks, weight)
         else:
