@@ -6,6 +6,9 @@ epoch."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pandas as pd
 from click.testing import CliRunner
 
@@ -79,3 +82,36 @@ def test_ranked_list_labels_names_held_and_limits(tmp_path):
     assert "[held]: in the book" in title and "closed at the limit on the signal day" in title
     plots.plot_ranked_list(table, tmp_path / "next_day.png")
     assert (tmp_path / "next_day.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_stock_names_draw_with_the_shipped_cjk_font(tmp_path):
+    """The names render on any machine: the packaged Noto Sans CJK is registered and drawing
+    Chinese names warns of no missing glyph (in a fresh process, so that no font another test
+    loaded decides it)."""
+    script = f"""
+import logging, warnings
+logging.basicConfig(level=logging.WARNING)
+import numpy as np
+import matplotlib.pyplot as plt
+from forecaster.reporting import figures
+assert figures.CJK_FONT == "Noto Sans CJK SC", figures.CJK_FONT
+assert "manimgx_fonts_cjk" in __import__("matplotlib").font_manager.findfont("Noto Sans CJK SC")
+def ink(text, family):
+    fig = plt.figure(figsize=(3, 0.5), dpi=100)
+    fig.text(0.02, 0.3, text, family=family, fontsize=14)
+    fig.canvas.draw()
+    arr = np.asarray(fig.canvas.buffer_rgba())[..., 0] < 128
+    plt.close(fig)
+    return arr
+with warnings.catch_warnings():
+    warnings.simplefilter("error")  # "Glyph ... missing from font(s)" is a UserWarning
+    drawn = ink("浦发银行 宁德时代", list(__import__("matplotlib").rcParams["font.family"]))
+    __import__("forecaster.reporting.plots").reporting.plots.plot_ranked_list(__import__("pandas").DataFrame({{
+        "code": ["sh.600000", "sz.300750"], "score": [0.2, -0.1], "rank": [1, 2], "buyable": [True, True],
+        "name": ["浦发银行", "宁德时代"]}}), r"{tmp_path / 'next_day.png'}")
+assert drawn.sum() > 200, drawn.sum()
+"""
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "Failed to find font" not in res.stderr and "missing from font" not in res.stderr, res.stderr
+    assert (tmp_path / "next_day.png").stat().st_size > 1000

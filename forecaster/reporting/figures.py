@@ -2,10 +2,11 @@
 PNGs written atomically at twice the screen resolution (:data:`DPI`), the A-share colours for
 gains and losses, one colour and line style per model across every figure of a report
 (:func:`model_styles`: the main model black, thick and on top), legends outside the data and
-a CJK font, where one is installed, for stock names."""
+a CJK font for stock names (Noto Sans CJK, shipped as a dependency)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import matplotlib
@@ -19,9 +20,34 @@ from matplotlib import font_manager  # noqa: E402
 from seq2seq.core import atomic_write  # noqa: E402
 
 # Fonts for Chinese stock names, tried after the default for the glyphs it lacks (matplotlib
-# falls back glyph by glyph); only those installed are named, so nothing warns without them.
+# falls back glyph by glyph). The project ships Noto Sans CJK (OFL, the `manimgx-fonts-cjk`
+# package) so names draw on any machine; a system CJK font is used where that package is absent.
 CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans CJK JP", "WenQuanYi Zen Hei", "WenQuanYi Micro Hei",
              "Source Han Sans SC", "SimHei", "Microsoft YaHei", "PingFang SC", "AR PL UMing CN")
+
+
+def _register_packaged_cjk_font() -> None:
+    """Add the packaged Noto Sans CJK collection to matplotlib's font list. It is a variable font
+    whose default instance is weight 100; it is listed as regular (400) and bold (700) so that
+    matplotlib picks it for ordinary and bold labels without a "Failed to find font weight"
+    message (it draws the default instance either way: matplotlib does not set variation axes)."""
+    try:
+        import manimgx_fonts_cjk
+    except ImportError:
+        return
+    path = Path(manimgx_fonts_cjk.__file__).with_name("NotoSansCJK-VF.otf.ttc")
+    if not path.is_file():
+        return
+    manager = font_manager.fontManager
+    known = {f.fname for f in manager.ttflist}
+    if str(path) not in known:
+        manager.addfont(str(path))
+    ours = [f for f in manager.ttflist if f.fname == str(path)]
+    manager.ttflist = [f for f in manager.ttflist if f.fname != str(path)] + [
+        dataclasses.replace(f, weight=weight) for weight in (400, 700) for f in ours]
+
+
+_register_packaged_cjk_font()
 _installed = {f.name for f in font_manager.fontManager.ttflist}
 CJK_FONT = next((name for name in CJK_FONTS if name in _installed), None)
 if CJK_FONT and CJK_FONT not in matplotlib.rcParams["font.family"]:
