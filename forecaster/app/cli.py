@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from forecaster.app import daily, plot_run
+from forecaster.app import daily, plot_run, score_cmd
 from forecaster.app.options import DATE, experiment_options, raw_sections
 from forecaster.app.outputs import check_apart, check_output, check_output_file
 from forecaster.data import DataError
@@ -42,15 +42,21 @@ class _Commands(click.Group):
 @click.version_option(package_name="ashare-seq2seq-toolkit")
 @click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
 def main(verbose: int) -> None:
-    """Forecast daily A-share log returns with a causal Transformer.
+    """Rank A-share stocks for the next trading day with a panel Transformer, and test it.
 
-    With no CSV argument, commands use the embedded deterministic synthetic series.
+    DATA is a folder of daily bars (one file per stock, baostock/akshare/xbx layouts, or a
+    Qlib data folder). backtest (or run, from an experiment file) walks forward through it:
+    refits on the past, scores each day's stocks, compares with factor and model baselines
+    by daily rank IC and backtests the top-k strategy with A-share costs and rules, writing
+    a report folder. train fits a model for daily use, predict writes tomorrow's ranked list
+    and orders, plot its figures; compare sets reports side by side, export-qlib hands
+    scores to Qlib, fetch downloads bars. One CSV instead of a folder forecasts one stock.
     """
     level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
 
 
-for _command in (daily.train, daily.predict, plot_run.plot):
+for _command in (daily.train, daily.predict, plot_run.plot, score_cmd.score):
     main.add_command(_command)
 train, predict, plot = daily.train, daily.predict, plot_run.plot
 

@@ -216,11 +216,12 @@ def _check_dates(exp: Experiment, loaded: Loaded) -> None:
     last = max(f.index[-1] for f in loaded.frames.values())
     wf = exp.walk_forward
     if wf.start is not None and wf.start > last:
-        raise ConfigError(f"{exp.source}: [walk_forward] start {wf.start.date()} is after the data's "
-                          f"last day {last.date()}")
+        # named as the user gave it: --start on the command line, [walk_forward] start in a file
+        raise config_error(exp.source, "walk_forward", f"start {wf.start.date()} is after the data's "
+                           f"last day {last.date()}", ("start",))
     if wf.end is not None and wf.end < first:
-        raise ConfigError(f"{exp.source}: [walk_forward] end {wf.end.date()} is before the data's "
-                          f"first day {first.date()}")
+        raise config_error(exp.source, "walk_forward", f"end {wf.end.date()} is before the data's "
+                           f"first day {first.date()}", ("end",))
 
 
 def run_timings(loaded: Loaded, result: WalkForwardResult, report: Report) -> dict:
@@ -244,6 +245,21 @@ def learnt_line(universe: Universe, outside: float) -> str:
         return f"models learnt only the labels of the members of {where} on each day"
     return (f"models learnt the labels of the members of {where} on each day at weight 1 and every "
             f"other stock's at weight {outside:g}")
+
+
+def index_benchmark(report: Report, exp: Experiment, loaded: Loaded) -> None:
+    """The universe's index (when the data hold its series) beside each backtest, and the main
+    model's strategy against it in the verdict (``run_experiment`` and ``forecaster score``)."""
+    code = index_for(loaded.universe.name, loaded.indices) if loaded.universe is not None else None
+    if code is not None and report.backtests:
+        report.backtests = attach_index(report.backtests, code, loaded.indices[code], exp.backtest.execution,
+                                        exp.backtest.capital)
+        main = report.backtests.get(report.model)
+        if main is not None:
+            m, i = main.metrics, main.index_metrics
+            report.verdict.append(f"{report.model} strategy after costs against {main.index_name}: "
+                                  f"{m['annual_return']:+.2%} against {i['annual_return']:+.2%} a year, "
+                                  f"Sharpe {m['sharpe']:.2f} against {i['sharpe']:.2f}")
 
 
 def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: bool = False
@@ -288,16 +304,7 @@ def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: 
     warned = [f"warning: {line}" for u in (loaded.universe, loaded.train_universe) if u is not None
               for line in u.warnings]  # the lists' checks, after the coverage line
     report.notes[int(bool(universe)):int(bool(universe))] = list(dict.fromkeys(warned))
-    code = index_for(loaded.universe.name, loaded.indices) if loaded.universe is not None else None
-    if code is not None and report.backtests:
-        report.backtests = attach_index(report.backtests, code, loaded.indices[code], exp.backtest.execution,
-                                        exp.backtest.capital)
-        main = report.backtests.get(report.model)
-        if main is not None:
-            m, i = main.metrics, main.index_metrics
-            report.verdict.append(f"{report.model} strategy after costs against {main.index_name}: "
-                                  f"{m['annual_return']:+.2%} against {i['annual_return']:+.2%} a year, "
-                                  f"Sharpe {m['sharpe']:.2f} against {i['sharpe']:.2f}")
+    index_benchmark(report, exp, loaded)
     if loaded.features_note:
         report.notes.append(loaded.features_note)
     if loaded.train_universe is not None:
