@@ -81,7 +81,7 @@ def test_export_qlib_writes_the_prediction_frame(tmp_path):
                          "actual": 0.0}, index=pd.Index(dates, name="date"))
     other = pred.assign(model="gbm", forecast=9.0)
     write_predictions(pd.concat([pred, other]), tmp_path, "csv")
-    res = CliRunner().invoke(main, ["export-qlib", str(tmp_path)])
+    res = CliRunner().invoke(main, ["export-qlib", str(tmp_path), "--dates", "target"])
     assert res.exit_code == 0, res.output
     got = pd.read_pickle(tmp_path / "qlib_pred.pkl")
     assert got.index.names == ["datetime", "instrument"] and list(got.columns) == ["score"]
@@ -90,3 +90,7 @@ def test_export_qlib_writes_the_prediction_frame(tmp_path):
     assert got.loc[(pd.Timestamp("2024-01-02"), "SZ000001"), "score"] == 0.4 and len(got) == 4
     with pytest.raises(ValueError, match="no predictions of model 'lstm'"):
         qlib_predictions(pd.concat([pred, other]).reset_index(), "lstm")
+    # by signal day: each row dated the trading day before its own (2024-01-01 a fold's signal start)
+    signal = qlib_predictions(pred.reset_index(), signal_starts=["2024-01-01"])
+    assert signal.loc[(pd.Timestamp("2024-01-02"), "SH600000"), "score"] == -0.2
+    assert signal.loc[(pd.Timestamp("2024-01-01"), "SZ000001"), "score"] == 0.4

@@ -17,13 +17,16 @@ from forecaster.data import write_synthetic_panel
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
     """A data folder of 8 stocks, a report of it (the Transformer alone), and its predictions
-    exported as Qlib's pred.pkl."""
+    exported as Qlib's pred.pkl: ``pred.pkl`` dated by the day forecast (``--dates target``),
+    ``qlib.pkl`` by signal day (the default, Qlib's convention)."""
     root = tmp_path_factory.mktemp("score")
     write_synthetic_panel(root / "data", n_stocks=8, n_days=260, seed=4)
     res = _invoke("backtest", root / "data", "--out", root / "rep", *QUICK)
     assert res.exit_code == 0, res.output
-    res = _invoke("export-qlib", root / "rep", "--out", root / "pred.pkl")
-    assert res.exit_code == 0, res.output
+    res = _invoke("export-qlib", root / "rep", "--out", root / "pred.pkl", "--dates", "target")
+    assert res.exit_code == 0 and "dated by the day forecast" in res.output, res.output
+    res = _invoke("export-qlib", root / "rep", "--out", root / "qlib.pkl")
+    assert res.exit_code == 0 and "dated by signal day" in res.output, res.output
     return root
 
 
@@ -83,6 +86,7 @@ def test_qlib_signal_dates_are_the_forecast_of_the_next_trading_day(root):
         [signal, frame.index.get_level_values("instrument")], names=["datetime", "instrument"]
     )
     frame.to_pickle(root / "signal.pkl")
+    pd.testing.assert_frame_equal(pd.read_pickle(root / "qlib.pkl"), frame)  # export-qlib's default
     res = _invoke("score", root / "signal.pkl", "--report", root / "rep", "--out", root / "s_signal")
     assert res.exit_code == 0, res.output
     assert "dates read as signal days (Qlib's convention" in res.output
@@ -237,3 +241,21 @@ def test_an_earlier_report_is_refused_unless_overwritten(root):
     )
     assert res.exit_code == 0, res.output
     assert not math.isnan(_metrics(root / "s_target")["daily_rank_ic"]["pred"]["mean_ic"])
+
+
+def test_export_qlib_by_signal_day_needs_the_folds_signal_days(root, tmp_path):
+    """A report written before folds kept their signal day (or forecasting every other day) cannot
+    be dated by signal day: one line saying what to do instead, and nothing written."""
+    old = tmp_path / "old"
+    old.mkdir()
+    for name in ("predictions.csv", "metrics.json"):
+        (old / name).write_bytes((root / "rep" / name).read_bytes())
+    metrics = _metrics(old)
+    for fold in metrics["folds"]:
+        del fold["signal_start"]
+    (old / "metrics.json").write_text(json.dumps(metrics))
+    res = _invoke("export-qlib", old, "--out", tmp_path / "q.pkl")
+    assert res.exit_code == 1 and res.output.count("Error:") == 1, res.output
+    assert "written before reports kept each fold's signal day" in res.output
+    assert "--dates target" in res.output
+    assert not (tmp_path / "q.pkl").exists()

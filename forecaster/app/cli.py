@@ -3,6 +3,7 @@ commands train, predict and plot (:mod:`forecaster.app.daily`)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import shlex
 import signal
@@ -226,22 +227,47 @@ def compare(reports, out, overwrite):
 @click.option("--model", default="transformer", show_default=True, help="Which model's scores.")
 @click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
               help="Pickle to write (default REPORT/qlib_pred.pkl).")
+@click.option("--dates", type=click.Choice(["signal", "target"]), default="signal", show_default=True,
+              help="How rows are dated: signal = the day whose close the score is made after (Qlib's "
+                   "convention, traded the next day); target = the day forecast (the report's own dates).")
 @click.option("--overwrite", is_flag=True, help="--out exists and no export wrote it: replace it.")
-def export_qlib(report, model, out, overwrite):
+def export_qlib(report, model, out, dates, overwrite):
     """Write a report's predictions as the frame Qlib's SignalRecord and PortAnaRecord read: a
     pickled DataFrame indexed by (datetime, instrument) (SH600000-style names) with a 'score'
-    column, for Qlib's analysis and backtest."""
+    column, dated as Qlib dates scores (--dates signal), for Qlib's analysis and backtest."""
     from forecaster.data.qlib.writer import qlib_predictions
     from forecaster.reporting.report import read_predictions
 
     out = Path(out) if out else Path(report) / "qlib_pred.pkl"
     check_output_file(out, overwrite=overwrite)
-    frame = qlib_predictions(read_predictions(report), model)
+    starts = _signal_starts(Path(report)) if dates == "signal" else None
+    frame = qlib_predictions(read_predictions(report), model, signal_starts=starts)
     with atomic_write(out) as f:
         frame.to_pickle(f)
     days = frame.index.get_level_values("datetime")
     click.echo(f"wrote {len(frame)} scores of {model} ({days.min().date()}..{days.max().date()}, "
-               f"{frame.index.get_level_values('instrument').nunique()} instruments) to {out}")
+               f"{frame.index.get_level_values('instrument').nunique()} instruments) to {out}, dated "
+               + ("by signal day (Qlib's convention: made after that close, traded the next day)"
+                  if starts is not None else "by the day forecast (read back with score --dates target)"))
+
+
+def _signal_starts(report: Path) -> list:
+    """Each fold's signal day before its first forecast, from REPORT's metrics.json (one-line
+    errors for a report that cannot give them)."""
+    try:
+        metrics = json.loads((report / "metrics.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise click.ClickException(f"{report}: cannot read metrics.json ({exc}); not a report folder?") \
+            from exc
+    folds = metrics.get("folds") or []
+    step = (metrics.get("walk_forward") or {}).get("step", 1)
+    if step != 1 or not folds or any("signal_start" not in f for f in folds):
+        why = (f"its walk-forward forecast every {step}th day" if step != 1
+               else "it was written before reports kept each fold's signal day")
+        raise click.ClickException(f"{report}: cannot date the scores by signal day ({why}); export "
+                                   "with --dates target (each row dated the day it forecasts) or run the "
+                                   "report again")
+    return [f["signal_start"] for f in folds]
 
 
 @main.command()

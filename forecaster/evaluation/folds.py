@@ -41,23 +41,22 @@ class WalkForwardConfig:
         threads_per_task: torch threads inside each task.
         start, end: optional bounds (dates) on the forecast days.
         label: what ``actual`` is. ``"tradeable"``: the return a strategy earns from the
-            execution on the forecast date to the execution ``horizon`` days later (see
-            :mod:`forecaster.features.labels`; masked where the trade cannot be made), with the
+            execution on the forecast date to the execution ``horizon`` days later (masked where
+            the trade cannot be made: suspended, limit-up at a buy, no bar), with the
             close-to-close return of the same days as ``actual_close``. ``"close"``: the
             close-to-close log return of the day forecast (the single-stock models' target).
         execution: ``"next_open"`` or ``"close"``, for the tradeable label.
-        resume: continue the run stored in ``walk_forward``'s ``checkpoint_dir`` from its
-            finished folds (refused if its data or configuration differ from this run's).
+        resume: continue an interrupted run from the finished folds it saved in its report
+            folder's ``folds/`` (refused if its data or configuration differ from this run's).
         backend: ``"local"`` (joblib processes, ``n_jobs``) or ``"ray"`` (every fold a task
-            on a Ray cluster, the data in its object store once; see
-            :mod:`forecaster.evaluation.backends`). Results are identical.
+            on a Ray cluster, the data in its object store once). Results are identical.
         address: the Ray cluster to use (``"HOST:6379"``); empty starts a local one.
         warm_start: 0: every fold fits its models from scratch. ``s`` > 0: fold ``k``'s
             panel Transformer starts from the networks fold ``k - s`` ended with and trains
-            its ``warm_epochs`` on the fold's whole history (:mod:`.warm_start`); ``s`` folds
+            its ``warm_epochs`` on the fold's whole history; ``s`` folds
             run at a time (so ``s`` >= the workers keeps them busy). ``None``: past 500
             stocks (a whole market) 2, or the number of workers if larger; else 0
-            (:class:`~forecaster.models.panel.sizing.SizeRules`; with 2: on the Shenzhen market
+            (with 2: on the Shenzhen market
             rank IC 0.0967 / ICIR 1.034 against 0.0961 / 1.006 for full refits in 23.0 minutes
             against 39.1; on cn_qlib's 2025-2026 CSI 300 members 0.0603 / 0.311 against 0.0593 /
             0.295, docs/scale.md).
@@ -109,17 +108,23 @@ class WalkForwardConfig:
 
 @dataclass
 class Fold:
-    """One refit: training rows ``train_start..cut``, forecasts on ``test_days``."""
+    """One refit: training rows ``train_start..cut``, forecasts on ``test_days``.
+    ``signal_start`` is the trading day before the first test day, whose close the first
+    forecast is made after (what Qlib dates a score by; None for folds of minute bars)."""
 
     fold: int
     train_start: pd.Timestamp
     cut: pd.Timestamp
     test_days: pd.DatetimeIndex
+    signal_start: pd.Timestamp | None = None
 
     def as_row(self) -> dict:
-        return {"fold": self.fold, "train_start": self.train_start, "train_end": self.cut,
-                "test_start": self.test_days[0], "test_end": self.test_days[-1],
-                "n_test_days": len(self.test_days)}
+        row = {"fold": self.fold, "train_start": self.train_start, "train_end": self.cut,
+               "test_start": self.test_days[0], "test_end": self.test_days[-1],
+               "n_test_days": len(self.test_days)}
+        if self.signal_start is not None:
+            row["signal_start"] = self.signal_start
+        return row
 
 
 def make_folds(calendar: pd.DatetimeIndex, config: WalkForwardConfig) -> list[Fold]:
@@ -143,7 +148,8 @@ def make_folds(calendar: pd.DatetimeIndex, config: WalkForwardConfig) -> list[Fo
         block = np.arange(first, min(cut + config.purge + config.retrain_every, hi))[:: config.step]
         if len(block):
             start = max(0, cut - config.train_days + 1) if config.scheme == "rolling" else 0
-            folds.append(Fold(len(folds), calendar[start], calendar[cut], calendar[block]))
+            folds.append(Fold(len(folds), calendar[start], calendar[cut], calendar[block],
+                              calendar[block[0] - 1]))
         cut += config.retrain_every
     if not folds:
         first = config.start.date() if config.start else "the first day"

@@ -50,15 +50,27 @@ def write_qlib(frames: Mapping[str, pd.DataFrame], provider_dir: str | Path, mar
     return folder
 
 
-def qlib_predictions(predictions: pd.DataFrame, model: str = "transformer") -> pd.DataFrame:
+def qlib_predictions(predictions: pd.DataFrame, model: str = "transformer",
+                     signal_starts=None) -> pd.DataFrame:
     """A report's predictions (``date``, ``code``, ``model``, ``forecast``) as the frame Qlib's
     ``SignalRecord`` / ``PortAnaRecord`` read: index ``(datetime, instrument)`` (Qlib names such
-    as ``SH600000``), one column ``score``, sorted."""
+    as ``SH600000``), one column ``score``, sorted.
+
+    A report dates a forecast by the day it forecasts (known after the previous close); Qlib
+    dates a score by the day whose close it is made after and trades it the next day. Given
+    ``signal_starts`` (each fold's trading day before its first forecast day), every row is
+    dated so: the trading day before its own, from the forecast days and those starts (complete
+    when every trading day of a fold is forecast, ``step`` 1). Without them the rows keep the
+    report's dates (read back with ``forecaster score --dates target``).
+    """
     pred = predictions.reset_index() if "date" not in predictions.columns else predictions
     chosen = pred[pred["model"] == model]
     if chosen.empty:
         raise ValueError(f"no predictions of model {model!r}; models: {sorted(pred['model'].unique())}")
-    index = pd.MultiIndex.from_arrays([pd.DatetimeIndex(chosen["date"]),
-                                       [qlib_code(c) for c in chosen["code"]]],
+    dates = pd.DatetimeIndex(chosen["date"])
+    if signal_starts is not None:
+        calendar = dates.unique().union(pd.DatetimeIndex(signal_starts)).sort_values()
+        dates = calendar[calendar.get_indexer(dates) - 1]
+    index = pd.MultiIndex.from_arrays([dates, [qlib_code(c) for c in chosen["code"]]],
                                       names=["datetime", "instrument"])
     return pd.DataFrame({"score": chosen["forecast"].to_numpy(dtype=float)}, index=index).sort_index()
