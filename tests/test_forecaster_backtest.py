@@ -192,8 +192,9 @@ def test_sell_at_limit_down_is_blocked_then_fills():
 
 def test_st_main_board_has_a_five_percent_limit():
     frame = bars(LIMIT_DAYS, [10.0, 10.5, 10.6, 10.6], [10.0, 10.5, 10.6, 10.6], is_st=1.0)
+    allowed = StrategyConfig(exclude_st=False)  # ST stocks bought (by default they are not)
     result = run_backtest({"sh.600000": frame}, signal(LIMIT_DAYS[1:2], [0.01]),
-                          BacktestConfig(capital=100_000.0, costs=NO_SLIP))
+                          BacktestConfig(strategy=allowed, capital=100_000.0, costs=NO_SLIP))
     assert result.trades["reason"].tolist() == ["limit_up"]
     plain = run_backtest({"sh.600000": frame.assign(is_st=0.0)}, signal(LIMIT_DAYS[1:2], [0.01]),
                          BacktestConfig(capital=100_000.0, costs=NO_SLIP))

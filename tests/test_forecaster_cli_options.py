@@ -87,6 +87,7 @@ VALUES = {
     "strategy__threshold": ("0.001", 0.001),
     "strategy__top_k_above_threshold": (True, True),
     "strategy__rebalance_every": ("5", 5),
+    "strategy__exclude_st": (False, False),
     "costs__commission_rate": ("0.0003", 0.0003),
     "costs__min_commission": ("1.0", 1.0),
     "costs__stamp_duty_before": ("0.002", 0.002),

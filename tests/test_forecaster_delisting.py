@@ -83,7 +83,11 @@ def test_decide_tells_delisted_from_suspended():
     assert gone.last.tolist() == [-1, 29, -1, 49]
     d = gone.table.set_index("code")
     assert d.loc["d", "known_from"] == dates[45] and d.loc["b", "known_from"] == dates[29]
-    assert "'退' name from" in d.loc["d", "reason"] and "no bar in the 30" in d.loc["b", "reason"]
+    assert "'退' name from" in d.loc["d", "reason"]
+    # a long stop with neither a 退 name nor an instruments end: named as what the data show
+    assert d.loc["b", "reason"] == f"suspended or delisted (no bar since {dates[29].date()})"
+    assert gone.quiet.tolist() == [False, True, False, False]
+    assert gone.in_period.tolist() == [False, False, False, True]
     assert gone.known[45:, 3].all() and not gone.known[:45, 3].any()
     assert gone.known[29:, 1].all() and not gone.known[:29, 1].any()
     assert not gone.known[:, [0, 2]].any()
@@ -145,7 +149,9 @@ def test_bars_that_stop_without_warning_are_sold_at_the_last_close():
     assert not ((trades["code"] == HELD) & (trades["date"] > panel.dates[LAST])).any()
     lines = delisting_notes({"transformer": result}, "transformer")
     last = panel.dates[LAST].date()
-    assert lines[0].startswith(f"delisted stocks (not suspended): {HELD} (last day {last}: no bar in the 39")
+    assert lines[0].startswith("suspended or delisted (more than 20 trading days without a bar at the data's "
+                               f"end, no '退' name, no instruments end): {HELD} (no bar since {last}); ")
+    assert "(never written down)" in lines[0]
     assert lines[1].startswith("transformer's backtest: 1 exit(s) by delisting, loss ")
     masked = {"delisting known on the signal day": 1, "delisted before the exit": 1, "other": 5}
     assert "; 2 labels masked (1 with the delisting known on the signal day, 1 delisted before the exit)" in (
@@ -220,7 +226,7 @@ def test_the_equal_weight_benchmark_sells_a_known_delisting_and_writes_off_a_dea
 
     from forecaster.portfolio.benchmark import equal_weight_benchmark
 
-    def view(known_from: int, last_suspended: bool):
+    def view(known_from: int, last_suspended: bool, in_period: bool = True):
         has_bar = np.ones((5, 2), dtype=bool)
         has_bar[3:, 1] = False  # B's last bar is day 2
         suspended = np.zeros((5, 2), dtype=bool)
@@ -230,10 +236,14 @@ def test_the_equal_weight_benchmark_sells_a_known_delisting_and_writes_off_a_dea
         prices = np.where(has_bar, 10.0, np.nan)
         return SimpleNamespace(codes=["A", "B"], has_bar=has_bar, suspended=suspended, known=known,
                                first_bar=np.zeros((5, 2), dtype=bool), member=np.ones((5, 2), dtype=bool),
-                               last=np.array([-1, 2]), close=prices, preclose=prices, open=prices)
+                               last=np.array([-1, 2]), close=prices, preclose=prices, open=prices,
+                               close_val=np.full((5, 2), 10.0), down=np.full((5, 2), 9.0),
+                               in_period=np.array([False, in_period]), quiet=np.array([False, not in_period]))
 
-    # bars that stop on a suspended day: B's half is written down to zero, not carried
+    # bars that stop on a suspended day after a 退 period: B's half is written down to zero, not carried
     assert equal_weight_benchmark(view(2, True), 0, 4, 100.0, False).tolist() == [100, 100, 50, 50, 50]
+    # ... and without one (suspended or delisted): B's half is cash at its last close
+    assert equal_weight_benchmark(view(2, True, in_period=False), 0, 4, 100.0, False).tolist() == [100] * 5
     # a 退 name from day 1: B is sold at that close, A holds everything
     assert equal_weight_benchmark(view(1, True), 0, 4, 100.0, False).tolist() == [100] * 5
     # bars that stop on a traded day: sold at the last close

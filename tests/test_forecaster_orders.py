@@ -10,7 +10,7 @@ from forecaster.data import synthetic_panel
 from forecaster.data.panel import Panel
 from forecaster.portfolio.backtest import BacktestConfig, _build_panel, run_backtest
 from forecaster.portfolio.orders import Book, HoldingsError, next_day_orders, read_holdings
-from forecaster.portfolio.strategy import StrategyConfig
+from forecaster.portfolio.strategy import StrategyConfig, st_no_buy
 
 
 def _backtest(rule: str):
@@ -42,7 +42,8 @@ def test_orders_reproduce_the_backtests_trades(rule):
         book = Book({c: int(v) for c, v in before.items() if v}, float(result.cash.iloc[d - 1]))
         orders = next_day_orders(forecast.loc[day], book, config, date=day, price=view.open[j],
                                  value_price=view.open_val[j], up=view.up[j], down=view.down[j],
-                                 suspended=view.suspended[j], signal_date=day)
+                                 suspended=view.suspended[j], signal_date=day,
+                                 no_buy=st_no_buy(view.st[j - 1], config.strategy))  # ST on the signal day
         done = trades[trades["date"] == day]
         want = sorted(zip(done["code"], done["side"],
                           np.where(done["status"] == "blocked", done["requested"], done["shares"]),

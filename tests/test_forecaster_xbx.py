@@ -91,7 +91,8 @@ def test_a_backtest_holding_a_delisting_stock_exits_it(xbx):
     scores = pd.DataFrame(0.0, index=dates, columns=list(panel.codes))
     scores["sh.600074"] = 1.0  # always the best: held from the first day
     scores["sz.300104"] = 0.5
-    config = BacktestConfig(strategy=StrategyConfig(rule="top_k", top_k=2), capital=1e6)
+    # both are *ST before their 退 period: bought only where ST stocks are allowed
+    config = BacktestConfig(strategy=StrategyConfig(rule="top_k", top_k=2, exclude_st=False), capital=1e6)
     result = run_backtest(panel, scores, config)
     exits = result.delisted_exits.set_index("code")
     assert sorted(exits.index) == ["sh.600074", "sz.300104"]

@@ -27,6 +27,7 @@ from forecaster.app.signal_day import (
     members_table,
     next_open_orders,
     orders_line,
+    strategy_of,
     warn_if_stale,
 )
 from forecaster.data import DataError, default_series_path, load_csv
@@ -340,7 +341,7 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, overwrite, 
             n_all = grid.n_stocks
             grid = members_only(grid, universe, source)
         try:
-            table = ranked_list(model, grid)
+            table = ranked_list(model, grid, strategy=strategy_of(raw, grid.n_stocks))
             if universe:  # the day's members only: the list, its ranks and quantiles
                 table = members_table(table, grid)
             # a stock scored without some of its features (its file lacks their columns) says so

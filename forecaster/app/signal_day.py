@@ -87,6 +87,18 @@ def members_table(table: pd.DataFrame, grid) -> pd.DataFrame:
     return kept
 
 
+def strategy_of(raw: dict, n_stocks: int):
+    """The strategy the options ``raw`` give for ``n_stocks`` (the universe's default
+    otherwise): the ranked list and the orders read the same one (its ST rule included)."""
+    import dataclasses
+
+    from forecaster.app.experiment import build_section
+    from forecaster.portfolio.strategy import StrategyConfig
+
+    return build_section("strategy", {**dataclasses.asdict(StrategyConfig.for_universe(n_stocks)),
+                                      **raw.get("strategy", {})})
+
+
 def next_open_orders(table: pd.DataFrame, grid, holdings: str | None, raw: dict, at_limit: str
                      ) -> pd.DataFrame:
     """Tomorrow's orders from the ranked list's scores and the book (:mod:`forecaster.portfolio.orders`)."""
@@ -94,10 +106,9 @@ def next_open_orders(table: pd.DataFrame, grid, holdings: str | None, raw: dict,
 
     from forecaster.app.experiment import build_section
     from forecaster.portfolio.orders import Book, book_orders_for_panel, read_holdings
-    from forecaster.portfolio.strategy import StrategyConfig, top_k_warning
+    from forecaster.portfolio.strategy import top_k_warning
 
-    strategy = build_section("strategy", {**dataclasses.asdict(StrategyConfig.for_universe(grid.n_stocks)),
-                                          **raw.get("strategy", {})})
+    strategy = strategy_of(raw, grid.n_stocks)
     bt = raw.get("backtest", {})
     config = dataclasses.replace(build_section("backtest", bt), strategy=strategy,
                                  costs=build_section("costs", raw.get("costs", {})),
@@ -118,5 +129,15 @@ def orders_line(orders: pd.DataFrame, out: Path) -> str:
     return (f"orders for the next open ({orders.attrs.get('summary', '')}): "
             f"{int((live['side'] == 'sell').sum())} sell, {int((live['side'] == 'buy').sum())} buy"
             + (f" ({at_limit} limit order(s) at the limit price, may not fill)" if at_limit else "")
-            + f", {int((orders['status'] == 'blocked').sum())} blocked; estimated costs "
+            + f", {int((orders['status'] == 'blocked').sum())} blocked"
+            + _st_skipped(orders) + "; estimated costs "
             f"{live['est_costs'].sum():,.0f}; wrote {out}")
+
+
+def _st_skipped(orders: pd.DataFrame) -> str:
+    """The ST stocks the rule would have bought but for their ST mark, for the orders' line."""
+    skipped = orders.attrs.get("st_skipped") or []
+    if not skipped:
+        return ""
+    return (f" ({len(skipped)} ST stock(s) not bought, ST on the signal day: {', '.join(skipped[:5])}"
+            + (" ..." if len(skipped) > 5 else "") + "; --no-exclude-st to allow)")

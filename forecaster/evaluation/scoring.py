@@ -46,6 +46,7 @@ from forecaster.metrics import (
 )
 from forecaster.portfolio.backtest import BacktestConfig, run_backtest
 from forecaster.portfolio.delisted import delisting_notes
+from forecaster.portfolio.strategy import st_note
 
 log = logging.getLogger(__name__)
 
@@ -280,6 +281,8 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
     tradeable = panel and result.config.label == "tradeable"
     masked = tradeable_label(grid, horizon, result.config.execution)[1].masked if tradeable else None
     notes += delisting_notes(results, model, masked)  # delisted stocks, what the backtests did with them
+    st = st_note({n: r.metrics.get("st_buys_skipped", 0) for n, r in results.items()}, backtest.strategy)
+    notes += [st] if st else []  # the ST rule and the buys it skipped
     timings = {"backtests": backtest_seconds,
                "statistics": time.perf_counter() - started - backtest_seconds}
     return Report(model, overall, per_fold, per_stock, dm, ic, daily_ic_frame, results, verdict, notes,

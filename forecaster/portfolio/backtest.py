@@ -44,29 +44,42 @@ Long-short (``mode="long_short"``) is a paper portfolio: shares go negative with
 costs and rules (no short sale at limit-down, no cover at limit-up), short proceeds are
 cash, and borrow fees, borrow availability and margin are ignored.
 
+ST stocks (special treatment: ``ST``/``*ST`` in the day's name, :attr:`Panel.st
+<forecaster.data.panel.Panel>`) are not bought by default (``StrategyConfig.exclude_st``, the
+one rule the ranked list, tomorrow's orders and the report read too): on a signal day a stock
+is ST the strategy picks it only if it already wanted it (a holding that becomes ST is not
+forced out; it is sold when the rule drops it), and no buy of it is placed (a top-up is
+blocked, reason ``"st"``). ``metrics["st_buys_skipped"]`` counts both: the picks the rule
+would have made but for the ST mark, and the blocked top-ups.
+
 Delisted stocks (:mod:`forecaster.data.market.delisting` tells them from suspended ones: a
-``退`` name in their last bars, or bars that stop for good more than 20 trading days before the
-data end) are closed out, never carried at their last price nor dropped silently. From the
+``退`` name in their last bars, an instruments end, or bars that stop for good more than 20
+trading days before the data end -- the last named "suspended or delisted", the data cannot say
+which) are closed out, never carried at their last price nor dropped silently. From the
 signal day the delisting is **known** (the first day of its ``退`` delisting period; for a stock
 that stops without one, its last day) the stock is not bought, and a position in it is sold at
 the next execution, like a stock leaving the universe (subject to its limits and T+1: a sell
 at limit-down is retried the next day). What is still held at the close of its last trading
-day is sold at that close when the stock trades that day and the close is above limit-down,
-and otherwise written down to zero (no cash comes in: after a delisting the shares move to the
-delisted-shares board, where they are nearly worthless and hard to sell). Sales at the last
-close stand in for an exit the data cannot date (a merger, or a delisting announced outside
-the data); the write-down is the conservative case. A short is covered at the last close.
-Each exit is a row of :attr:`BacktestResult.delisted_exits` (shares, price, value after fees,
-average cost, loss = cost - value), counted in ``metrics`` (``delisted_exits``,
-``delisting_loss``; :mod:`forecaster.portfolio.delisted`).
+day is sold at that close when the stock trades that day and the close is above limit-down.
+What that sale leaves (T+1 on shares bought that morning, a suspended last bar, limit-down) is
+written down to zero after a ``退`` period (no cash comes in: the shares move to the
+delisted-shares board, nearly worthless and hard to sell); a stock that stops without one (a
+merger pays its holders in the acquirer's shares; or a long suspension) is valued at its last
+close, a cash-equivalent exit, when that close is above limit-down, and always when the stop
+is only "suspended or delisted" (:func:`~forecaster.portfolio.delisted.valued_at_last_close`).
+A short is covered at the last close. Each exit is a row of
+:attr:`BacktestResult.delisted_exits` (how, shares, price, value after fees, average cost,
+loss = cost - value), counted in ``metrics`` (``delisted_exits``, ``delisting_loss``;
+:mod:`forecaster.portfolio.delisted`).
 
 Benchmarks: one stock -> buy-and-hold through the same engine (bought at the first execution
 opportunity with the same costs and rules, never traded again); a panel -> the equal-weight
 universe, **without costs or lots**: rebalanced at each close to equal value in the stocks
 that traded that day (not suspended, not on their first bar), a suspended holding frozen until
 it resumes, earning ``close / preclose`` (``close / open`` on a ``next_open`` first day); a
-stock whose delisting is known is sold at the first close it trades (written down to zero if
-its last bar does not trade; :mod:`forecaster.portfolio.benchmark`). The universe is the
+stock whose delisting is known is sold at the first close it trades (if its last bar does not
+trade: written down to zero or valued at its last close by the rule above;
+:mod:`forecaster.portfolio.benchmark`). The benchmark holds ST stocks: it is the universe. The universe is the
 stocks given, i.e. today's constituents: survivorship bias flatters it and any strategy picked
 from it.
 
@@ -95,7 +108,13 @@ from forecaster.portfolio.broker import TRADE_COLUMNS, Broker, performance_metri
 from forecaster.portfolio.delisted import EXIT_COLUMNS, Exits
 from forecaster.portfolio.execution import corporate_actions, trade_towards
 from forecaster.portfolio.rules import CostModel, MarketRules
-from forecaster.portfolio.strategy import StrategyConfig, rebalance_rows, target_weights
+from forecaster.portfolio.strategy import (
+    ST_BLOCK,
+    StrategyConfig,
+    rebalance_rows,
+    st_no_buy,
+    target_weights,
+)
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +146,9 @@ class BacktestConfig:
         market: the exchange's rules that are settings (:class:`~forecaster.portfolio.rules.MarketRules`:
             lot size, corporate actions); price limits, suspensions and T+1 always apply.
         capital: starting cash in CNY.
-        execution: ``"next_open"`` (default) or ``"close"``; see the module docstring.
+        execution: ``"next_open"`` (default, realistic: a forecast made after a day's close
+            trades at the next day's open) or ``"close"`` (idealised: at the very close the
+            forecast needed).
         costs: the :class:`~forecaster.portfolio.rules.CostModel`.
         rebalance_tolerance: on rebalance days a held position is resized only when its value
             is off target by more than this fraction of the target (0 resizes to the lot).
@@ -233,6 +254,9 @@ class _Panel:
     exclude: np.ndarray  # known at the previous day's close: not bought, sold (by forecast row)
     last: np.ndarray  # [stocks] the row of a delisted stock's last bar, -1 for the others
     delisted: pd.DataFrame  # the delisted stocks among them, and those in their delisting period
+    in_period: np.ndarray  # [stocks] its bars stop in a 退 delisting period
+    quiet: np.ndarray  # [stocks] they stop with neither a 退 name nor an instruments end
+    st: np.ndarray  # ST at that day's close (carried over days without a bar)
 
 
 def _build_panel(data: Panel, codes: list[str]) -> _Panel:
@@ -261,20 +285,22 @@ def _build_panel(data: Panel, codes: list[str]) -> _Panel:
                   suspended=grid.suspended, first_bar=first_bar, up=grid.limit_up, down=grid.limit_down,
                   close_val=np.nan_to_num(close_ff), open_val=np.nan_to_num(open_val), ratio=ratio,
                   payout=payout, member=member, known=gone.known, exclude=exclude, last=gone.last,
-                  delisted=gone.table)
+                  delisted=gone.table, in_period=gone.in_period, quiet=gone.quiet,
+                  st=pd.DataFrame(np.where(has_bar, grid.st, np.nan)).ffill().to_numpy() == 1)
 
 
 def _trade_day(broker: Broker, panel: _Panel, config: BacktestConfig, j: int, w: np.ndarray,
                price: np.ndarray, value_price: np.ndarray, resize: bool, tolerance: float,
-               signal_date) -> None:
+               signal_date, no_buy: np.ndarray | None) -> None:
     """Move the book towards weights ``w [stocks]`` at ``price [stocks]`` on day ``j``."""
     trade_towards(broker, panel.dates[j], w, price, value_price, panel.up[j], panel.down[j],
-                  panel.suspended[j], config, resize, tolerance, signal_date)
+                  panel.suspended[j], config, resize, tolerance, signal_date, no_buy)
 
 
 def _simulate(panel: _Panel, weights: np.ndarray, rebalance: np.ndarray, start: int, end: int,
-              config: BacktestConfig, tolerance: float, allow_short: bool):
-    """Run days ``start..end`` with target weights ``[days x stocks]`` on the panel calendar.
+              config: BacktestConfig, tolerance: float, allow_short: bool, no_buy: np.ndarray | None = None):
+    """Run days ``start..end`` with target weights ``[days x stocks]`` on the panel calendar;
+    ``no_buy`` ``[days x stocks]`` by forecast row: stocks not bought (the ST rule).
 
     Returns ``(equity [days], cash [days], positions [days x stocks], trades, delisted exits)``.
     """
@@ -291,7 +317,7 @@ def _simulate(panel: _Panel, weights: np.ndarray, rebalance: np.ndarray, start: 
         if at_open:
             exits.before(broker)
             _trade_day(broker, panel, config, j, weights[j], panel.open[j], panel.open_val[j], rebalance[j],
-                       tolerance, panel.dates[j])
+                       tolerance, panel.dates[j], None if no_buy is None else no_buy[j])
             exits.after(broker, panel.exclude[j])
             exits.close_out(broker, j, panel.dates[j])  # at the close of a last trading day
         else:
@@ -299,7 +325,8 @@ def _simulate(panel: _Panel, weights: np.ndarray, rebalance: np.ndarray, start: 
             if j < end:  # at the close, for tomorrow's forecast row
                 exits.before(broker)
                 _trade_day(broker, panel, config, j, weights[j + 1], panel.close[j], panel.close_val[j],
-                           rebalance[j + 1], tolerance, panel.dates[j + 1])
+                           rebalance[j + 1], tolerance, panel.dates[j + 1],
+                           None if no_buy is None else no_buy[j + 1])
                 exits.after(broker, panel.exclude[j + 1])
         equity[d] = broker.cash + float(broker.shares @ panel.close_val[j])
         cash[d] = broker.cash
@@ -359,7 +386,10 @@ def run_backtest(data: Panel | Mapping[str, pd.DataFrame], forecast: pd.DataFram
     delisting = bool(panel.exclude.any())
     if delisting:  # a stock known to delist is not picked (its place filled like a leaver's)
         pit = (np.ones_like(panel.exclude[rows_of]) if pit is None else pit) & ~panel.exclude[rows_of]
-    weights = target_weights(forecast, config.strategy, pit)
+    no_buy = np.zeros_like(panel.st)  # by forecast row: ST on its signal day (the ST rule)
+    no_buy[1:] = st_no_buy(panel.st[:-1], config.strategy)
+    no_buy = no_buy if no_buy.any() else None
+    weights = target_weights(forecast, config.strategy, pit, None if no_buy is None else no_buy[rows_of])
     first, last = panel.dates.get_loc(forecast.index[0]), panel.dates.get_loc(forecast.index[-1])
     w_cal = np.zeros((len(panel.dates), len(codes)))
     w_cal[first:last + 1] = weights.reindex(panel.dates[first:last + 1]).ffill().to_numpy()
@@ -383,7 +413,7 @@ def run_backtest(data: Panel | Mapping[str, pd.DataFrame], forecast: pd.DataFram
 
     allow_short = config.strategy.mode == "long_short"
     eq, cash, pos, trades, exits = _simulate(panel, w_cal, rebalance, start, last, config,
-                                             config.rebalance_tolerance, allow_short)
+                                             config.rebalance_tolerance, allow_short, no_buy)
     days = panel.dates[start:last + 1]
     equity = pd.Series(eq, index=days, name="equity")
     returns = pd.Series(np.diff(np.concatenate([[config.capital], eq])) / np.concatenate(
@@ -410,6 +440,8 @@ def run_backtest(data: Panel | Mapping[str, pd.DataFrame], forecast: pd.DataFram
     metrics = performance_metrics(equity, trades, config.capital)
     metrics["delisted_exits"] = len(exits)
     metrics["delisting_loss"] = float(np.nansum(exits["loss"])) if len(exits) else 0.0
+    metrics["st_buys_skipped"] = int(weights.attrs.get("st_skipped", 0)) + int(
+        ((trades["status"] == "blocked") & (trades["reason"] == ST_BLOCK)).sum())
     return BacktestResult(
         equity=equity,
         returns=returns,

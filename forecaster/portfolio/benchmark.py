@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from forecaster.portfolio.delisted import valued_at_last_close
+
 
 def equal_weight_benchmark(panel, start: int, end: int, capital: float, next_open: bool) -> np.ndarray:
     """Cost-free equal-weight universe ``[days]`` on the backtest's view of the panel
@@ -17,16 +19,20 @@ def equal_weight_benchmark(panel, start: int, end: int, capital: float, next_ope
     trading resumes; a holding that left the universe, or whose delisting is known (a ``退``
     name, :mod:`forecaster.data.market.delisting`), is sold at the first close it trades; a
     delisted stock still held at its last bar without trading that day is written down to
-    zero (never carried at its last price).
+    zero after a ``退`` period, and otherwise turned into cash at its last close by the
+    backtest's rule (:func:`~forecaster.portfolio.delisted.valued_at_last_close`; never
+    carried at its last price).
     """
     trades = panel.has_bar & ~panel.suspended
     gone = panel.known
     live = trades & ~panel.first_bar & panel.member & ~gone
     leaving = trades & (~panel.member | gone)
-    dead = np.zeros_like(trades)
+    stop = np.zeros_like(trades)
     rows = panel.last[panel.last >= 0]
-    dead[rows, np.flatnonzero(panel.last >= 0)] = True
-    dead &= ~trades  # a last bar without trading: nothing to sell at
+    stop[rows, np.flatnonzero(panel.last >= 0)] = True
+    stop &= ~trades  # a last bar without trading: nothing to sell at
+    valued = valued_at_last_close(panel)
+    dead, cashed = stop & ~valued, stop & valued
     with np.errstate(invalid="ignore", divide="ignore"):
         growth = np.where(panel.has_bar, panel.close / panel.preclose, 1.0)
         first_growth = panel.close[start] / panel.open[start]
@@ -43,6 +49,9 @@ def equal_weight_benchmark(panel, start: int, end: int, capital: float, next_ope
         elif d:
             values = values * growth[j]
         values = np.where(dead[j], 0.0, values)
+        if cashed[j].any():  # valued at its last close: cash
+            cash += values[cashed[j]].sum()
+            values = np.where(cashed[j], 0.0, values)
         if live[j].any():  # rebalance at the close among today's traders; frozen ones keep value
             free = cash + values[live[j]].sum() + values[leaving[j]].sum()
             values = np.where(live[j], free / live[j].sum(), np.where(leaving[j], 0.0, values))

@@ -5,11 +5,23 @@
 From the signal day a stock's delisting is known (a ``退`` name: its delisting period; or its
 last day) it is not bought, and a position in it is sold at the next execution (subject to
 its limits and T+1, retried daily); what is still held at the close of its last trading day is
-sold at that close when the stock trades that day and the close is above limit-down, and
-written down to zero otherwise. A short position is covered at its last close (the
-long-short book is a paper portfolio). :class:`Exits` records each such exit: the shares, the
-price, what it brought after fees (``value``), what the shares cost with fees (``cost``,
-average cost) and the loss (``cost - value``).
+sold at that close when the stock trades that day and the close is above limit-down. What that
+sale leaves (T+1 on shares bought that morning, a suspended last bar, limit-down) depends on how
+the bars stop (:func:`valued_at_last_close`):
+
+* after a ``退`` delisting period: written down to zero (the shares move to the delisted-shares
+  board, nearly worthless and hard to sell);
+* without one (a merger: shareholders of an absorbed company are paid in the acquirer's shares;
+  or a long suspension): valued at the last close, a cash-equivalent exit (:data:`VALUED_LAST`),
+  when that close is above limit-down; a stop that neither a ``退`` name nor an instruments end
+  confirms (suspended or delisted, :data:`~forecaster.data.market.delisting.QUIET_REASON`) is
+  valued there whatever the close, never written down;
+* otherwise (an instruments end after a last close at limit-down) written down to zero.
+
+A short position is covered at its last close (the long-short book is a paper portfolio).
+:class:`Exits` records each such exit: the shares, the price, what it brought after fees
+(``value``), what the shares cost with fees (``cost``, average cost) and the loss
+(``cost - value``).
 """
 
 from __future__ import annotations
@@ -17,25 +29,44 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from forecaster.data.market.delisting import DELISTED_BEFORE_EXIT, KNOWN_ON_SIGNAL_DAY, describe
+from forecaster.data.market.delisting import (
+    DELISTED_BEFORE_EXIT,
+    KNOWN_ON_SIGNAL_DAY,
+    QUIET_DAYS,
+    describe,
+)
 
 EXIT_COLUMNS = ("date", "code", "how", "shares", "price", "value", "cost", "loss")
 SOLD_IN_PERIOD = "sold in the delisting period"
 SOLD_LAST = "sold at the last close"
 WRITTEN_OFF = "written down to zero"
+VALUED_LAST = "stopped without a 退 period (merger or long suspension): valued at its last close"
 COVERED = "short covered at the last close"
 REASON = "delisting"  # the reason on the trade rows of these sells
+
+
+def valued_at_last_close(panel) -> np.ndarray:
+    """``[stocks]`` whether shares of a stopped stock left unsold at its last close are valued at
+    that close (a cash-equivalent exit) rather than written down to zero (module docstring).
+    ``panel``: the backtest's view (``last``, ``in_period``, ``quiet``, ``close_val``, ``down``)."""
+    rows = np.maximum(panel.last, 0)
+    cols = np.arange(len(panel.last))
+    close, down = panel.close_val[rows, cols], panel.down[rows, cols]
+    with np.errstate(invalid="ignore"):
+        above = close > np.nan_to_num(down, nan=0.0)
+    return (panel.last >= 0) & ~panel.in_period & (panel.quiet | above)
 
 
 class Exits:
     """Records the exits of one simulation (a no-op where no stock of ``panel`` delists).
 
     ``panel``: the backtest's view (``codes``, ``known``, ``last``, ``has_bar``,
-    ``suspended``, ``close``, ``close_val``, ``down``)."""
+    ``suspended``, ``close``, ``close_val``, ``down``, ``in_period``, ``quiet``)."""
 
     def __init__(self, panel):
         self.panel = panel
         self.active = bool(panel.known.any())
+        self.valued = valued_at_last_close(panel) if self.active else None
         self.rows: list[tuple] = []
         self._n, self._shares, self._cost = 0, None, None
 
@@ -83,8 +114,14 @@ class Exits:
                 self._record(broker.trades[n], cost * sold / held, SOLD_LAST)
             left = int(broker.shares[i])
             if left > 0:
-                lost = broker.write_off(i)
-                self.rows.append((date, p.codes[i], WRITTEN_OFF, left, 0.0, 0.0, lost, lost))
+                cost_left = broker.write_off(i)
+                if self.valued[i]:  # paid as at its last close (no fees: no sale takes place)
+                    price = float(p.close_val[j, i])
+                    broker.cash += left * price
+                    self.rows.append((date, p.codes[i], VALUED_LAST, left, price, left * price, cost_left,
+                                      cost_left - left * price))
+                else:
+                    self.rows.append((date, p.codes[i], WRITTEN_OFF, left, 0.0, 0.0, cost_left, cost_left))
 
     def _record(self, row, cost: float, how: str) -> None:
         date, _, code, _, _, shares, price, value, commission, stamp, transfer = row[:11]
@@ -101,11 +138,11 @@ class Exits:
 
 def exit_text(exits: pd.DataFrame) -> str:
     """What a backtest did with its positions in delisting stocks, in words (``""``: none):
-    ``sz.300104 sold in the delisting period 2020-06-08 (1,200 shares, value 345.00, loss
+    ``sz.300104 2020-06-08: sold in the delisting period (1,200 shares, value 345.00, loss
     1,234.00)``; their total loss."""
     if not len(exits):
         return ""
-    parts = [f"{r.code} {r.how} {pd.Timestamp(r.date).date()} ({abs(int(r.shares)):,} shares, value "
+    parts = [f"{r.code} {pd.Timestamp(r.date).date()}: {r.how} ({abs(int(r.shares)):,} shares, value "
              f"{r.value:,.2f}" + (f", loss {r.loss:,.2f}" if np.isfinite(r.loss) else "") + ")"
              for r in exits.itertuples()]
     return f"{len(exits)} exit(s) by delisting, loss {np.nansum(exits['loss']):,.2f} CNY: " + "; ".join(parts)
@@ -119,7 +156,7 @@ def delisting_notes(backtests: dict, model: str, masked: dict | None = None) -> 
     tables = [r.delisted for r in backtests.values() if len(r.delisted)]
     if not tables:
         return []
-    named = describe(tables[0])
+    named, quiet = describe(tables[0]), describe(tables[0], quiet=True)
     pending = tables[0][~tables[0]["delisted"]]
     lines = []
     known, before = ((masked or {}).get(k, 0) for k in (KNOWN_ON_SIGNAL_DAY, DELISTED_BEFORE_EXIT))
@@ -127,8 +164,15 @@ def delisting_notes(backtests: dict, model: str, masked: dict | None = None) -> 
               f"{before} delisted before the exit)" if masked else "")
     if named:
         lines.append(f"delisted stocks (not suspended): {named}; the backtests buy none once its delisting "
-                     "is known, sell a holding at the next execution, else at its last close, else write it "
-                     f"down to zero{labels}")
+                     "is known, sell a holding at the next execution, else at its last close; what is left "
+                     "is written down to zero after a '退' period, and valued at its last close without one "
+                     f"(a merger) when that close is above limit-down{labels}")
+    if quiet:
+        lines.append(f"suspended or delisted (more than {QUIET_DAYS} trading days without a bar at the "
+                     f"data's end, no '退' name, no instruments end): {quiet}; the backtests buy none after "
+                     "its last bar and sell a holding at its last close, else value it at that close (never "
+                     "written down)"
+                     + ("" if named else labels))
     if len(pending):
         lines.append("in their delisting period at the data's end (not bought): "
                      + ", ".join(pending["code"]))

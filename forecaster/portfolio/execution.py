@@ -12,6 +12,7 @@ import numpy as np
 
 from forecaster.portfolio.broker import Broker
 from forecaster.portfolio.rules import valid_buy
+from forecaster.portfolio.strategy import ST_BLOCK
 
 
 def corporate_actions(broker: Broker, panel, j: int, how: str) -> None:
@@ -33,10 +34,12 @@ def corporate_actions(broker: Broker, panel, j: int, how: str) -> None:
 
 def trade_towards(broker: Broker, date, w: np.ndarray, price: np.ndarray, value_price: np.ndarray,
                   up: np.ndarray, down: np.ndarray, suspended: np.ndarray, config,
-                  resize: bool, tolerance: float, signal_date) -> None:
+                  resize: bool, tolerance: float, signal_date, no_buy: np.ndarray | None = None) -> None:
     """The backtest's orders of one day: move ``broker``'s book towards weights ``w``
     ``[stocks]`` at ``price`` ``[stocks]`` (``value_price`` values the book; ``up``/``down``
-    the day's limit prices, ``suspended`` its suspensions). Tomorrow's orders
+    the day's limit prices, ``suspended`` its suspensions). ``no_buy`` (bool ``[stocks]``, the
+    ST rule: :func:`~forecaster.portfolio.strategy.st_no_buy`): no long position is opened or
+    added to; such a buy is a blocked row, reason ``"st"``. Tomorrow's orders
     (:mod:`forecaster.portfolio.orders`) run this same function, so they follow the backtest's
     rules exactly."""
     shares = broker.shares
@@ -55,6 +58,14 @@ def trade_towards(broker: Broker, date, w: np.ndarray, price: np.ndarray, value_
     if resize and tolerance < math.inf:
         keep &= np.abs(shares * value_price - w * nav) <= tolerance * np.abs(w) * nav
     desired = np.where(keep, shares, desired)
+    if no_buy is not None and no_buy.any():  # the ST rule: hold (or cover a short), never add
+        wanted = np.asarray(no_buy, dtype=bool) & (w > 0)
+        stop = wanted & ((desired > np.maximum(shares, 0)) | (shares <= 0))
+        for i in np.flatnonzero(stop):
+            want = int(desired[i] - max(shares[i], 0)) if desired[i] > 0 else int(round(raw[i]))
+            broker.reject(date, i, "buy", want, float(price[i]), ST_BLOCK, signal_date)
+        desired = np.where(stop, np.maximum(shares, 0), desired)
+        w = np.where(stop & (shares <= 0), 0.0, w)  # nothing held: no lot_size row besides
     delta = desired - shares
     # every buy order in the board's lots (an odd lot held stays)
     delta = np.where(delta > 0, valid_buy(delta, minimum, step), delta)

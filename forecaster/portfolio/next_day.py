@@ -3,10 +3,13 @@
 :func:`ranked_list` scores every stock of a panel for the trading day after its last row
 with a fitted panel model and says, per stock, whether an order at the next open can be
 expected to fill: not when the stock is delisted or in its delisting period (a ``退`` name:
-:meth:`~forecaster.data.panel.Panel.delistings`; the backtest buys neither), did not trade on
-the last day (suspended or no bar), is under special treatment (ST: 5 % limits, often
-excluded by mandate), closed at limit-up (it would most likely open there, where buy orders
-queue unfilled), or is too new for the model's input window (no score).
+:meth:`~forecaster.data.panel.Panel.delistings`; the backtest buys neither), its bars stopped
+long ago without either mark (``suspended or delisted (no bar since ...)``), did not trade on
+the last day (suspended or no bar), is under special treatment (ST: 5 % limits, excluded by
+most mandates; under the strategy's ``exclude_st``, the one ST rule the orders and the
+backtest follow too: :func:`~forecaster.portfolio.strategy.st_no_buy`), closed at limit-up (it
+would most likely open there, where buy orders queue unfilled), or is too new for the model's
+input window (no score).
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ import numpy as np
 import pandas as pd
 
 from forecaster.data.panel import Panel
+from forecaster.portfolio.strategy import ST_REASON, StrategyConfig, st_no_buy
 
 COLUMNS = ("signal_date", "code", "score", "rank", "quantile", "buyable", "reason", "last_close", "last_date")
 
 
-def ranked_list(model, panel: Panel, n_quantiles: int = 5, min_history: int | None = None) -> pd.DataFrame:
+def ranked_list(model, panel: Panel, n_quantiles: int = 5, min_history: int | None = None,
+                strategy: StrategyConfig | None = None) -> pd.DataFrame:
     """Every stock of ``panel`` ranked by ``model``'s score for the next trading day.
 
     Args:
@@ -28,6 +33,8 @@ def ranked_list(model, panel: Panel, n_quantiles: int = 5, min_history: int | No
         n_quantiles: ``quantile`` runs 1 (lowest scores) .. ``n_quantiles`` (highest).
         min_history: bars a stock needs to count as listed long enough (default: the model's
             ``window``).
+        strategy: its ``exclude_st`` decides whether ST is a reason not to buy (default: the
+            default :class:`~forecaster.portfolio.strategy.StrategyConfig`'s, yes).
 
     Returns:
         One row per stock (``COLUMNS``), best score first; stocks without a score come last
@@ -42,7 +49,7 @@ def ranked_list(model, panel: Panel, n_quantiles: int = 5, min_history: int | No
     for flag, text in (
             (~panel.listed[last], "no bar on the last day"),
             (panel.suspended[last] & panel.listed[last], "suspended on the last day"),
-            (panel.st[last], "ST (special treatment)"),
+            (st_no_buy(panel.st[last], strategy or StrategyConfig()), ST_REASON),
             (panel.at_limit_up("close")[last], "closed at limit-up: likely to open there, buys queue"),
             (history < need, f"too new: fewer than {need} days of history"),
             (~np.isfinite(scores.to_numpy()), "no score (missing inputs)")):
@@ -65,14 +72,17 @@ def ranked_list(model, panel: Panel, n_quantiles: int = 5, min_history: int | No
 
 def delisting_reasons(panel: Panel) -> np.ndarray:
     """``[stocks]`` why a stock is not to be bought for a delisting on the panel's last day
-    (``""`` for the others): ``delisted (last day 2020-05-26: ...)`` or ``in its delisting
-    period ('退' name from ...): not bought``."""
+    (``""`` for the others): ``delisted (last day 2020-05-26: ...)``, ``suspended or delisted
+    (no bar since 2015-10-15)`` or ``in its delisting period ('退' name from ...): not bought``."""
     gone = panel.delistings()
     out = np.full(panel.n_stocks, "", dtype=object)
     why = {r.code: r for r in gone.table.itertuples()}
     for i in np.flatnonzero(gone.known[-1]):
         row = why.get(str(panel.codes[i]))
         if row is None:
+            continue
+        if gone.quiet[i]:
+            out[i] = row.reason
             continue
         out[i] = (f"delisted (last day {pd.Timestamp(row.last_day).date()}: {row.reason})" if row.delisted
                   else f"in its delisting period ({row.reason.split(';')[0]}): not bought")

@@ -20,7 +20,11 @@ price). Every other order is sized at its reference price, the signal day's clos
 without a bar or suspended on the signal day counts as suspended. Orders are estimates; the
 open decides the fills. A stock whose delisting is known on the signal day (a ``退`` name, or
 delisted: :meth:`~forecaster.data.panel.Panel.delistings`) is not bought, and one held is sold
-(as the backtest does); the reason says so.
+(as the backtest does); the reason says so. An ST stock on the signal day is not bought under
+the strategy's ``exclude_st`` (the one ST rule: :func:`~forecaster.portfolio.strategy.st_no_buy`):
+the rule picks no new one, a holding that became ST is kept while still wanted but never added to
+(a blocked ``buy``, reason "ST (special treatment) on the signal day: not bought"), and
+``attrs["st_skipped"]`` names the ST stocks the rule would have bought but for the mark.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from forecaster.data.panel import Panel
 from forecaster.portfolio.backtest import BacktestConfig, trade_towards
 from forecaster.portfolio.broker import Broker
 from forecaster.portfolio.next_day import delisting_reasons
-from forecaster.portfolio.strategy import weights_for_book
+from forecaster.portfolio.strategy import ST_BLOCK, ST_REASON, st_no_buy, weights_for_book
 
 ORDER_COLUMNS = ("code", "side", "shares", "requested", "reference_price", "value", "est_costs",
                  "status", "reason", "score", "rank", "held_before", "held_after")
@@ -99,7 +103,7 @@ def read_holdings(path, codes, capital: float | None = None) -> Book:
 
 def next_day_orders(scores: pd.Series, book: Book, config: BacktestConfig, *, date, price, value_price,
                     up, down, suspended, signal_date=None, reasons: dict | None = None,
-                    members=None) -> pd.DataFrame:
+                    members=None, no_buy=None) -> pd.DataFrame:
     """Orders for one trading day from ``book``, by the backtest's rules.
 
     Args:
@@ -113,25 +117,34 @@ def next_day_orders(scores: pd.Series, book: Book, config: BacktestConfig, *, da
             the book, limit prices and suspension on ``date``.
         members: ``[stocks]`` bool, the universe (an index's members); ``None``: every stock.
             A non-member is not bought, and one held is sold.
+        no_buy: ``[stocks]`` bool, the ST rule's mask (:func:`~forecaster.portfolio.strategy.st_no_buy`):
+            not bought, a holding kept but not added to; ``None``: none.
 
     Returns:
         One row per stock with an order, a blocked wish or a position (``ORDER_COLUMNS``):
         side ``buy``/``sell``/``hold``, ``shares`` the order in shares (whole lots for buys),
         ``status`` ``order``/``partial``/``blocked``/``hold``, ``reason``, and the estimated
-        value and costs at the reference price.
+        value and costs at the reference price; ``attrs["st_skipped"]``: the codes ``no_buy``
+        kept out that the rule would have bought.
     """
     codes = [str(c) for c in scores.index]
     f = scores.to_numpy(dtype=float)
     before = np.array([book.shares.get(c, 0) for c in codes], dtype=np.int64)
     strategy = config.strategy
-    w = weights_for_book(f, before > 0, strategy, members)
+    w = weights_for_book(f, before > 0, strategy, members, no_buy)
+    skipped = []
+    if no_buy is not None and np.any(no_buy):  # what the rule would have bought but for the ST mark
+        free = weights_for_book(f, before > 0, strategy, members)
+        kept_out = (free > 0) & (w == 0) & np.asarray(no_buy, bool) & (before <= 0)
+        skipped = [codes[i] for i in np.flatnonzero(kept_out)]
     broker = Broker(codes, book.cash, config.costs, config.market.lot_size,
                     allow_short=strategy.mode == "long_short")
     broker.shares[:] = before
     date = pd.Timestamp(date)
     trade_towards(broker, date, w, np.asarray(price, float), np.asarray(value_price, float),
                   np.asarray(up, float), np.asarray(down, float), np.asarray(suspended, bool), config,
-                  True, config.rebalance_tolerance, pd.Timestamp(signal_date or date))
+                  True, config.rebalance_tolerance, pd.Timestamp(signal_date or date),
+                  None if no_buy is None else np.asarray(no_buy, bool))
     trades = broker.trades_frame()
     rank = pd.Series(f, index=codes).rank(ascending=False, method="first")
     rows = []
@@ -153,13 +166,16 @@ def next_day_orders(scores: pd.Series, book: Book, config: BacktestConfig, *, da
     table = table.assign(_s=side_order).sort_values(["_s", "rank", "code"], kind="stable")
     table = table.drop(columns="_s").reset_index(drop=True)
     table["rank"] = table["rank"].astype("Int64")
-    return table.round({"value": 2, "est_costs": 2, "score": 6})
+    table = table.round({"value": 2, "est_costs": 2, "score": 6})
+    table.attrs["st_skipped"] = skipped
+    return table
 
 
 _BLOCKED = {"limit_up": "at limit-up: a buy would queue unfilled", "limit_down": "at limit-down: a sell "
             "would queue unfilled", "suspended": "suspended (or no bar on the signal day)",
             "no_data": "no price", "lot_size": "target worth less than one lot",
-            "cash": "not enough cash", "t_plus_1": "bought today (T+1)", "no_position": "nothing held"}
+            "cash": "not enough cash", "t_plus_1": "bought today (T+1)", "no_position": "nothing held",
+            ST_BLOCK: f"{ST_REASON} on the signal day: not bought"}
 
 
 def _reason(side: str, broker_reason: str, status: str, weight: float, held: int,
@@ -215,7 +231,9 @@ def book_orders_for_panel(scores: pd.Series, panel: Panel, book: Book, config: B
     table = next_day_orders(scores.reindex(panel.codes), book, config, date=next_day, price=price,
                             value_price=np.nan_to_num(close), up=broker_up, down=broker_down,
                             suspended=suspended | ~listed, signal_date=panel.dates[-1],
-                            reasons=_AT_LIMIT_REASONS, members=members)
+                            reasons=_AT_LIMIT_REASONS, members=members,
+                            no_buy=st_no_buy(panel.st[last], config.strategy))
+    skipped = table.attrs.get("st_skipped", [])
     where = pd.Index(panel.codes).get_indexer(table["code"])
     at_limit_rows = (((table["side"] == "buy") & closed_up[where]) | ((table["side"] == "sell")
                                                                       & closed_down[where]))
@@ -235,6 +253,7 @@ def book_orders_for_panel(scores: pd.Series, panel: Panel, book: Book, config: B
     table.insert(0, "signal_date", panel.dates[-1].date())
     table["limit_up"] = up[where]
     table["limit_down"] = down[where]
+    table.attrs["st_skipped"] = skipped
     return table
 
 

@@ -18,6 +18,13 @@ Rules:
 
 ``weighting="rank"`` weights the held names by their score rank (``k, k-1, ..., 1``,
 normalised) instead of equally.
+
+ST stocks (``exclude_st``, on by default): the one rule of what an ST mark on the signal day
+means, read by the backtest, the ranked list (:mod:`forecaster.portfolio.next_day`), tomorrow's
+orders (:mod:`forecaster.portfolio.orders`) and the report (:func:`st_note`). An ST stock is not
+bought: a rule never picks one it did not already hold (its place goes to the next name, as a
+non-member's does), and no order adds to one. A holding that becomes ST is not forced out: it
+stays while the rule still ranks it into the book, and is sold when the rule drops it.
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ from forecaster.checks import check_choice, check_int
 RULES = ("top_k", "dropout", "threshold")
 WEIGHTINGS = ("equal", "rank")
 MODES = ("long_flat", "long_short")
+ST_REASON = "ST (special treatment)"  # the ranked list's reason
+ST_BLOCK = "st"  # the trade reason of a blocked buy of an ST stock (backtest, orders)
 
 
 @dataclass
@@ -40,9 +49,10 @@ class StrategyConfig:
     """How forecasts become target weights.
 
     Attributes:
-        rule: ``"top_k"``, ``"dropout"`` or ``"threshold"`` (module docstring); ``top_k``
-            without a ``top_k`` value behaves as ``threshold``.
-        top_k: the number of names held (``top_k`` and ``dropout``); a walk-forward report's
+        rule: ``"top_k"`` (hold the ``top_k`` best scores), ``"dropout"`` (the same, replacing at
+            most ``n_drop`` names a rebalance) or ``"threshold"`` (long every stock scored above
+            ``threshold``); ``"top_k"`` without a ``top_k`` value behaves as ``"threshold"``.
+        top_k: the number of names held (rules ``"top_k"`` and ``"dropout"``); a walk-forward report's
             default: a third of the stocks, at most 10.
         n_drop: ``dropout``: most names replaced per rebalance.
         weighting: ``"equal"`` or ``"rank"``.
@@ -54,6 +64,11 @@ class StrategyConfig:
             for panels).
         rebalance_every: decide new weights every n forecast rows and hold them in between
             (an experiment's default: the label horizon).
+        exclude_st: an ST stock (ST, *ST on the signal day) is not bought: the rule picks no
+            new one, the ranked list marks it not buyable, the orders and the backtest buy none
+            (the backtest counts them as st_buys_skipped); a holding that becomes ST is kept
+            while the rule still wants it, never added to. False: ST stocks are picked like
+            any other (Qlib's default; most A-share mandates exclude them).
     """
 
     rule: str = "top_k"
@@ -64,6 +79,7 @@ class StrategyConfig:
     threshold: float = 0.0
     top_k_above_threshold: bool = True
     rebalance_every: int = 1
+    exclude_st: bool = True
 
     def __post_init__(self):
         check_choice("rule", self.rule, RULES)
@@ -72,6 +88,8 @@ class StrategyConfig:
         check_int("top_k", self.top_k, allow_none=True)
         check_int("n_drop", self.n_drop)
         check_int("rebalance_every", self.rebalance_every)
+        if not isinstance(self.exclude_st, bool):
+            raise ValueError(f"exclude_st must be true or false, got {self.exclude_st!r}")
         if not (isinstance(self.threshold, (int, float)) and not isinstance(self.threshold, bool)
                 and math.isfinite(self.threshold) and self.threshold >= 0):
             raise ValueError(f"threshold must be a finite number >= 0, got {self.threshold!r}")
@@ -100,6 +118,24 @@ class StrategyConfig:
         k = given.get("top_k") or min(10, max(1, n_stocks // 3))
         defaults = {"rule": "dropout", "top_k": k, "n_drop": max(1, k // 10), "top_k_above_threshold": False}
         return cls(**{**defaults, **given})
+
+
+def st_no_buy(st: np.ndarray, strategy: StrategyConfig) -> np.ndarray:
+    """The ST rule, in one place: bool mask (the shape of ``st``, the days' ST marks) of the
+    stocks not to be bought -- ``st`` itself under ``exclude_st``, no stock otherwise."""
+    st = np.asarray(st, dtype=bool)
+    return st.copy() if strategy.exclude_st else np.zeros_like(st)
+
+
+def st_note(skipped: dict, strategy: StrategyConfig) -> str:
+    """The report's line on the ST rule, from ``{backtest name: metrics["st_buys_skipped"]}``
+    (``""`` where no backtest skipped any)."""
+    if not strategy.exclude_st or not any(skipped.values()):
+        return ""
+    counts = ", ".join(f"{name} {n}" for name, n in skipped.items())
+    return ("ST stocks (special treatment on the signal day) are not bought (--no-exclude-st to allow): "
+            f"buys skipped for it: {counts}; a holding that becomes ST is kept while the rule still wants "
+            "it, never added to")
 
 
 def top_k_warning(strategy: StrategyConfig, n_stocks: int) -> str:
@@ -176,7 +212,7 @@ def _weights(pick: np.ndarray, f: np.ndarray, weighting: str, descending: bool =
 
 
 def target_weights(forecast: pd.DataFrame, strategy: StrategyConfig | None = None,
-                   members: np.ndarray | None = None) -> pd.DataFrame:
+                   members: np.ndarray | None = None, no_buy: np.ndarray | None = None) -> pd.DataFrame:
     """Target weights ``[date x code]`` from forecasts ``[date x code]``, row for row.
 
     Row ``t`` of the result is the portfolio wanted for forecast row ``t``. ``NaN`` forecasts
@@ -185,11 +221,16 @@ def target_weights(forecast: pd.DataFrame, strategy: StrategyConfig | None = Non
     column. Weights are decided on every ``rebalance_every``-th row (the first included) and
     held in between. ``members`` (bool ``[date x code]``, a point-in-time universe): only
     members are picked, and a name that leaves gets weight 0 on that row, between rebalances
-    too (sold at the next execution; its place is filled at the next rebalance).
+    too (sold at the next execution; its place is filled at the next rebalance). ``no_buy``
+    (bool ``[date x code]``, :func:`st_no_buy`): a name not picked on the previous rebalance is
+    not picked on that row (a held one may stay); ``attrs["st_skipped"]`` counts the names it
+    kept out that the rule would have picked.
     """
     s = strategy or StrategyConfig()
     if not isinstance(forecast, pd.DataFrame):
         raise TypeError(f"forecast must be a DataFrame [date x code], got {type(forecast).__name__}")
+    if no_buy is not None and np.asarray(no_buy, dtype=bool).any():
+        return _weights_without(forecast, s, members, np.asarray(no_buy, dtype=bool))
     f = forecast.to_numpy(dtype=float)
     if members is not None:
         members = np.asarray(members, dtype=bool)
@@ -223,12 +264,41 @@ def target_weights(forecast: pd.DataFrame, strategy: StrategyConfig | None = Non
     return pd.DataFrame(w + 0.0, index=forecast.index, columns=forecast.columns)
 
 
+def _weights_without(forecast: pd.DataFrame, s: StrategyConfig, members, no_buy: np.ndarray) -> pd.DataFrame:
+    """:func:`target_weights` with names kept out by ``no_buy``, row by row: what the rule holds
+    after a rebalance is what it may keep at the next."""
+    f = forecast.to_numpy(dtype=float)
+    out = np.zeros_like(f)
+    held = np.zeros(f.shape[1], dtype=bool)
+    w = np.zeros(f.shape[1])
+    decide = np.zeros(len(f), dtype=bool)
+    decide[np.unique(rebalance_rows(len(f), s.rebalance_every))] = True
+    skipped = 0
+    for t in range(len(f)):
+        day = None if members is None else np.asarray(members[t], dtype=bool)
+        if day is not None:
+            held &= day
+        if decide[t]:
+            w = weights_for_book(f[t], held, s, day, no_buy[t])
+            if (no_buy[t] & ~held).any():  # what the rule would have picked but for the mark
+                free = weights_for_book(f[t], held, s, day)
+                skipped += int(((free != 0) & (w == 0) & no_buy[t] & ~held).sum())
+            held = w != 0
+        out[t] = w if day is None else np.where(day, w, 0.0)
+    frame = pd.DataFrame(out + 0.0, index=forecast.index, columns=forecast.columns)
+    frame.attrs["st_skipped"] = skipped
+    return frame
+
+
 def weights_for_book(scores: np.ndarray, held: np.ndarray, strategy: StrategyConfig,
-                     members: np.ndarray | None = None) -> np.ndarray:
+                     members: np.ndarray | None = None, no_buy: np.ndarray | None = None) -> np.ndarray:
     """Target weights ``[stocks]`` of one rebalance from scores ``[stocks]`` when the names held
     now are ``held`` (bool ``[stocks]``; only the dropout rule depends on them): what
     :func:`target_weights` decides row by row, for a book given from outside. ``members``
-    (bool ``[stocks]``): the universe of the day; a non-member is neither bought nor kept."""
+    (bool ``[stocks]``): the universe of the day; a non-member is neither bought nor kept.
+    ``no_buy`` (bool ``[stocks]``, :func:`st_no_buy`): not picked unless held."""
+    if no_buy is not None:
+        scores = np.where(np.asarray(no_buy, dtype=bool) & ~held, np.nan, scores)
     if members is not None:
         members = np.asarray(members, dtype=bool)
         scores, held = np.where(members, scores, np.nan), held & members

@@ -14,8 +14,12 @@ A stock whose bars stop for good before the data end is **delisted**, not suspen
 * an instruments file says its membership of the market ends there (a Qlib folder's
   ``instruments/all.txt``, :func:`instrument_ends`), or
 * its bars never resume while the other stocks go on for more than ``quiet_days`` (20)
-  trading days (a suspension that long, ended by the data's end, cannot be told apart: it is
-  read as a delisting).
+  trading days. Without a ``退`` name or an instruments end, such a stop is **suspended or
+  delisted** (:data:`QUIET_REASON`: ``suspended or delisted (no bar since 2015-10-15)``): a
+  suspension that long is no proof of a delisting (in 2015 hundreds of stocks were suspended
+  for months, e.g. sh.600690 from 2015-10-16), and a merger ends the bars the same way. It is
+  treated as gone (not bought after its last day) but named as what the data show, and a
+  holding in it is never written down (:mod:`forecaster.portfolio.delisted`).
 
 A stock whose bars stop less than ``quiet_days`` before the data end without either mark is not
 called delisted (the data cannot say yet). From the signal day a ``退`` name is seen (and from
@@ -39,6 +43,8 @@ _DAY_MARK = re.compile(r"^(XD|XR|DR)")
 _NEW_MARK = re.compile(r"^[NC](?=[^A-Za-z])")
 _ST_MARK = re.compile(r"^(S\*ST|SST|\*ST|ST|PT)")
 COLUMNS = ("code", "delisted", "last_day", "known_from", "reason")
+# The reason of a stop confirmed by neither a 退 name nor an instruments end (module docstring)
+QUIET_REASON = "suspended or delisted (no bar since {day})"
 # Why a delisted stock's label is masked (the label's counts, forecaster.features.labels; the
 # report names them, forecaster.portfolio.delisted)
 KNOWN_ON_SIGNAL_DAY = "delisting known on the signal day"
@@ -90,12 +96,16 @@ class Delistings:
         table: one row per stock that is delisted or in its delisting period at the data's end
             (columns :data:`COLUMNS`: ``delisted``, its ``last_day`` (last bar), ``known_from``
             (the first signal day the delisting is known: the first day of its last ``退`` run,
-            else its last day) and ``reason``).
+            else its last day) and ``reason``); ``delisted`` is True for every stop for good,
+            a ``quiet`` one included.
         period: ``[D, N]`` the day's name carries ``退`` (the delisting period).
         known: ``[D, N]`` the delisting is known at that day's close: the last name seen says
             ``退``, or the stock is delisted and the day is its last or later.
         last: ``[N]`` the row of a delisted stock's last bar, ``-1`` for the others.
         codes: ``[N]`` the stocks.
+        in_period: ``[N]`` the stock's bars stop in its ``退`` delisting period.
+        quiet: ``[N]`` its bars stop for good with neither a ``退`` name nor an instruments end:
+            suspended or delisted, the data cannot say which (:data:`QUIET_REASON`).
     """
 
     table: pd.DataFrame
@@ -103,6 +113,13 @@ class Delistings:
     known: np.ndarray
     last: np.ndarray
     codes: np.ndarray
+    in_period: np.ndarray | None = None
+    quiet: np.ndarray | None = None
+
+    def __post_init__(self):
+        none = np.zeros(len(self.codes), dtype=bool)
+        self.in_period = none if self.in_period is None else np.asarray(self.in_period, bool)
+        self.quiet = none.copy() if self.quiet is None else np.asarray(self.quiet, bool)
 
     @property
     def delisted(self) -> np.ndarray:
@@ -118,13 +135,14 @@ class Delistings:
         where = {c: i for i, c in enumerate(self.codes)}
         index = np.array([where[c] for c in codes], dtype=int)
         period, known, last = self.period[:, index], self.known[:, index], self.last[index]
+        in_period, quiet = self.in_period[index], self.quiet[index]
         if rows is not None:
             rows = np.asarray(rows, dtype=bool)
             kept = np.cumsum(rows) - 1  # a row's position among the kept rows
             last = np.where(last >= 0, kept[np.maximum(last, 0)], -1)
             period, known = period[rows], known[rows]
         table = self.table[self.table["code"].isin(set(codes))].reset_index(drop=True)
-        return Delistings(table, period, known, last, np.asarray(list(codes), dtype=object))
+        return Delistings(table, period, known, last, np.asarray(list(codes), dtype=object), in_period, quiet)
 
 
 def decide(dates: pd.DatetimeIndex, codes, listed: np.ndarray, period: np.ndarray | None = None,
@@ -145,6 +163,7 @@ def decide(dates: pd.DatetimeIndex, codes, listed: np.ndarray, period: np.ndarra
     seen = listed.any(axis=0)
     last_row = np.where(seen, n_days - 1 - np.argmax(listed[::-1], axis=0), -1)
     last = np.full(n, -1)
+    in_period, quiet = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
     rows = []
     ends = ends or {}
     for i in range(n):
@@ -161,8 +180,8 @@ def decide(dates: pd.DatetimeIndex, codes, listed: np.ndarray, period: np.ndarra
             reasons = [f"'{DELISTING_MARK}' name from {dates[start].date()} (delisting period)"]
         elif ended:
             reasons = [f"instruments end {pd.Timestamp(end).date()}"]
-        else:
-            reasons = [f"no bar in the {after} trading days after it"] if after > quiet_days else []
+        else:  # a long stop alone: suspended or delisted (module docstring)
+            reasons = [QUIET_REASON.format(day=dates[j].date())] if after > quiet_days else []
         delisted = after > 0 and (tail or ended or after > quiet_days)
         if not delisted and not known[j, i]:
             continue
@@ -170,11 +189,13 @@ def decide(dates: pd.DatetimeIndex, codes, listed: np.ndarray, period: np.ndarra
         if delisted:
             last[i] = j
             known[j:, i] = True
+            in_period[i], quiet[i] = tail, not (tail or ended)
         else:
             reasons.append("in its delisting period at the data's end")
         rows.append((code, bool(delisted), dates[j], known_from, "; ".join(reasons)))
     table = pd.DataFrame(rows, columns=list(COLUMNS))
-    return Delistings(table, marked, known, last, np.asarray([str(c) for c in codes], dtype=object))
+    return Delistings(table, marked, known, last, np.asarray([str(c) for c in codes], dtype=object),
+                      in_period, quiet)
 
 
 def _run_start(marked: np.ndarray, listed: np.ndarray, j: int) -> int:
@@ -190,9 +211,19 @@ def _run_start(marked: np.ndarray, listed: np.ndarray, j: int) -> int:
     return j if start is None else start
 
 
-def describe(table: pd.DataFrame) -> str:
+def is_quiet(reason: str) -> bool:
+    """Whether a table row's ``reason`` is a stop confirmed by neither a ``退`` name nor an
+    instruments end (suspended or delisted)."""
+    return str(reason).startswith(QUIET_REASON.split("{")[0])
+
+
+def describe(table: pd.DataFrame, quiet: bool = False) -> str:
     """The delisted stocks in words (``""`` for none): ``sh.600074 (last day 2020-05-26: '退'
-    name from 2020-04-14 (delisting period))``."""
+    name from 2020-04-14 (delisting period))``; with ``quiet``, the stops that are suspended or
+    delisted instead: ``sh.600690 (no bar since 2015-10-15)``."""
     gone = table[table["delisted"]] if len(table) else table
+    if quiet:
+        return ", ".join(f"{r.code} (no bar since {pd.Timestamp(r.last_day).date()})"
+                         for r in gone.itertuples() if is_quiet(r.reason))
     return ", ".join(f"{r.code} (last day {pd.Timestamp(r.last_day).date()}: {r.reason})"
-                     for r in gone.itertuples())
+                     for r in gone.itertuples() if not is_quiet(r.reason))
