@@ -85,6 +85,17 @@ def load_panel(folder: str, on_bad: str = "raise", end: pd.Timestamp | None = No
     return frames, loaded.panel
 
 
+def run_on_bad(given: str | None, info: dict) -> str:
+    """A run's command's ``--on-bad``: as given (checked as ``[data] on_bad`` is, before the
+    data is read), else as the run was trained."""
+    try:
+        return DataConfig(on_bad=given or info.get("on_bad", "raise")).on_bad
+    except ValueError as exc:
+        from forecaster.app.fields import OPTIONS, config_error
+
+        raise click.ClickException(str(config_error(OPTIONS, "data", str(exc), ["on_bad"]))) from None
+
+
 def _run_info(run: Path) -> dict:
     info = run / RUN_FILE
     if not (run / MODEL_FILE).is_file() or not info.is_file():
@@ -176,7 +187,7 @@ def train(data, out, overwrite, end, **options):
         raise click.ClickException("--train-universe needs DATA to be a folder of stocks (a panel)")
     outside = float(raw.get("data", {}).get("train_outside_weight") or 0.0)
     try:  # the one validation of the option ([data] of an experiment)
-        DataConfig(train_universe=learn_spec, train_outside_weight=outside)
+        DataConfig(on_bad=on_bad, train_universe=learn_spec, train_outside_weight=outside)
     except ValueError as exc:
         from forecaster.app.fields import OPTIONS, config_error
 
@@ -294,7 +305,7 @@ def train(data, out, overwrite, end, **options):
                    "order at the limit price (status limit_order).")
 @experiment_options(("strategy", "costs", "market", "backtest", "data"),
                     only={"backtest": ("capital", "rebalance_tolerance"),
-                          "data": ("intraday", "universe", "cache")})
+                          "data": ("on_bad", "intraday", "universe", "cache")})
 @click.option("--overwrite", is_flag=True,
               help="Replace an output file that this command did not write (by default only its own "
                    "earlier outputs are replaced).")
@@ -314,6 +325,7 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, overwrite, 
     given = data_options.get("intraday")
     intraday = given or info.get("intraday", "")
     universe = data_options.get("universe")
+    on_bad = run_on_bad(data_options.get("on_bad"), info)
     if info.get("kind") == "panel":
         from forecaster.features.factors import missing_features
         from forecaster.portfolio.next_day import ranked_list
@@ -333,7 +345,7 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, overwrite, 
                 f"{orders_file}: orders this command did not write (or changed since) lie where the new "
                 f"list goes; they would read as orders for its signal day. Move the file, or pass "
                 "--holdings/--capital to write new orders")
-        _, grid = load_panel(source, info.get("on_bad", "raise"), intraday=intraday,
+        _, grid = load_panel(source, on_bad, intraday=intraday,
                               cache=bool(data_options.get("cache")))
         check_signal_day(model.train_end_, grid)
         warn_if_stale(model.train_end_, grid.dates, stale_after)
@@ -385,7 +397,7 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, overwrite, 
     out = Path(out) if out else run / "predictions.csv"
     check_apart([out], [data or info["csv"], run / MODEL_FILE, run / RUN_FILE])
     check_output_file(out, overwrite=overwrite)
-    path, frame = load_one(data or info["csv"], info.get("on_bad", "raise"))
+    path, frame = load_one(data or info["csv"], on_bad)
     warn_if_stale(model.train_end_, frame.index, stale_after)
     table = _predictions_table(model, frame)
     with atomic_write(out, "w") as f:

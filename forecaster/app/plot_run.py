@@ -9,7 +9,8 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from forecaster.app.daily import load_one, load_panel, open_run
+from forecaster.app.daily import load_one, load_panel, open_run, run_on_bad
+from forecaster.app.options import experiment_options, raw_sections
 from forecaster.app.outputs import OutputFolder, check_apart, check_output_file
 from forecaster.features.series import log_returns
 
@@ -26,7 +27,8 @@ STOCK_PLOTS = ("forecast_vs_actual.png", "price_path.png", "attention.png")
               help="Replace PNGs of the same names that this command did not write.")
 @click.option("--holdings", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Panel run: CSV of what is held (code, shares), marked [held] in next_day.png.")
-def plot(data, run, out, device, overwrite, holdings):
+@experiment_options(("data",), only={"data": ("on_bad",)})
+def plot(data, run, out, device, overwrite, holdings, **options):
     """PNGs. Panel run: training curves (the loss named, the chosen epoch marked), tomorrow's
     ranked list (names where the data carry them, stocks at a price limit on the signal day
     and, with --holdings, those held marked) and, for days after the training cut-off in DATA,
@@ -36,6 +38,7 @@ def plot(data, run, out, device, overwrite, holdings):
     from forecaster.reporting.plots import plot_attention, plot_forecast_vs_actual, plot_price_path
 
     run, info, model = open_run(run, data, device)
+    on_bad = run_on_bad(raw_sections(options).get("data", {}).get("on_bad"), info)
     out = Path(out) if out else run
     # never inside the data read (a PNG there is not a stock, but the folder is the user's)
     check_apart([out] if out != run else [], [data or info.get("data") or info.get("csv")])
@@ -48,9 +51,9 @@ def plot(data, run, out, device, overwrite, holdings):
     # a folder of figures keeps a manifest like a run's, so the next plot knows its own PNGs
     OutputFolder(out, (), False).claim()
     if info.get("kind") == "panel":
-        files = _plot_panel_run(model, info, data, out, holdings)
+        files = _plot_panel_run(model, info, data, out, holdings, on_bad)
     else:
-        path, frame = load_one(data or info["csv"], info.get("on_bad", "raise"))
+        path, frame = load_one(data or info["csv"], on_bad)
         point = point_forecast(model.predict(frame))
         test = point[point.index > model.train_end_]
         shown = test if len(test) > 20 else point
@@ -66,7 +69,7 @@ def plot(data, run, out, device, overwrite, holdings):
 
 
 def _plot_panel_run(model, info: dict, data: str | None, out: Path,
-                    holdings: str | None = None) -> list[Path]:
+                    holdings: str | None = None, on_bad: str = "raise") -> list[Path]:
     """The panel run's figures: every one that can be drawn; the one that cannot is named, with
     the reason, on stderr."""
     from forecaster.app.next_day_marks import mark_ranked_list
@@ -76,7 +79,7 @@ def _plot_panel_run(model, info: dict, data: str | None, out: Path,
     from forecaster.reporting.plots import plot_panel_training, plot_ranked_list, plot_rolling_ic
 
     source = data or info["data"]
-    _, grid = load_panel(source, info.get("on_bad", "raise"), intraday=info.get("intraday", ""))
+    _, grid = load_panel(source, on_bad, intraday=info.get("intraday", ""))
     # the loss it was trained with (None in the parameters: the size rules' choice)
     budget = getattr(model, "budget_", None) or model.budget(grid.n_stocks, 0)
     files = [plot_panel_training(model.histories_, out / "training.png",

@@ -31,23 +31,36 @@ from pathlib import Path
 
 import pandas as pd
 
-from forecaster.data.daily.formats import AKSHARE, BAOSTOCK, OHLCV, TDX, TUSHARE, XBX, YAHOO, CsvFormat
+from forecaster.data.daily.formats import (
+    AKSHARE,
+    BAOSTOCK,
+    OHLCV,
+    TDX,
+    TUSHARE,
+    XBX,
+    XBX_EN,
+    YAHOO,
+    CsvFormat,
+)
 from forecaster.data.market.exchange import canonical_code
 from forecaster.data.minute.formats import MINUTE_FORMATS, STAMP_NAMES, TDX_MINUTE, prepare_text
 
 # The registry of layouts, in the order they are tried. Minute formats first: a baostock minute
 # export has the daily export's markers too, and a date-time column looks like a date column by
-# name.
-FORMATS: tuple[CsvFormat, ...] = (*MINUTE_FORMATS, TUSHARE, AKSHARE, XBX, YAHOO, BAOSTOCK, OHLCV)
+# name. XBX_EN before BAOSTOCK: it is baostock's columns and more.
+FORMATS: tuple[CsvFormat, ...] = (*MINUTE_FORMATS, TUSHARE, AKSHARE, XBX, XBX_EN, YAHOO, BAOSTOCK, OHLCV)
 # The layouts of a file with a title line above the header: a TDX export (minute bars, else
-# daily rows), or the '邢不行' layout (数据由邢不行整理).
+# daily rows), or the '邢不行' layout (数据由邢不行整理); then any other, as without the title.
 TDX_FORMATS = (TDX_MINUTE, TDX, XBX)
+TITLED_FORMATS = (*TDX_FORMATS, *(f for f in FORMATS if f not in TDX_FORMATS))
 
 FORMATS_BY_NAME = {f.name: f for f in (*FORMATS, TDX)}
 
 # What load_dir reads by default: plain and gzip-compressed CSVs.
 DEFAULT_PATTERN = ("*.csv", "*.csv.gz")
 _GZIP_MAGIC = b"\x1f\x8b"
+# A CSV's header (or an export's title line) is far shorter than this many bytes.
+_FIRST_LINE_MAX = 2048
 
 
 class DataError(ValueError):
@@ -64,12 +77,14 @@ def detect_format(header: list[str], path: str, first: dict | None = None, tdx: 
     """Pick the format whose marker columns are all in ``header`` (and whose probe matches the
     ``first`` data row, where given); ``tdx``: the file is a TDX export (title line, footer)."""
     names = set(header)
-    for fmt in TDX_FORMATS if tdx else FORMATS:
+    for fmt in TITLED_FORMATS if tdx else FORMATS:
         if fmt.matches(names, first):
             return fmt
     daily = "; ".join(f"{f.name}: {', '.join(f.markers)}" for f in FORMATS if not f.intraday)
+    shown = [c if len(c) <= 40 else c[:40] + "..." for c in header[:30]]  # a line, not kilobytes
+    shown += ["..."] if len(header) > 30 else []
     raise ValueError(
-        f"{path}: unrecognised header {header!r}; expected the columns of one of these exports "
+        f"{path}: unrecognised header {shown!r}; expected the columns of one of these exports "
         f"(daily: {daily}; minute bars: baostock's date,time,code (time like 20230103103000000), "
         "akshare's 时间, efinance's 股票代码,日期 (a date and time), TDX's 日期,时间 (HHMM), date plus "
         "time (HH:MM[:SS] or HHMM), or one date-time column named "
@@ -144,11 +159,18 @@ def _read_text(path: Path) -> tuple[str, str, str]:
                         "a gzip-compressed CSV")
     head = raw[:8192]
     control = sum(b < 32 and b not in (9, 10, 13) for b in head)
-    if b"\x00" in head or control > len(head) // 100:  # text files hold no NUL and few control bytes
+    nul = raw.find(b"\x00")
+    # Text files hold no NUL and few control bytes, and a CSV's first line (its header, or an
+    # export's title) is short: bytes that decode as GBK all the same (0xC5C5 is 排) are no CSV.
+    unbroken = len(raw) > _FIRST_LINE_MAX and not re.search(rb"[\r\n]", raw[:_FIRST_LINE_MAX])
+    if nul >= 0 or control > len(head) // 100 or unbroken:
         kind = {b"PK": "a zip archive (an .xlsx workbook?)", b"\xd0\xcf": "an old Office file (.xls?)",
                 b"PA": "a Parquet file"}.get(raw[:2], "binary data")
-        raise DataError(f"{path}: not a text file ({kind}: {control} control bytes in its first "
-                        f"{len(head)}); expected a CSV (export a workbook as CSV first)")
+        detail = (f"{control} control bytes in its first {len(head)}" if control > len(head) // 100
+                  else f"a NUL byte at byte {nul}" if nul >= 0
+                  else f"no line break in its first {_FIRST_LINE_MAX} bytes")
+        raise DataError(f"{path}: not a text file ({kind}: {detail}); expected a CSV (export a workbook "
+                        "as CSV first)")
     for encoding in ("utf-8-sig", "gbk"):
         try:
             return raw.decode(encoding), encoding, compression

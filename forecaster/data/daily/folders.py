@@ -18,7 +18,17 @@ from joblib import Parallel, delayed
 
 from forecaster.checks import check_choice
 from forecaster.data.daily.calendar import MIN_WITNESSES, lonely_days
-from forecaster.data.daily.loading import DROP_HINT, ON_BAD, line_of, log_report, raise_flagged, read_one
+from forecaster.data.daily.loading import (
+    DROP_HINT,
+    MIN_ROWS,
+    ON_BAD,
+    is_too_new,
+    line_of,
+    log_report,
+    name_code,
+    raise_flagged,
+    read_one,
+)
 from forecaster.data.daily.quality import (
     KINDS,
     Flag,
@@ -72,14 +82,19 @@ class FolderLoad(tuple):
         usual_adjust: the adjustflag most files hold (``""`` without the column);
             adjust: ``{code: Flag}`` of the files holding another
             (:func:`~forecaster.data.daily.quality.adjust_mismatches`).
+        too_new: ``{code: LoadReport}`` of the stocks left out for too few usable rows to score
+            (fewer than :data:`~forecaster.data.daily.loading.MIN_ROWS`: a listing of yesterday
+            is in every whole-market folder), named in the summary; not in ``frames`` or
+            ``reports``.
     """
 
     def __new__(cls, frames: dict, reports: dict, *, folder: str | Path = "",
                 skipped: list[Skipped] | tuple[Skipped, ...] = (), from_cache: bool = False,
-                workers: int = 1):
+                workers: int = 1, too_new: dict | None = None):
         self = super().__new__(cls, (frames, reports))
         self.frames, self.reports, self.folder = frames, reports, str(folder)
         self.skipped, self.from_cache, self.workers = list(skipped), from_cache, workers
+        self.too_new = dict(too_new or {})
         self.lacking = lacking_columns(frames)
         self.usual_adjust, self.adjust = adjust_mismatches(
             {code: r.adjust_flags for code, r in reports.items()},
@@ -107,14 +122,15 @@ class FolderLoad(tuple):
 
     def __getnewargs_ex__(self):
         return (self.frames, self.reports), {"folder": self.folder, "skipped": self.skipped,
-                                             "from_cache": self.from_cache, "workers": self.workers}
+                                             "from_cache": self.from_cache, "workers": self.workers,
+                                             "too_new": self.too_new}
 
     def summary(self, max_named: int = 20) -> str:
         """One line: stocks, rows, suspended days, dropped rows, files whose code column was
         trusted over their name, the entries not read (named, the first ``max_named``), and
         :meth:`quality`'s clauses (columns lacking, implausible rows)."""
         reports = list(self.reports.values())
-        dropped = sum(sum(r.dropped.values()) for r in reports)
+        dropped = sum(sum(r.dropped.values()) for r in [*reports, *self.too_new.values()])
         text = (f"{self.folder}: {len(self.frames)} stocks, {sum(r.rows_kept for r in reports)} rows, "
                 f"{sum(r.suspended_days for r in reports)} suspended days"
                 + (f", {dropped} bad rows dropped (on_bad='drop')" if dropped else "")
@@ -127,7 +143,16 @@ class FolderLoad(tuple):
         if self.skipped:
             text += (f"; skipped {len(self.skipped)} entr{'y' if len(self.skipped) == 1 else 'ies'} "
                      f"that are not data files: {named_list([str(s) for s in self.skipped], max_named)}")
+        if self.too_new:
+            text += f"; {too_new_clause(self.too_new, max_named)}"
         return "; ".join([text, *folder_bar_clauses(reports, max_named), *self.quality(max_named)])
+
+
+def too_new_clause(too_new: dict, max_named: int = 20) -> str:
+    """The summary's clause on the stocks left out as too new (``{code: LoadReport}``)."""
+    named = [f"{c} ({r.rows_kept} usable row{'' if r.rows_kept == 1 else 's'})" for c, r in too_new.items()]
+    return (f"{len(too_new)} stock(s) too new to score (fewer than {MIN_ROWS} usable rows), left out: "
+            + named_list(named, max_named))
 
 
 def load_dir(path: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTERN, on_bad: str = "raise",
@@ -155,6 +180,9 @@ def load_dir(path: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTERN,
             :class:`DataError` naming the first file, line, date and what was expected; by
             default they are kept, counted and named in the summary (:meth:`FolderLoad.quality`).
             Stocks whose files lack columns the others have are named either way.
+
+    A file of fewer than 2 usable rows (a listing of yesterday; none at all included) is no
+    error: its stock is left out, counted and named (:attr:`FolderLoad.too_new`).
 
     Returns:
         a :class:`FolderLoad`: ``(frames, reports)``, both keyed by stock code (e.g.
@@ -185,23 +213,36 @@ def load_dir(path: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTERN,
         if hit is not None:
             for report in hit[1].values():
                 log_report(report, flags=not strict)
-            return _checked(FolderLoad(*hit, folder=path, skipped=skipped, from_cache=True, workers=0),
-                            strict)
+            # the cache keeps a too-new stock's report without a frame
+            frames, reports = hit
+            too_new = {c: r for c, r in reports.items() if c not in frames}
+            reports = {c: r for c, r in reports.items() if c in frames}
+            return _checked(FolderLoad(frames, reports, folder=path, skipped=skipped, from_cache=True,
+                                       workers=0, too_new=too_new), strict)
     results, used = _load_files(folder, files, on_bad, trust_code_column, workers, progress,
                                 parallel_min_files)
-    frames, reports = {}, {}
+    frames, reports, too_new = {}, {}, {}
     for file, (frame, report) in zip(files, results, strict=True):
         log_report(report, flags=not strict)
-        key = str(frame["code"].iloc[0])
-        if key in frames:
-            raise DataError(f"{file}: stock {key} also appears in {reports[key].path}; expected one "
-                            "file per stock")
-        frames[key], reports[key] = frame, report
+        key = str(frame["code"].iloc[0]) if len(frame) else name_code(file)  # no rows: its name
+        if key in reports or key in too_new:
+            other = (reports.get(key) or too_new[key]).path
+            raise DataError(f"{file}: stock {key} also appears in {other}; expected one file per stock")
+        if is_too_new(report):
+            too_new[key] = report
+        else:
+            frames[key], reports[key] = frame, report
+    if not frames:
+        raise DataError(f"{folder}: no file has {MIN_ROWS} or more usable rows; "
+                        f"{too_new_clause(dict(sorted(too_new.items())))}")
     frames, reports = dict(sorted(frames.items())), dict(sorted(reports.items()))
+    too_new = dict(sorted(too_new.items()))
     _drop_lonely_days(frames, reports, on_bad)
     if cache:
-        write_cache(cache_location(folder), manifest, frames, reports)
-    return _checked(FolderLoad(frames, reports, folder=path, skipped=skipped, workers=used), strict)
+        write_cache(cache_location(folder), manifest, frames, {**reports, **too_new})
+    return _checked(FolderLoad(frames, reports, folder=path, skipped=skipped, workers=used, too_new=too_new),
+                    strict)
+
 
 
 def _drop_lonely_days(frames: dict, reports: dict, on_bad: str) -> None:
@@ -243,6 +284,8 @@ def _checked(loaded: FolderLoad, strict: bool) -> FolderLoad:
     for code, flag in loaded.adjust.items():
         log.warning("%s: %d row(s) with %s, kept: first %s", loaded.reports[code].path, flag.rows,
                     KINDS[flag.kind], flag.describe())
+    if loaded.too_new:
+        log.warning("%s: %s", loaded.folder, too_new_clause(loaded.too_new))
     return loaded
 
 
@@ -256,7 +299,7 @@ def available_cores() -> int:
 
 def _load_task(args: tuple[str, str, bool]) -> tuple[pd.DataFrame, LoadReport]:
     path, on_bad, trust = args
-    return read_one(Path(path), on_bad, None, trust)
+    return read_one(Path(path), on_bad, None, trust, short_ok=True)
 
 
 def _load_files(folder: Path, files: list[Path], on_bad: str, trust: bool, workers: int | None,

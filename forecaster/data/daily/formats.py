@@ -11,10 +11,10 @@ instead: a ``DatetimeIndex`` named ``time`` (each bar's closing stamp) and the s
 of :mod:`forecaster.data.minute.session`.
 
 :class:`CsvFormat` is what a layout says; the layouts here are baostock's, tushare's,
-akshare's, Yahoo's, lower-case OHLCV files', 通达信 (TDX)'s and the '邢不行' (xbx) daily
-exports. Which layout a file is in is decided in one place, :mod:`forecaster.data.sources` (its
-:data:`~forecaster.data.sources.FORMATS` registry lists every layout, daily and minute, in the
-order they are tried).
+akshare's, Yahoo's, lower-case OHLCV files', 通达信 (TDX)'s and the '邢不行' (xbx, its
+column names Chinese or English) daily exports. Which layout a file is in is decided in one
+place, :mod:`forecaster.data.sources` (its :data:`~forecaster.data.sources.FORMATS` registry
+lists every layout, daily and minute, in the order they are tried).
 """
 
 from __future__ import annotations
@@ -171,4 +171,15 @@ XBX = CsvFormat(
     date_format="%Y-%m-%d|%Y/%m/%d|%Y%m%d",
     markers=("交易日期", "收盘价"),
     name_column="股票名称",
+)
+
+# The '邢不行' layout with English column names (code,name,date,open,...,float_mv,total_mv), title
+# line or not: baostock's columns and the market values, the name's marks as in XBX.
+XBX_EN = CsvFormat(
+    name="xbx_en",
+    columns={**BAOSTOCK.columns, "pre_close": "preclose", "float_mv": "float_mv", "total_mv": "total_mv"},
+    date_column="date",
+    date_format=XBX.date_format,
+    markers=("date", "code", "float_mv"),
+    name_column="name",
 )

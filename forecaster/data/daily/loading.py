@@ -44,6 +44,8 @@ from forecaster.data.sources import (
 log = logging.getLogger(__name__)
 
 ON_BAD = ("raise", "drop")
+# Usable rows a stock needs: a return needs two days.
+MIN_ROWS = 2
 # How a command-line user and an experiment file say on_bad="drop".
 DROP_HINT = "pass on_bad='drop' (--on-bad drop; [data] on_bad = \"drop\")"
 
@@ -62,7 +64,8 @@ class _Cleaner:
         if self.on_bad == "raise":
             first = bad.idxmax()
             value = (raw if raw is not None else frame[column]).loc[first]
-            shown = repr(value) if isinstance(value, str) else f"{float(value):g}"
+            text = str(value)[:40] + ("..." if len(str(value)) > 40 else "")  # a line, not kilobytes
+            shown = repr(text) if isinstance(value, str) else f"{float(value):g}"
             raise DataError(
                 f"{self.path}: line {frame.loc[first, '_line']}, column {name or repr(column)}: expected "
                 f"{expected}, got {shown} ({int(bad.sum())} such rows; {DROP_HINT} "
@@ -133,9 +136,11 @@ def log_report(report: LoadReport, flags: bool = True) -> None:
                         flag.describe())
 
 
-def read_one(path: Path, on_bad: str, code: str | None, trust_code_column: bool
+def read_one(path: Path, on_bad: str, code: str | None, trust_code_column: bool, short_ok: bool = False
           ) -> tuple[pd.DataFrame, LoadReport]:
-    """:func:`load_csv` without logging (it runs in worker processes too)."""
+    """:func:`load_csv` without logging (it runs in worker processes too); ``short_ok``: a file
+    of fewer than :data:`MIN_ROWS` usable rows (none at all included) is returned as it is, its
+    rows unchecked, instead of an error (a folder's new listing: :func:`is_too_new`)."""
     table = read_table(path)  # what the file is: its cells and layout
     raw, fmt = table.raw, table.fmt
     report = LoadReport(path=str(path), format=fmt.name, encoding=table.encoding, rows_read=len(raw),
@@ -146,21 +151,37 @@ def read_one(path: Path, on_bad: str, code: str | None, trust_code_column: bool
             f"{path}: {fmt.name} export without the required column(s) {missing}; "
             f"expected {[s for s, d in fmt.columns.items() if d in REQUIRED]}"
         )
-    if raw.empty:
+    if raw.empty and not short_ok:
         raise DataError(f"{path}: has a header but no data rows")
-    file_code = _file_code(raw, fmt, path, trust_code_column, report, table.header_line)
+    file_code = _file_code(raw, fmt, path, trust_code_column, report, table.header_line) if len(raw) else None
     if file_code is None:
-        named = code_in_name(path.name)
-        file_code = code or (canonical_code(named) if named else data_stem(path.name))
+        file_code = code or name_code(path)
     frame, lines = _canonicalise(raw, fmt, path, on_bad, report, table.header_line, file_code)
-    if len(frame) < 2:
-        raise DataError(f"{path}: {len(frame)} usable row(s); at least 2 trading days are needed")
     frame["code"] = file_code
     report.rows_kept = len(frame)
+    if is_too_new(report):
+        if not short_ok:
+            raise DataError(f"{path}: {len(frame)} usable row(s); at least {MIN_ROWS} trading days are "
+                            "needed")
+        return frame, report
     # Implausible rows are kept as they are and counted (strict loads raise on them).
     report.flags = bar_flags(frame, lines, str(frame["code"].iloc[0]), fmt.source, daily=not fmt.intraday)
     report.adjust_flags = adjust_counts(frame, lines)
     return frame, report
+
+
+def name_code(path: Path) -> str:
+    """The code a file's name says (canonical), else its name without ``.csv`` / ``.csv.gz``:
+    the stock of a file without a code column."""
+    named = code_in_name(path.name)
+    return canonical_code(named) if named else data_stem(path.name)
+
+
+def is_too_new(report: LoadReport) -> bool:
+    """Whether a loaded file has too few usable rows to score its stock (a listing of
+    yesterday): :func:`load_csv` refuses such a file, a folder's load leaves it out, counted
+    and named (:attr:`~forecaster.data.daily.folders.FolderLoad.too_new`)."""
+    return report.rows_kept < MIN_ROWS
 
 
 def line_of(path: Path, day: pd.Timestamp) -> int | str:

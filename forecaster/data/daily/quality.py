@@ -13,7 +13,8 @@ the first one is an error instead. Checked:
   previous close (adjusted by ``adj_close`` where the file has it). Not checked: a file's
   first :data:`LISTING_DAYS` rows (a new listing's first days have no limit) and the first
   day of trading after :data:`RELISTING_GAP` or more days without it (a relisting has no
-  limit either: sz.000792 on 2021-08-10); suspended rows; minute bars;
+  limit either: sz.000792 on 2021-08-10); days before 1996-12-16, when limits began;
+  suspended rows; minute bars;
 * **an adjustflag unlike the other files'** (baostock: 1 backward-, 2 forward-adjusted, 3
   unadjusted): each file votes with the flag of most of its rows; a file with rows of
   another flag than the folder's usual one is flagged at the first such row;

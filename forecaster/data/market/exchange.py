@@ -4,8 +4,9 @@ price limits by board, date and ST status, and the exchange's rounding of prices
 * :func:`canonical_code`: every way a stock code is written (``600000.SH``, ``sh600000``,
   ``600000``) as ``sh.600000``;
 * :func:`price_limit`: the daily limit as a fraction of the previous close, by board, date
-  and ST status (:func:`limit_matrix` for a whole panel); :func:`limit_prices` turns it into
-  the exchange's limit prices (``preclose * (1 +/- limit)`` rounded half up to 0.01).
+  (none before 1996-12-16) and ST status (:func:`limit_matrix` for a whole panel);
+  :func:`limit_prices` turns it into the exchange's limit prices (``preclose * (1 +/- limit)``
+  rounded half up to 0.01).
 
 Listing-day rules (no limit on a new stock's first days) cannot be read off a code and a date;
 :func:`limit_matrix` treats a day whose own bar lies outside the band as a day without limits.
@@ -16,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+# The exchanges' daily price limits began on 1996-12-16; no day before it has one.
+LIMITS_BEGIN = pd.Timestamp("1996-12-16")
 CHINEXT_REFORM = pd.Timestamp("2020-08-24")  # ChiNext registration reform: 10% -> 20% limits
 # Main-board risk-warning (ST / *ST) stocks moved from 5% to 10% limits on 2025-07-07.
 MAIN_BOARD_ST_CHANGE = pd.Timestamp("2025-07-07")
@@ -86,15 +89,17 @@ def _limit_fraction(boards: np.ndarray, dates: pd.DatetimeIndex, st: np.ndarray)
     main_rule = np.where(st, st_main, 0.10)  # main board, and ChiNext before the reform
     # STAR, and ChiNext after the reform, are 20% for ST shares too.
     lim = np.where((boards == "star") | ((boards == "chinext") & after_reform), 0.20, main_rule)
-    return np.where(boards == "bse", 0.30, lim)
+    lim = np.where(boards == "bse", 0.30, lim)
+    return np.where((dates < LIMITS_BEGIN)[:, None], np.inf, lim)
 
 
 def price_limit(code: str, date, is_st: bool | int = False) -> float:
     """The daily price limit of ``code`` on ``date`` as a fraction of the previous close.
 
     STAR (sh.688xxx) 0.20; ChiNext (sz.300xxx/301xxx) 0.20 from 2020-08-24 and main-board rules
-    before; main board 0.10, ST 0.05 (0.10 from 2025-07-07); Beijing 0.30. New listings' no-limit
-    days are not covered here (see :func:`limit_matrix`).
+    before; main board 0.10, ST 0.05 (0.10 from 2025-07-07); Beijing 0.30; ``inf`` (no limit)
+    before 1996-12-16, when limits began. New listings' no-limit days are not covered here (see
+    :func:`limit_matrix`).
     """
     lim = _limit_fraction(np.array([board(code)]), pd.DatetimeIndex([pd.Timestamp(date)]),
                           np.array([[bool(is_st)]]))
@@ -102,8 +107,9 @@ def price_limit(code: str, date, is_st: bool | int = False) -> float:
 
 
 def limit_prices(preclose: float, limit: float) -> tuple[float, float]:
-    """``(limit_up, limit_down)``: ``preclose * (1 +/- limit)`` rounded half up to 0.01."""
-    return round_price(preclose * (1.0 + limit)), round_price(preclose * (1.0 - limit))
+    """``(limit_up, limit_down)``: ``preclose * (1 +/- limit)`` rounded half up to 0.01 (no
+    limit, ``inf``: ``(inf, 0)``)."""
+    return round_price(preclose * (1.0 + limit)), max(round_price(preclose * (1.0 - limit)), 0.0)
 
 
 def limit_matrix(codes, dates: pd.DatetimeIndex, preclose: np.ndarray, is_st: np.ndarray,
@@ -118,13 +124,15 @@ def limit_matrix(codes, dates: pd.DatetimeIndex, preclose: np.ndarray, is_st: np
             (a new listing's first days, which have no limit) gets ``(inf, 0)``.
 
     Returns:
-        ``(up, down)`` ``[days x stocks]`` float arrays, ``NaN`` where ``preclose`` is ``NaN``.
+        ``(up, down)`` ``[days x stocks]`` float arrays, ``NaN`` where ``preclose`` is ``NaN``;
+        ``(inf, 0)`` on days before 1996-12-16 (:data:`LIMITS_BEGIN`).
     """
     dates = pd.DatetimeIndex(dates)
     boards = np.array([board(c) for c in codes])
     lim = _limit_fraction(boards, dates, np.asarray(is_st, dtype=float) == 1)
-    up = round_price(preclose * (1.0 + lim))
-    down = round_price(preclose * (1.0 - lim))
+    with np.errstate(invalid="ignore"):
+        up = round_price(preclose * (1.0 + lim))
+        down = np.maximum(round_price(preclose * (1.0 - lim)), 0.0)  # no limit: -inf -> 0
     if high is not None and low is not None:
         with np.errstate(invalid="ignore"):
             unlimited = (high > up + 1e-6) | (low < down - 1e-6)
