@@ -209,7 +209,8 @@ def train(data, out, overwrite, end, **options):
             learn = resolve_universe(learn_spec, data, "--train-universe") if learn_spec else None
             frames, grid = load_panel(data, on_bad, end, intraday, bool(raw.get("data", {}).get("cache")))
             if learn is not None:  # only the day's members' labels are learnt (features: every stock)
-                click.echo(learn.describe(), err=True)  # which list, from where; its checks logged
+                # which list, from where, under the option typed; its checks logged
+                click.echo(learn.describe("--train-universe"), err=True)
                 learn.check(grid.dates, grid.codes, data)
                 learn.check_overlaps(grid.codes, "--train-universe", learn_spec)
                 grid = dataclasses.replace(grid, learn=learn.learn_mask(grid.dates, grid.codes, outside),

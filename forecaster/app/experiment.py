@@ -79,7 +79,7 @@ class DataConfig:
             says another is loaded as the column's stock with a warning, instead of stopping
             with an error naming both codes.
         synthetic_stocks: > 0 and no ``path``: a generated panel of that many stocks
-            (:func:`forecaster.data.synthetic_panel`, codes ``syn.*``) instead of files.
+            (codes ``syn.*``, a planted signal) instead of files.
         synthetic_days, synthetic_ic, synthetic_seed: its trading days, planted rank IC and seed.
         intraday: a folder of minute-bar files (baostock or akshare exports, one per stock)
             beside a folder of daily files: each day's realised volatility, last-30-minute

@@ -25,11 +25,17 @@ def config_error(source: str, section: str, text: str, fields=()) -> ConfigError
     ``max_epochs``), every field of ``fields`` named in ``text`` replaced by its option."""
     if source != OPTIONS:
         return ConfigError(f"{source}: [{section}] {text}")
+    return ConfigError(options_named(text, fields))
+
+
+def options_named(text: str, fields) -> str:
+    """``text`` with each field of ``fields`` it names written as its option (``max_epochs`` ->
+    ``--epochs``); a quoted word is a value (``"top_k"``), left as it is."""
     from forecaster.app.options import option_flag
 
     known = set(fields)
-    return ConfigError(re.sub(r"(?<![-\w])[a-z][a-z0-9_]*\b",
-                              lambda m: option_flag(m.group()) if m.group() in known else m.group(), text))
+    return re.sub(r"(?<![-\w\"'])[a-z][a-z0-9_]*\b(?![\"'])",
+                  lambda m: option_flag(m.group()) if m.group() in known else m.group(), text)
 
 
 def model_fields() -> set[str]:

@@ -82,11 +82,17 @@ def experiment_options(sections=_OPTION_SECTIONS, only: dict | None = None):
     section): the config file and the CLI read the same definitions, defaults and
     descriptions. Values arrive as ``section__field`` keywords (``None``: not given)."""
     from forecaster.app.experiment import option_fields
+    from forecaster.app.fields import options_named
 
+    of = {section: _model_option_fields() if section == "model" else option_fields(section)
+          for section in _OPTION_SECTIONS}
+    # a help text names another field as the option a user types (days_per_batch -> --days-per-batch);
+    # only names with an underscore, as a plain word (horizon, start) is also English
+    named = {name for fields in of.values() for name, *_ in fields if "_" in name}
     params, seen = [], {}
     for section in sections:
-        fields = _model_option_fields() if section == "model" else option_fields(section)
-        for name, default, hint, text in fields:
+        for name, default, hint, text in of[section]:
+            text = options_named(text, named)
             if name in _SKIP.get(section, ()) or (only and section in only and name not in only[section]):
                 continue
             flag = _ALIASES.get(name, name.replace("_", "-"))

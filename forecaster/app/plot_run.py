@@ -29,11 +29,14 @@ STOCK_PLOTS = ("forecast_vs_actual.png", "price_path.png", "attention.png")
               help="Panel run: CSV of what is held (code, shares), marked [held] in next_day.png.")
 @experiment_options(("data",), only={"data": ("on_bad",)})
 def plot(data, run, out, device, overwrite, holdings, **options):
-    """PNGs. Panel run: training curves (the loss named, the chosen epoch marked), tomorrow's
-    ranked list (names where the data carry them, stocks at a price limit on the signal day
-    and, with --holdings, those held marked) and, for days after the training cut-off in DATA,
-    the daily rank IC; a figure that cannot be drawn is named with the reason. One stock:
-    forecast vs actual, implied price path, attention over the last input window."""
+    """Figures of a run folder from train, as PNGs.
+
+    Panel run: training curves (the loss named, the chosen epoch marked), tomorrow's ranked
+    list (names where the data carry them, stocks at a price limit on the signal day and, with
+    --holdings, those held marked; a held stock the figure leaves out is named with why) and,
+    for days after the training cut-off in DATA, the daily rank IC; a figure that cannot be
+    drawn is named with the reason. One stock: forecast vs actual, implied price path,
+    attention over the last input window."""
     from forecaster.evaluation.walkforward import point_forecast
     from forecaster.reporting.plots import plot_attention, plot_forecast_vs_actual, plot_price_path
 
@@ -77,6 +80,7 @@ def _plot_panel_run(model, info: dict, data: str | None, out: Path,
     from forecaster.metrics import daily_ic, ic_summary
     from forecaster.portfolio.next_day import ranked_list
     from forecaster.reporting.plots import plot_panel_training, plot_ranked_list, plot_rolling_ic
+    from forecaster.reporting.run_figures import held_not_shown
 
     source = data or info["data"]
     _, grid = load_panel(source, on_bad, intraday=info.get("intraday", ""))
@@ -88,6 +92,8 @@ def _plot_panel_run(model, info: dict, data: str | None, out: Path,
     table = mark_ranked_list(ranked_list(model, grid), grid, source, holdings)
     files.append(plot_ranked_list(table, out / "next_day.png", signal_date=grid.dates[-1],
                                   train_end=model.train_end_))
+    for line in held_not_shown(table):  # a held stock the figure leaves out is named, with why
+        click.echo(f"next_day.png: {line}", err=True)
     after = grid.dates[grid.dates > model.train_end_]
     if len(after) > 5:
         scores = model.predict(grid).unstack("code").reindex(index=after)

@@ -112,8 +112,12 @@ class Report:
         return universe_counts(self.universe) if len(self.universe) else {}
 
     def summary_table(self) -> pd.DataFrame:
-        """One row per model: forecast scores, DM p-value vs the main model, backtest."""
+        """One row per model: forecast scores, DM p-value vs the main model, backtest. A panel
+        run's main model ranks stocks (a score, not a return forecast): its table has no R^2
+        against zero and no DM test, columns it would never fill."""
         cols = ["r2_oos_zero", "hit_rate", "pearson_ic", "rank_ic"]
+        if self.ic:
+            cols.remove("r2_oos_zero")
         table = self.overall.set_index("model")[cols].copy()
         if self.ic:
             table["daily_rank_ic"] = pd.Series({m: v["mean_ic"] for m, v in self.ic.items()})
@@ -128,7 +132,8 @@ class Report:
         if self.bars:
             table = table.join(self.bar_summary.set_index("model")[["position_ic", "position_rank_ic"]])
         dm = self.dm.set_index("baseline")["p_value"] if len(self.dm) else pd.Series(dtype=float)
-        table[f"dm_p({self.model} vs)"] = dm
+        if len(dm) or not self.ic:
+            table[f"dm_p({self.model} vs)"] = dm
         bt = pd.DataFrame({m: r.metrics for m, r in self.backtests.items()}).T
         if len(bt):
             table["ann_return"] = bt["annual_return"]
@@ -277,7 +282,11 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
                      "each reason")
     if panel:
         notes.append(ic_meaning(result.config, horizon))
-    notes += data_caveats([str(c) for c in grid.codes], panel, index_constituents)
+    # members chosen day by day (a dated list) from data that keep delisted stocks: no survivorship
+    # by selection to warn of
+    dated = grid.members is not None and bool((grid.members != grid.members[:1]).any())
+    notes += data_caveats([str(c) for c in grid.codes], panel, index_constituents,
+                          point_in_time=dated and bool(grid.delistings().delisted.any()))
     tradeable = panel and result.config.label == "tradeable"
     masked = tradeable_label(grid, horizon, result.config.execution)[1].masked if tradeable else None
     notes += delisting_notes(results, model, masked)  # delisted stocks, what the backtests did with them

@@ -17,6 +17,7 @@ import pandas as pd
 from forecaster.data.panel import Panel
 from forecaster.evaluation.walkforward import WalkForwardResult
 
+GONE = ("delisted before", "stopped trading before")  # reasons that read "N stocks delisted before ..."
 COLUMNS = ("code", "first_date", "last_date", "days", "folds", "first_forecast", "forecast_days",
            "scored_days", "status", "reason")
 
@@ -50,6 +51,7 @@ def universe_table(panel: Panel, result: WalkForwardResult, model: str) -> pd.Da
     days = panel.listed.sum(axis=0)
     first = np.where(days > 0, panel.listed.argmax(axis=0), -1)
     last = np.where(days > 0, panel.n_days - 1 - panel.listed[::-1].argmax(axis=0), -1)
+    delisted = panel.delistings().delisted
     upto_cut = (panel.listed[panel.dates <= last_cut].sum(axis=0) if pd.notna(last_cut)
                 else np.zeros(panel.n_stocks, dtype=int))
     rows = []
@@ -69,7 +71,12 @@ def universe_table(panel: Panel, result: WalkForwardResult, model: str) -> pd.Da
             reason = (f"too few days before every cut-off: {upto} day(s) up to the last cut-off "
                       f"{last_cut.date()}, min_stock_days is {config.min_stock_days}")
         elif n_fc == 0:
-            if code in excluded:
+            start = folds.loc[mine_folds[0], "test_start"]
+            if last[j] >= 0 and panel.dates[last[j]] < start:
+                # gone before its first forecast day: no input was missing, there was no stock
+                gone = "delisted" if delisted[j] else "stopped trading"
+                reason = f"{gone} before the forecast period (last bar before {start.date()})"
+            elif code in excluded:
                 reason = "excluded by " + ", ".join(excluded[code])
             elif model_folds and set(mine_folds) <= model_folds:
                 reason = f"{model} was skipped or failed on every fold the stock was in"
@@ -103,10 +110,20 @@ def universe_line(counts: dict) -> str:
     noun = "stock" if counts["loaded"] == 1 else "stocks"
     line = f"universe: {counts['loaded']} {noun} loaded, {counts['used']} used"
     if counts["left_out"]:
-        shown = list(counts["left_out"].items())[:5]
-        line += f", {len(counts['left_out'])} left out: " + "; ".join(f"{c} ({r})" for c, r in shown)
-        if len(counts["left_out"]) > 5:
-            line += f"; and {len(counts['left_out']) - 5} more (see universe.csv)"
+        # stocks gone before the forecast period, for the same reason, as one entry
+        by_reason: dict[str, list[str]] = {}
+        for code, reason in counts["left_out"].items():
+            by_reason.setdefault(reason, []).append(code)
+        entries = []  # (text, stocks it names)
+        for reason, codes in by_reason.items():
+            if len(codes) > 1 and reason.startswith(GONE):
+                more = f" and {len(codes) - 10} more" if len(codes) > 10 else ""
+                entries.append((f"{len(codes)} stocks {reason}: {', '.join(codes[:10])}{more}", len(codes)))
+            else:
+                entries += [(f"{c} ({reason})", 1) for c in codes]
+        line += f", {len(counts['left_out'])} left out: " + "; ".join(t for t, _ in entries[:5])
+        if len(entries) > 5:
+            line += f"; and {sum(n for _, n in entries[5:])} more (see universe.csv)"
     return line
 
 

@@ -14,10 +14,14 @@ from forecaster.evaluation.walkforward import WalkForwardResult
 from forecaster.metrics import stat_text
 
 
-def data_caveats(codes: list[str], panel: bool, index_constituents: bool = False) -> list[str]:
+def data_caveats(codes: list[str], panel: bool, index_constituents: bool = False,
+                 point_in_time: bool = False) -> list[str]:
     """What the data cannot tell, stated only where it is true: synthetic prices always named
     as such; survivorship as a fact when the user says the folder is an index's current
-    constituents, else as a condition the reader can check."""
+    constituents, else as a condition the reader can check, unless ``point_in_time``: the
+    stocks are chosen day by day from a dated membership list and the data keep delisted
+    stocks, so no after-the-fact list chose them (the universe's coverage line counts the
+    members the data lack)."""
     notes = []
     n_syn = sum(is_synthetic(c) for c in codes)
     if n_syn == len(codes):
@@ -28,7 +32,7 @@ def data_caveats(codes: list[str], panel: bool, index_constituents: bool = False
     if panel and index_constituents:
         notes.append("the stocks are an index's current constituents: stocks that left the index or "
                      "were delisted are missing, so averages over them carry survivorship bias")
-    elif panel and n_syn < len(codes):
+    elif panel and n_syn < len(codes) and not point_in_time:
         notes.append("if these stocks were chosen by today's index membership (or any other "
                      "after-the-fact list), stocks that dropped out are missing and the averages carry "
                      "survivorship bias")

@@ -91,9 +91,9 @@ class MarketRules:
     Attributes:
         lot_size: shares per board lot of the main board and ChiNext; buys are whole lots.
             STAR (688/689) buys are at least 200 shares, then any whole number; Beijing's at
-            least 100, then any (the exchanges' rules: :func:`buy_lots`).
+            least 100, then any (the exchanges' rules).
         corporate_actions: ``"shares"`` (held shares scaled on ex-dates) or ``"cash"`` (the
-            ex-date drop credited as cash); see :mod:`forecaster.portfolio.backtest`.
+            ex-date drop credited as cash), so a dividend or split is neither lost nor a return.
     """
 
     lot_size: int = 100

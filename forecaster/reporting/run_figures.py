@@ -153,7 +153,47 @@ def ranked_list_title(table: pd.DataFrame, n: int = 10, signal_date=None, train_
     unscored = len(table) - n_scored
     if unscored:
         lines.append(f"{plural(unscored, 'stock')} without a score (too new or missing inputs) not shown")
-    return "\n".join(lines)
+    return "\n".join(lines + held_not_shown(table, n, limit=4))
+
+
+# The parts of a ranked list's reason that say why a stock has no score, first match wins.
+NO_SCORE = ("delisted", "in its delisting period", "no bar on the last day", "too new", "no score")
+
+
+def held_not_shown(table: pd.DataFrame, n: int = 10, limit: int | None = None) -> list[str]:
+    """Sentences naming the held stocks (``held``) that :func:`plot_ranked_list` does not draw,
+    and why: no score (the list's ``reason``: delisted, no bar since a day, too new) or a rank
+    between the top and bottom ``n``. ``limit``: codes named per sentence (the rest counted)."""
+    if "held" not in table:
+        return []
+    held = table[table["held"].fillna(False).astype(bool)]
+    scored = table.dropna(subset=["score"])
+    shown = set(pd.concat([scored.head(n), scored.tail(n)])["code"])
+
+    def named(items: list[str]) -> str:
+        cut = items if limit is None else items[:limit]
+        return ", ".join(cut) + (f" and {len(items) - len(cut)} more" if len(cut) < len(items) else "")
+
+    lines = []
+    unscored = held[held["score"].isna()]
+    if len(unscored):
+        whys = []
+        for row in unscored.itertuples():
+            parts = [p for p in str(getattr(row, "reason", "") or "").split("; ") if p]
+            why = next((p for p in parts if p.startswith(NO_SCORE) or "delisted" in p),
+                       "no score (missing inputs)")
+            last = getattr(row, "last_date", None)
+            if why == "no bar on the last day" and last is not None and pd.notna(last):
+                why = f"no bar since {_day(last)}"
+            whys.append(f"{row.code} ({why.replace('no score (missing inputs)', 'missing inputs')})")
+        lines.append(f"{plural(len(unscored), 'held stock')} {'has' if len(unscored) == 1 else 'have'} "
+                     f"no score, not shown: {named(whys)}")
+    middle = held[held["score"].notna() & ~held["code"].isin(shown)]
+    if len(middle):
+        ranks = [f"{r.code} (rank {int(r.rank)} of {len(scored)})" for r in middle.itertuples()]
+        lines.append(f"{plural(len(middle), 'held stock')} ranked between the top and bottom {n}, not "
+                     f"shown: {named(ranks)}")
+    return lines
 
 
 def ranked_list_labels(shown: pd.DataFrame) -> list[str]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,7 +192,9 @@ def check_output(folder: str | Path, *, overwrite: bool = False, resume: bool = 
                  option: str = "--out", resume_with: str | None = "--resume") -> OutputFolder:
     """Check ``folder`` before any work starts: creatable, writable, and either empty, resumed
     (``resume``: the same run continues there) or to be overwritten (``overwrite``: only when
-    every file there is one its manifest lists, unchanged).
+    every file there is one its manifest lists, unchanged). A folder of files without a
+    manifest (written before this toolkit kept one) is refused with or without ``overwrite``:
+    the message names its files and how to move them away.
 
     Args:
         option: the option that named the folder, for the messages.
@@ -212,6 +215,15 @@ def check_output(folder: str | Path, *, overwrite: bool = False, resume: bool = 
     if not entries or resume:
         return OutputFolder(path, (), False)
     names = _names(e.name + ("/" if e.is_dir() else "") for e in entries)
+    files = sorted(p.relative_to(path).as_posix() for p in path.rglob("*") if not p.is_dir())
+    if files and not (path / MANIFEST).is_file():
+        # Nothing lists what a run wrote here (a folder of a version before the manifest, or of
+        # another program): no file can be told a run's from the user's, so none is removed.
+        raise OutputError(f"{option} {path}: already holds files but no {MANIFEST} (written before this "
+                          f"tool kept one, or not by this tool), so its {len(files)} file(s) cannot be "
+                          f"told from yours: {_names(files)}. --overwrite removes only the files a "
+                          f"{MANIFEST} lists: move them away (e.g. mv {shlex.quote(str(path))} "
+                          f"{shlex.quote(str(path) + '.old')}) or choose another {option}")
     if not overwrite:
         flags = ("--overwrite to remove its files and write a new run there, "
                  + (f"{resume_with} to continue it, or " if resume_with else "or "))

@@ -112,8 +112,8 @@ class PanelTransformer(BaseEstimator):
         d_model, n_heads, n_layers, dropout: the causal encoder.
         d_ff: the encoder's feed-forward width; ``None``: 64 up to 500 stocks, 128 beyond (the
             width a whole market's stock-days support: rank IC 0.0932 / ICIR 0.886 against
-            0.0909 / 0.859 with 64 on the Shenzhen market, docs/results.md). (For one stock's
-            :class:`~forecaster.CausalTransformerForecaster`, ``None`` is ``4 * d_model``.)
+            0.0909 / 0.859 with 64 on the Shenzhen market, docs/results.md). (For one stock,
+            ``None`` is ``4 * d_model``.)
         positional: ``"rotary"`` (relative positions) or ``"none"``.
         cross_stock: one attention layer across the stocks of a day after the encoder.
         market: market context from the universe itself (each day's cross-sectional mean and
@@ -168,8 +168,8 @@ class PanelTransformer(BaseEstimator):
             ``epoch_stock_days`` an epoch then holds more, smaller steps. ``None``: all of them
             up to 500 stocks; beyond, 250 stocks x ``4 * days_per_batch`` days a step (the
             stock-days of ``days_per_batch`` days of 1,000 stocks; docs/scale.md measured it).
-        warm_epochs: a fit started from an earlier fit's networks (:meth:`warm_from`, the
-            walk-forward's ``warm_start``) trains this many epochs instead of ``max_epochs``
+        warm_epochs: a fit started from an earlier fold's networks (the walk-forward's
+            ``warm_start``) trains this many epochs instead of ``max_epochs``
             (and averages at most this many epochs' weights).
         device: ``"auto"``, ``"cpu"``, ``"cuda"``...
         precision: ``"float32"``, or ``"bfloat16"``: the networks' forward passes (training and
