@@ -117,8 +117,7 @@ class PanelTransformer(BaseEstimator):
         positional: ``"rotary"`` (relative positions) or ``"none"``.
         cross_stock: one attention layer across the stocks of a day after the encoder.
         market: market context from the universe itself (each day's cross-sectional mean and
-            standard deviation of every processed feature, see
-            :func:`~forecaster.models.panel.dataset.market_context`): ``"gate"`` (MASTER's
+            standard deviation of every processed feature): ``"gate"`` (MASTER's
             market-guided gating of each stock's features), ``"input"`` (appended to every
             stock's inputs), ``"none"``, or ``"auto"`` (the default): ``"gate"`` past 500
             stocks, ``"none"`` up to 500. Measured (docs/results.md): on the Shenzhen market
