@@ -139,7 +139,8 @@ class FeaturesConfig:
     """The Transformer's inputs.
 
     Attributes:
-        names: feature names; empty: panel: every feature of :mod:`forecaster.features.factors` the
+        names: feature names, or a set of Qlib's (``alpha158``, ``alpha360``: its columns the data
+            allow); empty: panel: every price, volume and valuation feature the data's
             columns allow; one stock: ``log_return``.
     """
 

@@ -16,6 +16,7 @@ import pandas as pd
 
 from forecaster.data.minute.features import INTRADAY_FEATURES
 from forecaster.data.panel import Panel
+from forecaster.features.alpha import ALPHA158, ALPHA360, ALPHA_FEATURES, ALPHA_NEEDS, alpha_feature
 
 # name -> (days of history it needs, what it is)
 FEATURES: dict[str, tuple[int, str]] = {
@@ -61,11 +62,37 @@ MARKET_ONLY_FEATURES = ("skewness_20d", "idio_volatility_20d", "price_volume_cor
 OPTIONAL_FEATURES = ("log_float_mv", "log_total_mv")
 DEFAULT_FEATURES = tuple(n for n in FEATURES if n not in MARKET_ONLY_FEATURES + OPTIONAL_FEATURES)
 MARKET_FEATURES = tuple(n for n in FEATURES if n not in OPTIONAL_FEATURES)
+# Qlib's feature sets (forecaster.features.alpha), used only when named: a set's name stands for
+# those of its columns the data's columns allow (resolve_features), or a column is named alone.
+FEATURE_SETS: dict[str, tuple[str, ...]] = {"alpha158": ALPHA158, "alpha360": ALPHA360}
+FEATURES.update(ALPHA_FEATURES)
+CHOICES = (f"choose from {[n for n in FEATURES if n not in ALPHA_FEATURES]}, a set of Qlib's "
+           f"{list(FEATURE_SETS)} or one of its columns (KMID, ..., ROC5, ..., VOLUME59)")
+
+
+def check_feature_names(names) -> None:
+    """At least one name, each a feature or a set's name (an error names the unknown ones)."""
+    bad = [n for n in names if n not in FEATURES and n not in FEATURE_SETS]
+    if bad or not names:
+        raise ValueError(f"unknown features {bad}; {CHOICES}")
+
+
+def expand_features(names) -> tuple[str, ...]:
+    """``names`` with each set's name replaced by all its columns (a column once)."""
+    return tuple(dict.fromkeys(c for n in names for c in FEATURE_SETS.get(n, (n,))))
+
+
+def resolve_features(panel: Panel, names) -> tuple[str, ...]:
+    """The features a model computes for ``names``: each set's name replaced by those of its
+    columns the panel's columns allow (Alpha158's VWAP0 needs amount; :func:`features_note`
+    names the ones left out), a feature named alone kept (:func:`check_available` checks it)."""
+    return tuple(dict.fromkeys(c for n in names for c in (
+        available_features(panel, FEATURE_SETS[n]) if n in FEATURE_SETS else (n,))))
 
 
 def lookback(names=DEFAULT_FEATURES) -> int:
     """Days of history the longest of ``names`` needs."""
-    return max(FEATURES[n][0] for n in names)
+    return max(FEATURES[n][0] for n in expand_features(names))
 
 
 def _roll(values: np.ndarray, days: int, how: str, min_fraction: float = 0.75) -> np.ndarray:
@@ -100,10 +127,15 @@ def feature(panel: Panel, name: str, cache: bool = True) -> np.ndarray:
     """One feature ``[D, N]`` (NaN where it cannot be computed), kept on the panel for the
     next caller unless ``cache=False`` (a cached one is always reused)."""
     if name not in FEATURES:
-        raise ValueError(f"unknown feature {name!r}; choose from {list(FEATURES)}")
+        raise ValueError(f"unknown feature {name!r}; {CHOICES}")
     key = ("feature", name)
     if key in panel._cache:
         return panel._cache[key]
+    if name in ALPHA_FEATURES:
+        out = alpha_feature(panel, name)
+        if cache:
+            panel._cache[key] = out
+        return out
     trades = panel.tradeable()
     ret = panel.returns()
     f = panel.fields
@@ -203,14 +235,13 @@ def feature(panel: Panel, name: str, cache: bool = True) -> np.ndarray:
 
 
 def feature_tensor(panel: Panel, names=DEFAULT_FEATURES, front: int = 0) -> np.ndarray:
-    """Features ``[front + D, N, F]`` (float32) in the order of ``names``, after ``front``
-    rows of zeros (the padding a sequence model reads before the first day). Filled one
-    feature at a time and not cached on the panel: the peak is the float32 tensor plus one
-    float64 feature (caching all of them would hold 2x the tensor again, ~2 GB for a
-    5,000-stock, 10-year training slice)."""
-    unknown = [n for n in names if n not in FEATURES]
-    if unknown or not names:
-        raise ValueError(f"unknown features {unknown}; choose from {list(FEATURES)}")
+    """Features ``[front + D, N, F]`` (float32) in the order of ``names`` (a set's name: all
+    its columns), after ``front`` rows of zeros (the padding a sequence model reads before the
+    first day). Filled one feature at a time and not cached on the panel: the peak is the
+    float32 tensor plus one float64 feature (caching all of them would hold 2x the tensor
+    again, ~2 GB for a 5,000-stock, 10-year training slice)."""
+    check_feature_names(names)
+    names = expand_features(names)
     out = np.zeros((front + panel.n_days, panel.n_stocks, len(names)), dtype=np.float32)
     for i, name in enumerate(names):
         out[front:, :, i] = feature(panel, name, cache=False)
@@ -229,7 +260,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "price_volume_corr_20d": ("volume",), "abnormal_turnover": ("turnover",),
     "book_to_price": ("pb_mrq",), "earnings_to_price": ("pe_ttm",), "sales_to_price": ("ps_ttm",),
     "log_float_mv": ("float_mv",), "log_total_mv": ("total_mv",),
-    **{n: (n,) for n in INTRADAY_FEATURES}}
+    **{n: (n,) for n in INTRADAY_FEATURES}, **ALPHA_NEEDS}
 
 
 def available_features(panel: Panel, names=DEFAULT_FEATURES) -> tuple[str, ...]:
@@ -260,6 +291,7 @@ def features_note(panel: Panel, names=DEFAULT_FEATURES) -> str:
     """In words, which of the features ``names`` the data's columns leave out, with the
     columns they lack; ``""`` when none. The minute-bar features count only where the panel
     has minute bars (``--intraday``)."""
+    names = expand_features(names)
     if not any(panel.has(n) for n in INTRADAY_FEATURES):
         names = tuple(n for n in names if n not in INTRADAY_FEATURES)
     lost: dict[tuple[str, ...], list[str]] = {}

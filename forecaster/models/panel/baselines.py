@@ -25,6 +25,7 @@ from forecaster.features.factors import (
     factor_score,
     feature_tensor,
     lookback,
+    resolve_features,
 )
 from forecaster.features.labels import EXECUTIONS, normalise_per_day, tradeable_label
 from forecaster.features.processors import make_processor
@@ -100,7 +101,8 @@ class FeatureRegressor(BaseEstimator):
     Args:
         estimator: ``"gbm"``, ``"lightgbm"`` or ``"ridge"``.
         horizon, execution: the label, as for the panel Transformer.
-        features: names from :data:`forecaster.features.factors.FEATURES` (``None``: the panel
+        features: names from :data:`forecaster.features.factors.FEATURES` or a set's name
+            (``alpha158``, ``alpha360``) (``None``: the panel
             Transformer's default at the panel's size, where the columns allow).
         norm: feature processor (``"robust"`` or ``"rank"``), fitted on the training slice.
         max_rows: training rows kept (the latest), bounding the cost on large panels: when
@@ -177,7 +179,7 @@ class FeatureRegressor(BaseEstimator):
         check_choice("estimator", self.estimator, ESTIMATORS)
         check_choice("execution", self.execution, EXECUTIONS)
         panel = as_panel(data)
-        names = (tuple(self.features) if self.features is not None
+        names = (resolve_features(panel, self.features) if self.features is not None
                  else available_features(panel, self.rules.default_features(panel.n_stocks)))
         label, _ = tradeable_label(panel, self.horizon, self.execution)
         y = normalise_per_day(label, "rank")

@@ -22,12 +22,13 @@ from sklearn.exceptions import NotFittedError
 from forecaster.checks import check_choice, check_int
 from forecaster.data.panel import Panel
 from forecaster.features.factors import (
-    FEATURES,
     available_features,
     check_available,
+    check_feature_names,
     feature_tensor,
     lookback,
     missing_inputs_text,
+    resolve_features,
 )
 from forecaster.features.labels import EXECUTIONS, LABEL_NORMS
 from forecaster.features.processors import NORMS, make_processor, processor_from_state
@@ -100,7 +101,8 @@ class PanelTransformer(BaseEstimator):
             score head each, their per-day losses averaged with the forecast's
             (multi-horizon training); the forecast is ``horizon``'s head alone.
         execution: ``"next_open"`` or ``"close"`` (how the label is earned).
-        features: names from :data:`forecaster.features.factors.FEATURES`; ``None``: those of
+        features: names from :data:`forecaster.features.factors.FEATURES`, or a set's name
+            (``alpha158``, ``alpha360``: Qlib's, :mod:`forecaster.features.alpha`); ``None``: those of
             ``DEFAULT_FEATURES`` the data's columns allow, and past 500 stocks four more
             (``MARKET_ONLY_FEATURES``: 20-day skewness, idiosyncratic volatility, price-volume
             correlation and 5/60-day abnormal turnover; on the Shenzhen market +0.003 of mean
@@ -282,9 +284,7 @@ class PanelTransformer(BaseEstimator):
         check_int("epoch_stock_days", self.epoch_stock_days, allow_none=True)
         check_int("stocks_per_batch", self.stocks_per_batch, minimum=2, allow_none=True)
         if self.features is not None:
-            bad = [f for f in self.features if f not in FEATURES]
-            if bad or not self.features:
-                raise ValueError(f"unknown features {bad}; choose from {list(FEATURES)}")
+            check_feature_names(self.features)
         self._loop_config()
         self._net_config(1)
 
@@ -301,7 +301,7 @@ class PanelTransformer(BaseEstimator):
         panel = as_panel(data)
         if self.features is not None:  # asked for by name: each must be computable
             check_available(panel, self.features)
-        names = (tuple(self.features) if self.features is not None
+        names = (resolve_features(panel, self.features) if self.features is not None
                  else available_features(panel, self.rules.default_features(panel.n_stocks)))
         if not names:
             raise ValueError("no feature can be computed from the data's columns")
