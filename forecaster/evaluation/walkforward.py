@@ -43,6 +43,7 @@ from forecaster.evaluation.assembly import assemble
 from forecaster.evaluation.backends import release_freed_heap, run_local, run_ray, stop_local
 from forecaster.evaluation.fold_store import FoldOutput, FoldStore, data_fingerprint, run_description
 from forecaster.evaluation.folds import Fold, WalkForwardConfig, make_folds
+from forecaster.evaluation.progress import FoldClock
 from forecaster.evaluation.warm_start import in_waves
 from forecaster.models.interface import input_kind
 from forecaster.models.panel.sizing import SizeRules
@@ -354,7 +355,8 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
             results = in_waves(run, tasks, config.warm_start, {k: o.states for k, o in done.items()})
         else:
             results = run(tasks)
-        outputs, kept = _collect(results, store, done, len(todo), config.progress)
+        clock = _fold_clock(grid.dates, [f for f in folds if members[f.fold]], config.warm_start)
+        outputs, kept = _collect(results, store, done, len(todo), config.progress, clock)
         if config.warm_start and config.backend != "ray" and config.n_jobs != 1:
             stop_local()
     folds_seconds = time.perf_counter() - started
@@ -383,16 +385,38 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
                              n_resumed=len(done), seconds=seconds, timings=timings)
 
 
-def _collect(results, store: FoldStore | None, done: dict, n_todo: int, progress: bool):
+def _fold_clock(dates: pd.DatetimeIndex, folds: list[Fold], warm_start: int) -> FoldClock:
+    """The progress bar's clock: each fold's training days, and which folds start warm (fold
+    ``k`` from fold ``k - warm_start``, as :func:`in_waves` runs them)."""
+    numbers = {f.fold for f in folds}
+    days = {f.fold: int(dates.searchsorted(f.cut, side="right") - dates.searchsorted(f.train_start))
+            for f in folds}
+    warm = {k for k in numbers if warm_start and k - warm_start in numbers}
+    return FoldClock(days, warm)
+
+
+def _collect(results, store: FoldStore | None, done: dict, n_todo: int, progress: bool,
+             clock: FoldClock | None = None):
     """Take the folds' results as they finish, writing each to ``store`` at once; returns
-    ``(outputs, kept models)``, the resumed ``done`` outputs first."""
+    ``(outputs, kept models)``, the resumed ``done`` outputs first. The bar shows the folds done,
+    the time elapsed and ``clock``'s estimate of the time left."""
     outputs, kept = list(done.values()), {}
+    for fold in done:
+        if clock is not None:
+            clock.finish(fold, 0.0)  # resumed: no time of this run
+    started = time.perf_counter()
     with tqdm(total=n_todo + len(done), initial=len(done), desc="walk-forward", unit="fold",
-              disable=not progress, dynamic_ncols=True) as bar:
+              disable=not progress, dynamic_ncols=True,
+              bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} folds [{elapsed}, {postfix}]") as bar:
+        if clock is not None:
+            bar.set_postfix_str(clock.describe(0.0), refresh=False)
         for output, fold_kept in results:
             if store is not None:
                 store.save(output)
             outputs.append(output)
             kept.update(fold_kept)
+            if clock is not None:
+                clock.finish(output.fold, sum(getattr(output, "seconds", {}).values()))
+                bar.set_postfix_str(clock.describe(time.perf_counter() - started), refresh=False)
             bar.update(1)
     return outputs, kept
