@@ -34,6 +34,19 @@ def synthetic_frame():
     return frame
 
 
+@pytest.fixture(scope="session", autouse=True)
+def torch_one_thread():
+    """Every test's tiny networks on one torch thread: a second thread gains them nothing, and on
+    a shared 2-core machine its spinning made a 10 s CLI test take 60 s (tests that set their
+    own thread count restore this one)."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """Tiny models gain nothing from more threads, and the CPU is often shared."""
