@@ -42,18 +42,8 @@ def _calendar(root) -> pd.DatetimeIndex:
 
 
 def test_the_exported_frame_scored_beside_the_run_reproduces_the_transformer(root):
-    res = _invoke(
-        "score",
-        root / "pred.pkl",
-        "--report",
-        root / "rep",
-        "--out",
-        root / "s_target",
-        "--dates",
-        "target",
-        "--name",
-        "qlib_model",
-    )
+    res = _invoke("score", root / "pred.pkl", "--report", root / "rep", "--out", root / "s_target",
+                  "--dates", "target", "--name", "qlib_model")
     assert res.exit_code == 0, res.output
     assert (
         "qlib_model: scored from" in res.output and "820 of the file's 820 predictions matched" in res.output
@@ -228,17 +218,8 @@ def test_an_earlier_report_is_refused_unless_overwritten(root):
     )
     res = _invoke("score", root / "pred.pkl", "--report", root / "rep", "--out", root / "rep", "--overwrite")
     assert res.exit_code == 1 and "would write over or inside the input" in res.output
-    res = _invoke(
-        "score",
-        root / "pred.pkl",
-        "--report",
-        root / "rep",
-        "--out",
-        root / "s_target",
-        "--overwrite",
-        "--dates",
-        "target",
-    )
+    res = _invoke("score", root / "pred.pkl", "--report", root / "rep", "--out", root / "s_target",
+                  "--overwrite", "--dates", "target")
     assert res.exit_code == 0, res.output
     assert not math.isnan(_metrics(root / "s_target")["daily_rank_ic"]["pred"]["mean_ic"])
 

@@ -116,19 +116,25 @@ def _run(raw: dict, source: str, out: str, overwrite: bool = False) -> None:
             signal.signal(signal.SIGINT, previous)
     if interrupted:
         _interrupted(out)
+    echo_report(report, report.notes, files, out)
+    if "transformer" not in result.predictions["model"].unique():
+        click.echo("Error: the transformer produced no forecast on any fold (see the first line of "
+                   "the verdict and 'failed'/'skipped' in metrics.json)", err=True)
+        sys.exit(1)
+
+
+def echo_report(report, notes, files, out) -> None:
+    """The console's account of a report: the summary table, what it could not compute, the
+    verdict and ``notes``, and the files written."""
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         table = report.summary_table()
         click.echo(table.to_string(na_rep="n/c", float_format="{:+.4f}".format))
     for line in _not_computed_lines(table, report):
         click.echo(line)
     click.echo("")
-    for line in report.verdict + report.notes:
+    for line in report.verdict + list(notes):
         click.echo(f"- {line}")
     click.echo(f"report: {', '.join(f.name for f in files)} in {out}")
-    if "transformer" not in result.predictions["model"].unique():
-        click.echo("Error: the transformer produced no forecast on any fold (see the first line of "
-                   "the verdict and 'failed'/'skipped' in metrics.json)", err=True)
-        sys.exit(1)
 
 
 def _not_computed_lines(table: pd.DataFrame, report) -> list[str]:

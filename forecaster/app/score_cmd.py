@@ -315,16 +315,8 @@ def _check_same_data(pred: pd.DataFrame, grid, frames, exp, report_dir) -> None:
 
 def _echo(report, head, files, out) -> None:
     """The console's account: what was matched and not, the summary table, verdict, notes."""
-    from forecaster.app.cli import _not_computed_lines
+    from forecaster.app.cli import echo_report
 
     for line in head:
         click.echo(line, err=True)
-    with pd.option_context("display.width", 200, "display.max_columns", 20):
-        table = report.summary_table()
-        click.echo(table.to_string(na_rep="n/c", float_format="{:+.4f}".format))
-    for line in _not_computed_lines(table, report):
-        click.echo(line)
-    click.echo("")
-    for line in report.verdict + report.notes[len(head) :]:
-        click.echo(f"- {line}")
-    click.echo(f"report: {', '.join(f.name for f in files)} in {out}")
+    echo_report(report, report.notes[len(head):], files, out)
