@@ -183,7 +183,8 @@ def test_every_predict_option_is_run(tmp_path, one_thread):
             "--commission", "0.0003", "--min-commission", "1", "--stamp-duty-before", "0.002",
             "--stamp-duty-after", "0.001", "--stamp-duty-change", "2018-10-01", "--transfer-fee", "0.00002",
             "--slippage-bps", "3", "--lot-size", "200", "--corporate-actions", "cash",
-            "--capital", "250000", "--rebalance-tolerance", "0.1", "--overwrite", "--cache", "--on-bad", "drop"]
+            "--capital", "250000", "--rebalance-tolerance", "0.1", "--overwrite", "--cache",
+            "--on-bad", "drop"]
     names = {p.name for p in predict.params}
     given = {p.name for p in predict.params for o in p.opts + p.secondary_opts if o in args}
     # --intraday: tests/test_forecaster_intraday.py predicts with a run trained on minute bars;
