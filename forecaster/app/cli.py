@@ -51,7 +51,8 @@ def main(verbose: int) -> None:
     by daily rank IC and backtests the top-k strategy with A-share costs and rules, writing
     a report folder. train fits a model for daily use, predict writes tomorrow's ranked list
     and orders, plot its figures; compare sets reports side by side, export-qlib hands
-    scores to Qlib, fetch downloads bars. One CSV instead of a folder forecasts one stock.
+    scores to Qlib, score reads another model's predictions (a Qlib pred.pkl) beside a run,
+    fetch downloads bars. One CSV instead of a folder forecasts one stock.
     """
     level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
