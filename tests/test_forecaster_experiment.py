@@ -194,3 +194,27 @@ def test_warm_started_refits_are_the_default_past_500_stocks_only():
     assert resolve({"walk_forward": {"warm_start": 0}}, 600).walk_forward.warm_start == 0
     assert WalkForwardConfig().warm_start is None  # the Python API resolves it from the panel
     assert SizeRules().warm_start(501) == 2 and SizeRules().warm_start(500, 16) == 0
+
+
+def test_named_features_reach_every_feature_regression(tmp_path):
+    """``[features] names`` is the input of every learnt model of a panel run, so the Transformer
+    and the gradient boosting, LightGBM and ridge beside it compare on the same features: a run
+    with two named features fits gbm on exactly those (plus its lagged returns)."""
+    from forecaster.app.experiment import build_models, resolve
+    from forecaster.data import write_synthetic_panel
+
+    models = build_models(resolve({"features": {"names": ["return_5d", "volatility_20d"]}}, 60))
+    regressions = [m for name, m in models.items() if name in ("gbm", "lightgbm", "ridge_features")]
+    assert len(regressions) >= 2
+    assert all(m.features == ("return_5d", "volatility_20d") for m in regressions)
+    assert models["transformer"].features == ("return_5d", "volatility_20d")
+    assert all(m.features is None for name, m in build_models(resolve({}, 60)).items()
+               if name in ("gbm", "ridge_features"))
+    write_synthetic_panel(tmp_path / "syn", n_stocks=10, n_days=300, seed=3)
+    res = CliRunner().invoke(main, ["backtest", str(tmp_path / "syn"), "--out", str(tmp_path / "r"),
+                                    "--features", "return_5d,volatility_20d", "--epochs", "1",
+                                    "--n-seeds", "1", "--window", "8", "--d-model", "8",
+                                    "--train-days", "200", "--retrain-every", "50", "--jobs", "1"])
+    assert res.exit_code == 0, res.output
+    pred = pd.read_csv(tmp_path / "r" / "predictions.csv")
+    assert {"gbm", "ridge_features", "transformer"} <= set(pred["model"])

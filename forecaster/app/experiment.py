@@ -6,7 +6,7 @@ options are the same fields (:func:`option_fields`):
 
 =================  ==========================================================================
 ``[data]``         :class:`DataConfig` (path, bad rows, index constituents)
-``[features]``     :class:`FeaturesConfig` (the Transformer's inputs)
+``[features]``     :class:`FeaturesConfig` (the inputs of the Transformer and the feature regressions)
 ``[model]``        parameters of the Transformer: :class:`~forecaster.models.panel.model.PanelTransformer`
                    for a folder, :class:`~forecaster.models.stock.estimator.CausalTransformerForecaster`
                    for one stock (walk-forward preset:
@@ -136,12 +136,13 @@ class DataConfig:
 
 @dataclass
 class FeaturesConfig:
-    """The Transformer's inputs.
+    """The inputs of the Transformer and, on a panel, of the feature regressions (gradient
+    boosting, LightGBM, ridge), so that every learnt model of a run sees the same features.
 
     Attributes:
         names: feature names, or a set of Qlib's (``alpha158``, ``alpha360``: its columns the data
-            allow); empty: panel: every price, volume and valuation feature the data's
-            columns allow; one stock: ``log_return``.
+            allow), for the Transformer and the feature regressions; empty: panel: every price,
+            volume and valuation feature the data's columns allow; one stock: ``log_return``.
     """
 
     names: tuple[str, ...] = ()

@@ -12,12 +12,14 @@ def panel_models(horizon: int = 1, execution: str = "next_open", random_state: i
                  time_series: bool = True, **transformer) -> dict:
     """The panel Transformer (named ``transformer``; ``transformer`` keywords override its
     defaults) and the cross-sectional baselines on the same folds (factor scores, ``gbm``,
-    ``lightgbm`` where the package is installed, ``ridge_features``); with ``time_series`` and
+    ``lightgbm`` where the package is installed, ``ridge_features``: on the Transformer's
+    ``features``); with ``time_series`` and
     ``horizon == 1`` also the per-stock time-series baselines (their forecasts are of one
     day's return, so longer labels would not match them)."""
     models = {"transformer": PanelTransformer(horizon=horizon, execution=execution,
                                               random_state=random_state, **transformer)}
-    models.update(panel_baselines(horizon=horizon, execution=execution, random_state=random_state))
+    models.update(panel_baselines(horizon=horizon, execution=execution, random_state=random_state,
+                                  features=transformer.get("features")))
     if time_series and horizon == 1:
         models.update({"zero": ZeroForecast(), "hist_mean": HistoricalMean(), "ar5": ARForecast(p=5),
                        "ridge": RidgeForecast(window=60)})

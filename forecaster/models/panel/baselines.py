@@ -224,16 +224,21 @@ class FeatureRegressor(BaseEstimator):
         return scores_to_series(scores.reshape(len(rows), panel.n_stocks), panel, rows)
 
 
-def panel_baselines(horizon: int = 1, execution: str = "next_open", random_state: int = 0) -> dict:
+def panel_baselines(horizon: int = 1, execution: str = "next_open", random_state: int = 0,
+                    features=None) -> dict:
     """The cross-sectional baselines of a panel run, by name (``lightgbm`` only where the
-    package is installed; otherwise one logged line says it is left out)."""
+    package is installed; otherwise one logged line says it is left out). ``features``: the
+    feature regressions' inputs, the Transformer's (``None``: its default at the panel's size),
+    so that every learnt model of a run sees the same features."""
     models = {name: FactorScore(name) for name in FACTORS}
-    models["gbm"] = FeatureRegressor("gbm", horizon=horizon, execution=execution, random_state=random_state)
+    models["gbm"] = FeatureRegressor("gbm", horizon=horizon, execution=execution, features=features,
+                                     random_state=random_state)
     if lightgbm_available():
         models["lightgbm"] = FeatureRegressor("lightgbm", horizon=horizon, execution=execution,
-                                              random_state=random_state)
+                                              features=features, random_state=random_state)
     else:
         log.warning("lightgbm is not installed: the lightgbm baseline is skipped "
                     "(pip install 'ashare-seq2seq-toolkit[lightgbm]')")
-    models["ridge_features"] = FeatureRegressor("ridge", horizon=horizon, execution=execution)
+    models["ridge_features"] = FeatureRegressor("ridge", horizon=horizon, execution=execution,
+                                                features=features)
     return models
