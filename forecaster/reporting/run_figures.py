@@ -6,6 +6,7 @@ attention over its input window. Written through
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -251,7 +252,8 @@ def plot_ranked_list(table: pd.DataFrame, path: str | Path, n: int = 10, title: 
     text = ranked_list_title(table, n, signal_date, train_end)
     if title:
         text = "\n".join([title, *text.split("\n")[1:]])
-    ax.set_title(text, fontsize=9)
+    # a long note (held stocks not drawn, with their reasons) wraps within the figure's width
+    ax.set_title("\n".join(textwrap.fill(line, 110) for line in text.split("\n")), fontsize=9)
     return _save(fig, path)
 
 
