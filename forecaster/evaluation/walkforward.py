@@ -407,9 +407,8 @@ def _collect(results, store: FoldStore | None, done: dict, n_todo: int, progress
     started = time.perf_counter()
     with tqdm(total=n_todo + len(done), initial=len(done), desc="walk-forward", unit="fold",
               disable=not progress, dynamic_ncols=True,
-              bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} folds [{elapsed}, {postfix}]") as bar:
-        if clock is not None:
-            bar.set_postfix_str(clock.describe(0.0), refresh=False)
+              bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} folds [{elapsed}{postfix}]",  # ", " + postfix
+              postfix=clock.describe(0.0) if clock is not None else None) as bar:
         for output, fold_kept in results:
             if store is not None:
                 store.save(output)
