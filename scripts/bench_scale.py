@@ -150,6 +150,7 @@ def child(n: int, args) -> None:
     from forecaster.data import synthetic_panel
     from forecaster.data.panel import Panel
     from forecaster.evaluation.backends import release_freed_heap
+    from forecaster.evaluation.memory import memory_summary
     from forecaster.evaluation.walkforward import WalkForwardConfig, walk_forward
     from forecaster.metrics import daily_ic, ic_summary
     from forecaster.models.presets import panel_models
@@ -193,9 +194,11 @@ def child(n: int, args) -> None:
     model_s = {}
     for (_, name), sec in result.seconds.items():
         model_s[name] = model_s.get(name, 0.0) + sec
+    memory = memory_summary(result.memory["main_process_gb"], result.memory["fold_worker_gb"],
+                            result.memory["workers"])
     print(json.dumps({"stocks": n, "days": args.days, "folds": len(result.folds), "generate_s": t_gen,
                       "walk_forward_s": time.perf_counter() - t0 - t_gen, "rank_ic": ics,
-                      "model_s": model_s}))
+                      "model_s": model_s, "memory": memory}))
 
 
 def main() -> None:
@@ -233,6 +236,13 @@ def main() -> None:
         print(f"# {n} stocks: peak PSS {r['peak_pss_gb']:.2f} GB (shared pages counted once; "
               f"peak RSS sums them per process)", flush=True)
         print(f"# {n} stocks: fit + forecast seconds summed over folds (worker time): {spent}", flush=True)
+        m = r.get("memory") or {}
+        if m:
+            main = ", ".join(f"{k} {v:.2f}" for k, v in m["main_process_gb"].items())
+            print(f"# {n} stocks: walk-forward memory (GB): main process by phase {main}; largest fold "
+                  f"worker {m.get('fold_worker_peak_gb', float('nan')):.2f} (fold "
+                  f"{m.get('fold_of_worker_peak', '-')}); peak in {m['peak_phase']} (upper bound "
+                  f"{m['peak_gb']:.2f})", flush=True)
     if 1000 in walls and 5000 in walls:
         print(f"scale_ratio_5000_vs_1000 {walls[5000] / walls[1000]:.2f} (target <= 5.5)")
 

@@ -1,13 +1,17 @@
-"""The Ray backend: a real cluster (a head and a worker on the loopback address) runs a small
-panel walk-forward and gives exactly the local result."""
+"""The Ray backend: a real cluster (a head and a worker node on the loopback address) runs a
+small panel walk-forward and gives exactly the local result, even when the worker node is
+killed while it runs a fold."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -30,6 +34,8 @@ def _free_port() -> int:
 
 @pytest.fixture
 def cluster(monkeypatch):
+    """A head and a worker node (one CPU each) on the loopback address; yields the address and
+    the worker node's raylet process id (the node a test may kill)."""
     # Loopback only: no token authentication between the head, the worker and this driver.
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     port = _free_port()
@@ -38,31 +44,64 @@ def cluster(monkeypatch):
     temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
     head = [RAY, "start", "--head", "--port", str(port), "--include-dashboard", "false", "--temp-dir", temp,
             *common]
-    worker = [RAY, "start", "--address", f"127.0.0.1:{port}", *common]
+    worker = [RAY, "start", "--address", f"127.0.0.1:{port}", "--resources", '{"doomed_node": 1}', *common]
     try:
         for command in (head, worker):
             done = subprocess.run(command, capture_output=True, text=True, timeout=120)
             assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-        yield f"127.0.0.1:{port}"
+        yield f"127.0.0.1:{port}", _processes("raylet", "doomed_node")[0]
     finally:
         subprocess.run([RAY, "stop", "--force"], capture_output=True, timeout=120)
         shutil.rmtree(temp, ignore_errors=True)
 
 
-def test_ray_cluster_gives_the_local_result(cluster):
-    frames = synthetic_panel(n_stocks=16, n_days=360, seed=1)
+def _processes(*words: str, parent: int | None = None) -> list[int]:
+    """Process ids whose command line holds every word (children of ``parent`` only, if given)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if all(w in cmdline for w in words) and (parent is None or ppid == parent):
+            found.append(int(entry.name))
+    return found
+
+
+def test_ray_cluster_gives_the_local_result_even_when_a_node_dies(cluster):
+    """A worker node killed while it runs a fold costs only that fold's work: Ray runs it
+    again on the node that is left, and the forecasts equal a local run's."""
+    address, raylet = cluster
+    frames = synthetic_panel(n_stocks=16, n_days=400, seed=1)
     models = {k: v for k, v in panel_models(time_series=False, window=8, d_model=8, n_heads=2, n_layers=1,
-                                            max_epochs=1).items()
+                                            max_epochs=4).items()
               if k in ("transformer", "gbm", "low_vol_20d")}
-    config = dict(train_days=240, retrain_every=40, progress=False)
+    config = dict(train_days=240, retrain_every=40, progress=False, warm_start=0)
     t0 = time.perf_counter()
     local = walk_forward(frames, models, WalkForwardConfig(**config, n_jobs=1))
     t1 = time.perf_counter()
-    remote = walk_forward(frames, models, WalkForwardConfig(**config, backend="ray", address=cluster))
+    killed = []
+
+    def kill_the_worker_node_mid_fold():
+        deadline = time.time() + 120
+        while time.time() < deadline and not killed:
+            if _processes("ray::_fold_task", parent=raylet):  # a fold is running on it
+                os.kill(raylet, signal.SIGKILL)
+                killed.append(time.time())
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=kill_the_worker_node_mid_fold, daemon=True)
+    thread.start()
+    remote = walk_forward(frames, models, WalkForwardConfig(**config, backend="ray", address=address))
     t2 = time.perf_counter()
-    assert len(remote.folds) == 3
+    thread.join(timeout=5)
+    assert killed, "no fold ran on the worker node"
+    assert len(remote.folds) == 4 and not remote.failed
     pd.testing.assert_frame_equal(local.predictions, remote.predictions)
-    print(f"ray cluster {t2 - t1:.1f} s, local {t1 - t0:.1f} s")  # shown with pytest -s
+    print(f"ray cluster {t2 - t1:.1f} s with a node killed, local {t1 - t0:.1f} s")  # shown with pytest -s
 
 
 def test_backend_is_validated():

@@ -30,13 +30,13 @@ def panel():
 def _sequences(panel, aux=()):
     model = PanelTransformer(**TINY, market="gate", aux_horizons=aux)
     model.net_config_ = model._net_config(3, panel.n_stocks)
-    from forecaster.features.factors import feature_tensor
     from forecaster.features.processors import make_processor
+    from forecaster.models.panel.dataset import feature_view
 
     names = ("ret_1d", "volatility_20d", "return_5d")
-    raw = feature_tensor(panel, names, front=model.net_config_.context)
-    processor = make_processor("robust").fit(raw[model.net_config_.context:], panel.dates)
-    return model._sequences(panel, names, processor, with_labels=True, padded=raw)
+    raw = feature_view(panel, names)
+    processor = make_processor("robust").fit(raw, panel.dates)
+    return model._sequences(panel, names, processor, with_labels=True, view=raw)
 
 
 @pytest.mark.parametrize("aux", [(), (5,)])

@@ -130,6 +130,11 @@ def test_a_panel_backtest_with_every_panel_option_then_run_resumes_it(tmp_path, 
     phases = ("load", "panel", "folds", "assembly", "statistics", "backtests", "report")
     assert all(timings[k] >= 0 for k in phases) and timings["models"]["transformer"] > 0
     assert timings["models"]["transformer"] <= timings["folds"]  # one worker: within the folds' wall time
+    memory = json.loads((out / "metrics.json").read_text())["memory"]  # where the run's memory peaked
+    if sys.platform == "linux":
+        assert set(memory["main_process_gb"]) == {"load", "feature_store", "folds", "assembly", "scoring"}
+        assert memory["peak_phase"] in memory["main_process_gb"]
+        assert memory["peak_gb"] == max(memory["main_process_gb"].values()) > 0.1  # one process: no workers
     # `run` with the report's own experiment file resumes it: every fold from the store
     res = CliRunner().invoke(main, ["run", str(out / "experiment.toml"), "--out", str(out), "--resume"])
     assert res.exit_code == 0, res.output

@@ -51,6 +51,7 @@ def _metrics(out):
     m = json.loads((out / "metrics.json").read_text())
     m.pop("resumed_folds")
     m.pop("timings")  # where this run's time went: the resumed one skipped the finished folds
+    m.pop("memory")  # and its memory
     m["walk_forward"].pop("resume")
     assert "resume" not in m["experiment"]["walk_forward"]  # how a run started is not what it computes
     return m

@@ -32,6 +32,7 @@ from forecaster.data.minute.session import is_bar_frame
 from forecaster.data.panel import Panel
 from forecaster.data.qlib.reader import read_qlib
 from forecaster.data.sources import is_qlib_folder
+from forecaster.evaluation.memory import memory_summary, peak_gb, reset_peak
 from forecaster.evaluation.scoring import Report, score_run
 from forecaster.evaluation.universe import restrict_to_members
 from forecaster.evaluation.walkforward import WalkForwardResult, fold_store, make_folds, walk_forward
@@ -272,6 +273,7 @@ def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: 
     # Everything is validated before the folder is touched: a refused run (a bad option, a
     # resume of another run, no fold) leaves an earlier report exactly as it was.
     folder = check_output(out, overwrite=overwrite, resume=exp.walk_forward.resume)
+    load_peak = peak_gb()  # this process's peak so far: loading and building the panel
     models = build_models(exp)
     grid = loaded.panel
     make_folds(grid.dates, exp.walk_forward)  # raises when no fold fits the calendar
@@ -284,6 +286,7 @@ def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: 
         f.write(to_toml(exp))
     result = walk_forward(loaded.frames, models, exp.walk_forward, panel=grid, store=store,
                           train_members=learn)
+    reset_peak()
     universe = {}
     if loaded.universe is not None:
         # The one place a run's forecasts are cut to the day's members: everything scored,
@@ -309,8 +312,12 @@ def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: 
         report.notes.append(loaded.features_note)
     if loaded.train_universe is not None:
         report.notes.insert(0, learnt_line(loaded.train_universe, exp.data.train_outside_weight))
+    main = {"load": load_peak, **result.memory.get("main_process_gb", {}), "scoring": peak_gb()}
     extra = {"data": loaded.source, "experiment": experiment_dict(exp),
-             "timings": run_timings(loaded, result, report)}
+             "timings": run_timings(loaded, result, report),
+             "memory": memory_summary({k: v for k, v in main.items() if v is not None},
+                                      result.memory.get("fold_worker_gb", {}),
+                                      result.memory.get("workers", 0))}
     if universe:
         extra["index_universe"] = universe
     files = write_report(report, result, out, extra=extra)

@@ -12,7 +12,7 @@ that ex-rights days do not show false jumps.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +22,7 @@ from forecaster.data.market.delisting import QUIET_DAYS, Delistings, decide
 from forecaster.data.market.exchange import limit_matrix
 from forecaster.data.minute.features import INTRADAY_FEATURES
 from forecaster.data.minute.session import is_bar_frame
+from forecaster.features.store import FeatureView
 
 # Canonical columns carried into the panel when a frame has them.
 FIELDS = ("open", "high", "low", "close", "preclose", "volume", "amount", "turnover",
@@ -53,6 +54,12 @@ class Panel:
             ``instruments/all.txt``, :func:`~forecaster.data.market.delisting.instrument_ends`):
             a stock whose membership of the market ends before the data's last day is delisted
             there (:meth:`delistings`); ``None``: no such file.
+        features: this panel's part of the run's feature store
+            (:class:`~forecaster.features.store.FeatureView`): features are read from it
+            rather than computed again; ``None``: computed from the fields when needed.
+        seen: the fields a lean copy (:meth:`lean`) left out: ``{name: [2, N] bool}``, per
+            stock whether it had any value, and any on a day it traded (what :meth:`has` and
+            :meth:`stocks_with` answer for them).
     """
 
     dates: pd.DatetimeIndex
@@ -66,6 +73,8 @@ class Panel:
     members: np.ndarray | None = None
     learn: np.ndarray | None = None
     ends: dict | None = None
+    features: FeatureView | None = field(default=None, repr=False, compare=False)
+    seen: dict[str, np.ndarray] | None = field(default=None, repr=False, compare=False)
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     # ------------------------------------------------------------------ construction
@@ -140,7 +149,29 @@ class Panel:
         return self.fields[name]
 
     def has(self, name: str) -> bool:
+        if name not in self.fields and self.seen is not None and name in self.seen:
+            return bool(self.seen[name][0].any())
         return name in self.fields and bool(np.isfinite(self.fields[name]).any())
+
+    def stocks_with(self, name: str) -> np.ndarray | None:
+        """``[N]`` bool: the stocks with a value of field ``name`` on a day they trade
+        (``None``: no such field)."""
+        if name not in self.fields:
+            return self.seen[name][1] if self.seen is not None and name in self.seen else None
+        with np.errstate(invalid="ignore"):
+            return (np.isfinite(self.fields[name]) & self.tradeable()).any(axis=0)
+
+    def lean(self, keep) -> Panel:
+        """This panel with only the fields ``keep`` (those it has): the others, whose
+        features a feature store holds, are remembered by :attr:`seen` only."""
+        trades = self.tradeable()
+        seen = dict(self.seen or {})
+        for name, values in self.fields.items():
+            if name not in keep:
+                finite = np.isfinite(values)
+                seen[name] = np.vstack([finite.any(axis=0), (finite & trades).any(axis=0)])
+        return replace(self, fields={k: v for k, v in self.fields.items() if k in keep}, seen=seen,
+                       _cache={})
 
     def _sliced(self, rows, cols) -> Panel:
         def cut(a):
@@ -151,7 +182,10 @@ class Panel:
                      suspended=cut(self.suspended), st=cut(self.st), limit_up=cut(self.limit_up),
                      limit_down=cut(self.limit_down),
                      members=None if self.members is None else cut(self.members),
-                     learn=None if self.learn is None else cut(self.learn), ends=self.ends)
+                     learn=None if self.learn is None else cut(self.learn), ends=self.ends,
+                     seen=None if self.seen is None else {k: v[:, cols] for k, v in self.seen.items()},
+                     features=(self.features.sliced(rows, cols)
+                               if self.features is not None and isinstance(rows, slice) else None))
 
     def slice(self, start=None, end=None) -> Panel:
         """Days ``start..end`` (dates, both inclusive, either may be None) of every stock."""
@@ -182,7 +216,33 @@ class Panel:
         arrays.update({name: getattr(self, name) for name in masks})
         for name, values in arrays.items():
             np.save(folder / f"{name}.npy", values)
-        return PanelFiles(folder, self.dates, self.codes, tuple(self.fields), masks, self.ends)
+        if self.features is not None and self.features.store.path is None:
+            raise ValueError("a panel with an in-memory feature store cannot go to files: "
+                             "build the store with a path")
+        return PanelFiles(folder, self.dates, self.codes, tuple(self.fields), masks, self.ends, self.features)
+
+    ARRAYS = ("listed", "suspended", "st", "limit_up", "limit_down")
+
+    def spill(self, files: PanelFiles) -> None:
+        """Swap this panel's arrays for read-only maps of ``files`` (this panel's own
+        :meth:`to_files`): while fold workers read the files, this process holds the panel
+        only in the operating system's page cache (clean pages of a file on disk, shared with
+        the workers and dropped under memory pressure), not in its own memory.
+        :meth:`unspill` reads them back before the files go."""
+        opened = files.open()
+        for name in self.fields:
+            self.fields[name] = opened.fields[name]
+        for name in self.ARRAYS:
+            setattr(self, name, getattr(opened, name))
+
+    def unspill(self) -> None:
+        """Read the arrays :meth:`spill` mapped back into memory (a no-op otherwise)."""
+        for name, values in self.fields.items():
+            if isinstance(values, np.memmap):
+                self.fields[name] = np.array(values)
+        for name in self.ARRAYS:
+            if isinstance(getattr(self, name), np.memmap):
+                setattr(self, name, np.array(getattr(self, name)))
 
     def delistings(self, quiet_days: int = QUIET_DAYS) -> Delistings:
         """Which stocks are delisted and from when the delisting is known
@@ -270,6 +330,7 @@ class PanelFiles:
     field_names: tuple[str, ...]
     masks: tuple[str, ...] = ()  # of "members", "learn": those the panel had
     ends: dict | None = None  # the panel's instruments end dates
+    features: FeatureView | None = None  # of a file store (it pickles as its path)
 
     def open(self) -> Panel:
         """The panel with every array a read-only memory map of its file."""
@@ -280,4 +341,4 @@ class PanelFiles:
                      fields={k: load(f"field_{k}") for k in self.field_names},
                      listed=load("listed"), suspended=load("suspended"), st=load("st"),
                      limit_up=load("limit_up"), limit_down=load("limit_down"),
-                     ends=self.ends, **{name: load(name) for name in self.masks})
+                     ends=self.ends, features=self.features, **{name: load(name) for name in self.masks})

@@ -37,7 +37,8 @@ class FoldOutput:
     that failed (exception summary), ``{(fold, name): [codes]}`` of stocks a model left
     out, ``{(fold, name): seconds}`` each model took to fit and forecast, and, in a run that
     warm-starts, ``{name: state}`` each warm-startable model ended the fold with (what a later
-    fold starts from; kept on disk so a resumed run continues the chain)."""
+    fold starts from; kept on disk so a resumed run continues the chain), and the peak resident
+    memory of the worker that ran it."""
 
     fold: int
     rows: list[pd.DataFrame]
@@ -46,6 +47,7 @@ class FoldOutput:
     excluded: dict = field(default_factory=dict)
     seconds: dict = field(default_factory=dict)
     states: dict = field(default_factory=dict)
+    peak_gb: float | None = None  # the worker's peak resident memory over the fold (Linux)
 
 
 def data_fingerprint(frames: Mapping[str, pd.DataFrame] | Panel) -> str:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import os
 import tempfile
 import time
 import traceback
@@ -38,11 +39,13 @@ from sklearn.base import clone
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from forecaster.data.panel import Panel, PanelFiles
-from forecaster.evaluation.assembly import assemble
+from forecaster.data.panel import Panel
+from forecaster.evaluation.assembly import assemble, compact_codes, fold_part
 from forecaster.evaluation.backends import release_freed_heap, run_local, run_ray, stop_local
+from forecaster.evaluation.fold_inputs import fold_inputs, fold_members, with_feature_store
 from forecaster.evaluation.fold_store import FoldOutput, FoldStore, data_fingerprint, run_description
 from forecaster.evaluation.folds import Fold, WalkForwardConfig, make_folds
+from forecaster.evaluation.memory import PhasePeaks, peak_gb, reset_peak
 from forecaster.evaluation.progress import FoldClock
 from forecaster.evaluation.warm_start import in_waves
 from forecaster.models.interface import input_kind
@@ -76,6 +79,10 @@ class WalkForwardResult:
             forecasts with the labels (``assembly``).
         outside: ``{code: reason}``, stocks whose every forecast lay outside the run's
             universe (:func:`forecaster.evaluation.universe.restrict_to_members`).
+        memory: peak resident memory in GB (Linux): ``main_process_gb`` ``{phase: GB}`` of
+            this process (``feature_store``, ``folds``, ``assembly``), ``fold_worker_gb``
+            ``{fold: GB}`` of the worker that ran each fold, ``workers`` (folds at once; 0: in
+            this process). :func:`forecaster.evaluation.memory.memory_summary` reads them.
     """
 
     predictions: pd.DataFrame
@@ -90,6 +97,7 @@ class WalkForwardResult:
     seconds: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
     outside: dict = field(default_factory=dict)
+    memory: dict = field(default_factory=dict)
 
 
 def point_forecast(pred) -> pd.Series:
@@ -168,9 +176,8 @@ def _fit_and_forecast(fold: Fold, name: str, template, train: dict, test: dict, 
         # One (date, code) Series for every stock; keep the fold's forecast days.
         long = model.predict(test["panel"])
         long = long[long.index.get_level_values("date").isin(fold.test_days)].dropna()
-        output.rows.append(pd.DataFrame({"code": long.index.get_level_values("code"), "model": name,
-                                         "fold": fold.fold, "forecast": long.to_numpy()},
-                                        index=pd.DatetimeIndex(long.index.get_level_values("date"))))
+        output.rows.append(fold_part(long.index.get_level_values("date"), compact_codes(long.index), name,
+                                 fold.fold, long.to_numpy()))
         return model
     # A model may leave out stocks it had too little training data for (excluded_).
     left_out = set(getattr(model, "excluded_", ()))
@@ -188,52 +195,26 @@ def _fit_and_forecast(fold: Fold, name: str, template, train: dict, test: dict, 
         days.append(point.index.to_numpy("datetime64[ns]"))
         values.append(point.to_numpy(np.float64))
     if codes:
-        output.rows.append(pd.DataFrame({"code": np.concatenate(codes), "model": name, "fold": fold.fold,
-                                         "forecast": np.concatenate(values)},
-                                        index=pd.DatetimeIndex(np.concatenate(days))))
+        output.rows.append(fold_part(np.concatenate(days), np.concatenate(codes), name, fold.fold,
+                                 np.concatenate(values)))
     return model
 
-
-def fold_members(grid: Panel, folds: list[Fold], min_stock_days: int) -> dict[int, list[str]]:
-    """``{fold: codes}``: the stocks with at least ``min_stock_days`` bars from the fold's
-    training start to its cut-off (vectorised: cumulative bar counts over the calendar)."""
-    counts = np.vstack([np.zeros((1, len(grid.codes)), int), np.cumsum(grid.listed, axis=0)])
-    out = {}
-    for f in folds:
-        lo, hi = grid.dates.searchsorted(f.train_start), grid.dates.searchsorted(f.cut, side="right")
-        out[f.fold] = [str(c) for c in grid.codes[(counts[hi] - counts[lo]) >= min_stock_days]]
-    return out
-
-
-def _fold_inputs(panel: dict, grid: Panel | PanelFiles, fold: Fold, codes: list[str],
-                 config: WalkForwardConfig, kinds: set[str]):
-    """The inputs of one fold's models for the stocks ``codes``: rows up to the cut-off for
-    training, and the forecast block with ``margin_days`` of history before it (in-memory
-    copies; ``grid`` given as files is mapped only while they are cut)."""
-    if isinstance(grid, PanelFiles):
-        grid = grid.open()
-    calendar = grid.dates
-    train, test = {}, {}
-    if "frames" in kinds:
-        for code in codes:
-            frame = panel[code]
-            train[code] = frame.loc[fold.train_start : fold.cut]
-            first = frame.index.searchsorted(fold.test_days[0])
-            test[code] = frame.iloc[max(0, first - config.margin_days) :].loc[: fold.test_days[-1]]
-    train_panel = test_panel = None
-    if "panel" in kinds:
-        first = max(0, int(calendar.searchsorted(fold.test_days[0])) - config.margin_days)
-        train_panel = grid.slice(fold.train_start, fold.cut).take(codes)
-        test_panel = grid.slice(calendar[first], fold.test_days[-1]).take(codes)
-    return {"frames": train, "panel": train_panel}, {"frames": test, "panel": test_panel}
 
 
 def _fold_task(shared, fold: Fold, codes, config, kinds, models, threads: int, keep: bool,
                warm: dict | None = None):
     """One fold, run where the whole data set is at hand (a joblib worker, mapping the
     panel's files, or a Ray task): slice, fit, forecast."""
-    train, test = _fold_inputs(*shared, fold, codes, config, kinds)
+    in_worker = config.backend == "ray" or effective_n_jobs(config.n_jobs) != 1
+    if in_worker:
+        reset_peak()  # this fold's own peak (a worker's VmHWM would hold its earlier folds')
+    train, test = fold_inputs(*shared, fold, codes, config, kinds)
     result = _run_fold(fold, models, train, test, threads, keep, warm)
+    if in_worker:
+        result[0].peak_gb = peak_gb()
+    for part in (train, test):
+        if part["panel"] is not None and part["panel"].features is not None:
+            part["panel"].features.store.close()  # its file may be removed once the run ends
     del train, test
     release_freed_heap()  # a worker waits between folds (and after the last) holding only this
     return result
@@ -340,13 +321,26 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
     folds_grid = grid if train_members is None else dataclasses.replace(
         grid, learn=np.asarray(train_members), _cache={})
     started = time.perf_counter()
+    peaks = PhasePeaks()
+    spilled: list[Panel] = []
     with tempfile.TemporaryDirectory(prefix="forecaster-panel-") as folder:
+        # The features once for every fold: a file the joblib workers read, or in memory (one
+        # process, or Ray's object store, which ships it with the panel).
+        if todo:
+            on_file = config.backend != "ray" and config.n_jobs != 1
+            folds_grid = with_feature_store(folds_grid, models, Path(folder) / "features.f32" if on_file
+                                            else None)
+            peaks.end("feature_store")
         if config.backend == "ray":
             def run(wave):
                 return run_ray(_fold_task, (frames, folds_grid), wave, config.threads_per_task,
                                config.address or None)
         else:
             shared = folds_grid.to_files(folder) if todo and config.n_jobs != 1 else folds_grid
+            if shared is not folds_grid:
+                spilled = [g for g in (grid, folds_grid) if g.fields is folds_grid.fields]
+            for g in spilled:  # the workers read the files: this process lets go of its copy
+                g.spill(shared)
 
             def run(wave):  # waves of a warm-started run keep the workers (and their imports)
                 return run_local(_fold_task, (frames, shared), wave, config.n_jobs,
@@ -356,10 +350,15 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
         else:
             results = run(tasks)
         clock = _fold_clock(grid.dates, [f for f in folds if members[f.fold]], config.warm_start)
-        outputs, kept = _collect(results, store, done, len(todo), config.progress, clock)
+        try:
+            outputs, kept = _collect(results, store, done, len(todo), config.progress, clock)
+        finally:
+            for g in spilled:  # read back before the files go
+                g.unspill()
         if config.warm_start and config.backend != "ray" and config.n_jobs != 1:
             stop_local()
     folds_seconds = time.perf_counter() - started
+    peaks.end("folds")
     rows, skipped, failed, excluded, seconds = [], {}, {}, {}, {}
     for output in sorted(outputs, key=lambda o: o.fold):
         rows.extend(output.rows)
@@ -375,14 +374,20 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
         raise ValueError("no model produced any forecast"
                          + (f" ({len(failed)} model-fold(s) failed, e.g. {next(iter(failed.values()))})"
                             if failed else ""))
+    outputs_peaks = [FoldOutput(o.fold, [], peak_gb=getattr(o, "peak_gb", None)) for o in outputs]
     del outputs, output  # the per-fold parts: as large as the predictions at whole-market size
     started = time.perf_counter()
     predictions = assemble(rows, grid, frames_in, config)
     release_freed_heap()  # the parts' heap, for whatever the caller does next
     timings = {"folds": folds_seconds, "assembly": time.perf_counter() - started}
+    peaks.end("assembly")
+    workers = (min(len(todo), os.cpu_count() or 1) if config.backend == "ray"
+               else 0 if effective_n_jobs(config.n_jobs) == 1 else effective_n_jobs(config.n_jobs))
+    memory = {"main_process_gb": peaks.peaks, "workers": workers,
+              "fold_worker_gb": {o.fold: o.peak_gb for o in outputs_peaks if o.peak_gb is not None}}
     folds_table = pd.DataFrame([{**f.as_row(), "n_stocks": len(members[f.fold])} for f in folds])
     return WalkForwardResult(predictions, folds_table, config, kept, skipped, failed, excluded, members,
-                             n_resumed=len(done), seconds=seconds, timings=timings)
+                             n_resumed=len(done), seconds=seconds, timings=timings, memory=memory)
 
 
 def _fold_clock(dates: pd.DatetimeIndex, folds: list[Fold], warm_start: int) -> FoldClock:

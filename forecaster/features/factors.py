@@ -239,10 +239,16 @@ def feature_tensor(panel: Panel, names=DEFAULT_FEATURES, front: int = 0) -> np.n
     its columns), after ``front`` rows of zeros (the padding a sequence model reads before the
     first day). Filled one feature at a time and not cached on the panel: the peak is the
     float32 tensor plus one float64 feature (caching all of them would hold 2x the tensor
-    again, ~2 GB for a 5,000-stock, 10-year training slice)."""
+    again, ~2 GB for a 5,000-stock, 10-year training slice). A panel that carries the run's
+    feature store (:attr:`Panel.features` covering ``names``) has them read from it."""
     check_feature_names(names)
     names = expand_features(names)
     out = np.zeros((front + panel.n_days, panel.n_stocks, len(names)), dtype=np.float32)
+    if panel.features is not None and panel.features.covers(names):  # the run's store: read, not computed
+        view = panel.features.select(names)
+        for a, b in view.stock_chunks():
+            out[front:, a:b] = view.read(0, panel.n_days, np.arange(a, b)).transpose(1, 0, 2)
+        return out
     for i, name in enumerate(names):
         out[front:, :, i] = feature(panel, name, cache=False)
     return out
@@ -310,15 +316,11 @@ def missing_inputs(panel: Panel, names=DEFAULT_FEATURES) -> dict[str, tuple[str,
     value on any day it trades while other stocks have them (its file lacks the column, or
     holds it empty). Those features are NaN for the stock on every day, as missing values
     are; :func:`missing_inputs_text` says so."""
-    trades = panel.tradeable()
-    active = trades.any(axis=0)
+    active = panel.tradeable().any(axis=0)
     out: dict[str, list[str]] = {}
     for column in sorted({c for n in names for c in NEEDS.get(n, ())}):
-        if column not in panel.fields:
-            continue
-        with np.errstate(invalid="ignore"):
-            has = (np.isfinite(panel.fields[column]) & trades).any(axis=0)
-        if has.any():
+        has = panel.stocks_with(column)
+        if has is not None and has.any():
             for j in np.flatnonzero(active & ~has):
                 out.setdefault(str(panel.codes[j]), []).append(column)
     return {code: tuple(columns) for code, columns in out.items()}

@@ -21,9 +21,12 @@ NORMS = ("robust", "rank")
 
 class RobustZScore:
     """``clip((x - median) / (1.4826 * MAD), -clip, clip)`` per feature, pooled over stocks
-    and training days; missing values become 0 (the pooled median)."""
+    and training days; missing values become 0 (the pooled median). ``fit`` reads ``X``
+    ``[D, N, F]`` or a :class:`~forecaster.features.store.FeatureView`; ``transform`` is
+    elementwise, so any window of the features processes alike on its own."""
 
     kind = "robust"
+    elementwise = True
 
     def __init__(self, clip: float = 3.0, max_rows: int = 500_000, seed: int = 0):
         if clip <= 0:
@@ -34,10 +37,15 @@ class RobustZScore:
 
     def fit(self, X: np.ndarray, dates: pd.DatetimeIndex, up_to=None) -> RobustZScore:
         rows = len(dates) if up_to is None else int(dates.searchsorted(pd.Timestamp(up_to), side="right"))
-        flat = X[:rows].reshape(-1, X.shape[-1])
-        if len(flat) > self.max_rows:  # a deterministic sample is plenty for a median
-            pick = np.random.default_rng(self.seed).choice(len(flat), self.max_rows, replace=False)
-            flat = flat[np.sort(pick)]
+        n = rows * X.shape[1]
+        pick = None
+        if n > self.max_rows:  # a deterministic sample is plenty for a median
+            pick = np.sort(np.random.default_rng(self.seed).choice(n, self.max_rows, replace=False))
+        if hasattr(X, "flat_rows"):  # a feature store's view: read in one pass, never whole
+            flat = X.flat_rows(rows, pick)
+        else:
+            flat = X[:rows].reshape(-1, X.shape[-1])
+            flat = flat if pick is None else flat[pick]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN features
             median = np.nanmedian(flat, axis=0)
@@ -67,6 +75,7 @@ class CrossSectionalRank:
     Stateless: a day's ranks use that day only."""
 
     kind = "rank"
+    elementwise = False  # a day's ranks need every stock of that day
 
     def fit(self, X: np.ndarray, dates: pd.DatetimeIndex, up_to=None) -> CrossSectionalRank:
         return self

@@ -15,8 +15,8 @@ import pandas as pd
 import torch
 
 from forecaster.data.panel import Panel
-from forecaster.features.factors import feature_tensor
 from forecaster.features.labels import normalise_per_day, tradeable_label
+from forecaster.features.store import FeatureStore, FeatureView
 
 
 @dataclass
@@ -25,7 +25,8 @@ class SequenceData:
 
     Attributes:
         dates, codes: the panel's calendar ``[D]`` and stocks ``[N]``.
-        X: ``[context + D, N, F]`` processed features, zero-padded in front.
+        X: the processed features ``[context + D, N, F]``, zero-padded in front, read a
+            window at a time (:class:`ProcessedFeatures`).
         context: days of history each output needs.
         present: ``[D, N]`` a stock is scored that day (it has a bar and ``min_days`` days
             since its first bar).
@@ -41,7 +42,7 @@ class SequenceData:
 
     dates: pd.DatetimeIndex
     codes: np.ndarray
-    X: torch.Tensor
+    X: ProcessedFeatures
     context: int
     present: np.ndarray
     label: np.ndarray | None = None
@@ -67,7 +68,7 @@ class SequenceData:
         first, last = day_span(days)
         present = self.present[first:last + 1]
         stocks = choose_stocks(present, max_stocks, rng)
-        x = self.X[first:last + 1 + self.context, stocks].transpose(0, 1)  # padded rows: +context
+        x = torch.from_numpy(self.X.window(first, last + 1 + self.context, stocks))  # padded rows: +context
         if self.market is not None:  # the same market row for every stock of a day
             m = self.market[first:last + 1 + self.context]
             x = torch.cat([x, m.expand(len(stocks), -1, -1)], dim=-1)
@@ -125,7 +126,8 @@ class DeviceBatches:
     Attributes:
         present: ``[D, N]`` on the host (to draw a step's stocks); ``present_t`` the same on
             the device.
-        X, market: as :class:`SequenceData`'s, on the device.
+        X: the processed features ``[N, context + D, F]`` (stock-major), on the device.
+        market: as :class:`SequenceData`'s, on the device.
         target: ``[D, N]`` (``[D, N, 1 + A]`` with auxiliary horizons) normalised labels,
             NaN as 0; ``labelled``: where they were finite.
         weight: ``[D, N]`` each stock-day's weight in training, on the device; None: all alike.
@@ -160,7 +162,7 @@ class DeviceBatches:
         stocks = choose_stocks(self.present[first:last + 1], max_stocks, rng)
         # pageable memory, non-blocking: staged at once, with no wait for the device's queue
         at = torch.from_numpy(stocks).to(self.X.device, non_blocking=True)
-        x = self.X[first:last + 1 + self.context].index_select(1, at).transpose(0, 1)
+        x = self.X[:, first:last + 1 + self.context].index_select(0, at)
         if self.market is not None:
             m = self.market[first:last + 1 + self.context]
             x = torch.cat([x, m.expand(len(stocks), -1, -1)], dim=-1)
@@ -180,43 +182,124 @@ def input_present(panel: Panel, min_days: int) -> np.ndarray:
     return panel.listed & (since >= min_days)
 
 
-def market_context(X: np.ndarray, listed: np.ndarray) -> np.ndarray:
+@dataclass
+class ProcessedFeatures:
+    """A panel's features as the network reads them, ``[context + D, N, F]`` with zero rows in
+    front, processed by a fitted processor: from a
+    :class:`~forecaster.features.store.FeatureView` a window at a time when the processor is
+    elementwise (the robust z-score: nothing the size of the panel is held), otherwise
+    (per-day ranks, which need every stock of a day) processed once and held stock-major.
+
+    Attributes:
+        view: the raw features (``[D, N, F]`` as it reads).
+        processor: fitted; ``transform(x, out=x)``.
+        context: zero rows in front.
+        held: ``[N, context + D, F]`` processed, or ``None`` (processed on demand).
+    """
+
+    view: FeatureView
+    processor: object
+    context: int
+    held: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, view: FeatureView, processor, context: int) -> ProcessedFeatures:
+        out = cls(view, processor, context)
+        if not getattr(processor, "elementwise", False):
+            D, N, F = view.shape
+            days = np.zeros((D, N, F), np.float32)
+            for a, b in view.stock_chunks():
+                days[:, a:b] = view.read(0, D, np.arange(a, b)).transpose(1, 0, 2)
+            processor.transform(days, out=days)
+            out.held = np.zeros((N, context + D, F), np.float32)
+            out.held[:, context:] = days.transpose(1, 0, 2)
+        return out
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        D, N, F = self.view.shape
+        return self.context + D, N, F
+
+    def window(self, lo: int, hi: int, stocks: np.ndarray) -> np.ndarray:
+        """Padded rows ``lo..hi-1`` of ``stocks``: ``[len(stocks), hi - lo, F]`` float32."""
+        if self.held is not None:
+            return self.held[np.asarray(stocks, dtype=np.intp), lo:hi]
+        c = self.context
+        out = np.zeros((len(stocks), hi - lo, self.shape[2]), np.float32)
+        first = max(lo, c)
+        if hi > first:
+            raw = self.view.read(first - c, hi - c, stocks)
+            out[:, first - lo:] = self.processor.transform(raw, out=raw)
+        return out
+
+    def stock_chunks(self):
+        """``(first, end, [end - first, D, F])``: every day of the stocks of each chunk,
+        processed (no padding)."""
+        for a, b in self.view.stock_chunks():
+            yield a, b, self.window(self.context, self.shape[0], np.arange(a, b))
+
+    def to(self, device: torch.device) -> torch.Tensor:
+        """``[N, context + D, F]`` on ``device``, filled a chunk of stocks at a time."""
+        out = torch.zeros(self.shape[1], self.shape[0], self.shape[2], device=device)
+        for a, b, x in self.stock_chunks():
+            out[a:b, self.context:] = torch.from_numpy(x).to(device)
+        return out
+
+
+def market_context(features: ProcessedFeatures | np.ndarray, listed: np.ndarray) -> np.ndarray:
     """The market of each day as the universe itself shows it (MASTER's market-guided idea,
     computed from the stocks rather than from an index): the cross-sectional mean and standard
     deviation of every processed feature over the stocks with a bar that day: equal-weight
     return, dispersion, mean volatility, turnover, valuation...
 
     Args:
-        X: ``[D, N, F]`` processed features.
+        features: the processed features (or an array ``[D, N, F]`` of them), read in chunks
+            of stocks: two passes (the means, then the deviations from them).
         listed: ``[D, N]`` bool, the stock has a bar that day.
 
     Returns:
         ``[D, 2F]`` float32 (means, then standard deviations; 0 on a day without stocks).
         Row ``t`` uses day ``t``'s stocks only, so it leaks nothing a stock's own row would not.
     """
-    w = listed[..., None].astype(np.float32)
-    n = np.maximum(w.sum(axis=1), 1.0)
-    mean = (X * w).sum(axis=1) / n
-    var = (np.square(X - mean[:, None, :]) * w).sum(axis=1) / n
-    return np.concatenate([mean, np.sqrt(var)], axis=-1).astype(np.float32)
+    if isinstance(features, np.ndarray):
+        chunks = lambda: [(0, features.shape[1], features.transpose(1, 0, 2))]  # noqa: E731
+    else:
+        chunks = features.stock_chunks
+    w = listed.astype(np.float32)
+    n = np.maximum(w.sum(axis=1), 1.0)[:, None]
+    total = 0.0
+    for a, b, x in chunks():  # x [stocks, D, F]
+        total = total + np.einsum("sdf,ds->df", x, w[:, a:b])
+    mean = (total / n).astype(np.float32)
+    total = 0.0
+    for a, b, x in chunks():
+        total = total + np.einsum("sdf,ds->df", np.square(x - mean[None]), w[:, a:b])
+    return np.concatenate([mean, np.sqrt(total / n)], axis=-1).astype(np.float32)
+
+
+def feature_view(panel: Panel, names) -> FeatureView:
+    """``panel``'s features ``names``: its feature store's view when that holds them, otherwise
+    computed now into an in-memory store."""
+    if panel.features is not None and panel.features.covers(names):
+        return panel.features.select(names)
+    return FeatureView.whole(FeatureStore.build(panel, names))
 
 
 def build_sequences(panel: Panel, features: tuple[str, ...], processor, context: int, min_days: int,
                     horizon: int | None = None, execution: str = "next_open",
                     label_norm: str = "rank", drop_tails: float = 0.0,
-                    padded: np.ndarray | None = None, market: bool = False,
+                    view: FeatureView | None = None, market: bool = False,
                     aux_horizons: tuple[int, ...] = ()) -> SequenceData:
     """Features processed by the (fitted) ``processor`` and, with ``horizon``, the labels
     (and those of ``aux_horizons``, normalised alike).
-    ``padded``: the raw ``feature_tensor(panel, features, front=context)`` when the caller
-    has it (it is processed in place). ``market``: add each day's :func:`market_context`."""
-    if padded is None:
-        padded = feature_tensor(panel, features, front=context)
-    processor.transform(padded[context:], out=padded[context:])
-    data = SequenceData(panel.dates, panel.codes, torch.from_numpy(padded), context,
-                        input_present(panel, min_days))
+    ``view``: the raw features (:func:`feature_view`) when the caller has them. ``market``:
+    add each day's :func:`market_context`."""
+    if view is None:
+        view = feature_view(panel, features)
+    X = ProcessedFeatures.of(view, processor, context)
+    data = SequenceData(panel.dates, panel.codes, X, context, input_present(panel, min_days))
     if market:
-        rows = market_context(padded[context:], panel.listed)
+        rows = market_context(X, panel.listed)
         front = np.zeros((context, rows.shape[1]), np.float32)
         data.market = torch.from_numpy(np.concatenate([front, rows]))
     if horizon is not None:

@@ -25,7 +25,6 @@ from forecaster.features.factors import (
     available_features,
     check_available,
     check_feature_names,
-    feature_tensor,
     lookback,
     missing_inputs_text,
     resolve_features,
@@ -33,7 +32,7 @@ from forecaster.features.factors import (
 from forecaster.features.labels import EXECUTIONS, LABEL_NORMS
 from forecaster.features.processors import NORMS, make_processor, processor_from_state
 from forecaster.metrics import daily_ic
-from forecaster.models.panel.dataset import SequenceData, build_sequences, day_blocks
+from forecaster.models.panel.dataset import SequenceData, build_sequences, day_blocks, feature_view
 from forecaster.models.panel.network import MARKET_MODES, PanelNetConfig, PanelTransformerNet
 from forecaster.models.panel.sizing import BUDGET_KEYS, SizeRules
 from forecaster.models.persistence import content_errors, load_model, save_model
@@ -314,11 +313,11 @@ class PanelTransformer(BaseEstimator):
                         "fit's; training from scratch")
             warm = None
         self.warm_started_ = warm is not None
-        # One feature tensor: the processor is fitted on it, then it is processed in place.
-        context = self.net_config_.context
-        raw = feature_tensor(panel, names, front=context)
-        processor = make_processor(self.norm).fit(raw[context:], panel.dates)
-        data_ = self._sequences(panel, names, processor, with_labels=True, padded=raw)
+        # The raw features (the run's store, or computed now): the processor is fitted on
+        # them, and the network reads them processed, a window at a time.
+        raw = feature_view(panel, names)
+        processor = make_processor(self.norm).fit(raw, panel.dates)
+        data_ = self._sequences(panel, names, processor, with_labels=True, view=raw)
         usable = (np.isfinite(data_.target) & data_.present).sum(axis=1) >= 2
         # Rows before the longest feature lookback have mostly empty inputs.
         usable[: min(lookback(names), panel.n_days)] = False
@@ -387,11 +386,11 @@ class PanelTransformer(BaseEstimator):
         return self
 
     def _sequences(self, panel: Panel, names, processor, with_labels: bool = False,
-                   padded: np.ndarray | None = None) -> SequenceData:
+                   view=None) -> SequenceData:
         config = self.net_config_
         return build_sequences(panel, names, processor, config.context, min_days=self.window,
                                horizon=self.horizon if with_labels else None, execution=self.execution,
-                               label_norm=self.label_norm, drop_tails=self.drop_tails, padded=padded,
+                               label_norm=self.label_norm, drop_tails=self.drop_tails, view=view,
                                market=config.market != "none",
                                aux_horizons=tuple(self.aux_horizons) if with_labels else ())
 

@@ -1,0 +1,184 @@
+"""One float32 store of a run's raw features, computed once and read by every fold.
+
+Each fold used to compute the features of its own slice (the same rows again at every refit)
+and hold them, processed, in memory: at 5,400 stocks x 3,900 days that is 2 GB per fold
+worker, plus the temporaries of processing it. The walk-forward now computes the whole
+panel's features once (:meth:`FeatureStore.build`) into one array laid out stock-major,
+``[N, D, F]`` float32, in memory or in a file; a fold's :class:`~forecaster.data.panel.Panel`
+slice carries a :class:`FeatureView` of it (its rows and stocks), and the models read what
+they need when they need it: a training step reads its stocks' windows (a few KB each), a
+pass over the days reads stocks in chunks. A file store is read with plain file reads, never
+mapped, so the pages sit once in the operating system's cache, shared by every worker, and
+in no worker's resident memory.
+
+No leakage: every feature of day ``t`` uses bars up to ``t`` only (:mod:`.factors`), and a
+fold's view ends at its own last row. A feature that reads the day's cross-section
+(idiosyncratic volatility's equal-weight market) reads every stock of the run's panel that
+day, not only the fold's members.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+ITEM = np.dtype(np.float32).itemsize
+
+
+@dataclass
+class FeatureStore:
+    """Raw features ``[N, D, F]`` float32 of a panel (stock-major: one stock's days are
+    contiguous, so a window of a few stocks is a few short reads).
+
+    Attributes:
+        names: the ``F`` feature names, in order.
+        n_stocks, n_days: the panel's shape.
+        path: the file holding the array (:meth:`build` with ``path``), or ``None``.
+        values: the array in memory, or ``None`` for a file store.
+    """
+
+    names: tuple[str, ...]
+    n_stocks: int
+    n_days: int
+    path: Path | None = None
+    values: np.ndarray | None = None
+    _file: object = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def build(cls, panel, names, path: str | Path | None = None) -> FeatureStore:
+        """The features ``names`` (already expanded, each computable) of every stock and day
+        of ``panel``, one feature at a time (the peak is the store plus one float64
+        feature); in memory, or written to ``path`` and dropped from memory."""
+        from forecaster.features.factors import feature  # factors imports this module
+
+        names = tuple(names)
+        values = np.empty((panel.n_stocks, panel.n_days, len(names)), np.float32)
+        for i, name in enumerate(names):
+            values[:, :, i] = feature(panel, name, cache=False).T
+        store = cls(names, panel.n_stocks, panel.n_days)
+        if path is None:
+            store.values = values
+        else:
+            store.path = Path(path)
+            values.tofile(store.path)
+        return store
+
+    def __getstate__(self):  # a file store pickles as its path: workers open their own handle
+        return {**self.__dict__, "_file": None}
+
+    @property
+    def n_features(self) -> int:
+        return len(self.names)
+
+    def read(self, stocks: np.ndarray, lo: int, hi: int, columns: np.ndarray | None = None) -> np.ndarray:
+        """Rows ``lo..hi-1`` of ``stocks`` (store indices): ``[len(stocks), hi - lo, F]``
+        float32, a copy (features ``columns`` only when given)."""
+        stocks = np.asarray(stocks, dtype=np.intp)
+        if self.values is not None:
+            out = self.values[stocks, lo:hi]
+        else:
+            out = np.empty((len(stocks), hi - lo, self.n_features), np.float32)
+            if hi > lo:
+                if self._file is None:
+                    self._file = open(self.path, "rb", buffering=0)  # noqa: SIM115 (kept per process)
+                row, f = self.n_days * self.n_features * ITEM, self._file
+                for k, s in enumerate(stocks):
+                    f.seek(int(s) * row + lo * self.n_features * ITEM)
+                    view = memoryview(out[k]).cast("B")
+                    got = f.readinto(view)
+                    if got != view.nbytes:
+                        raise OSError(f"{self.path}: short read ({got} of {view.nbytes} bytes); "
+                                      "the feature store was changed during the run")
+        return out if columns is None else np.ascontiguousarray(out[..., columns])
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+@dataclass(frozen=True)
+class FeatureView:
+    """The part of a :class:`FeatureStore` that one panel (a slice of the store's) covers:
+    its rows ``lo..lo + n_days - 1``, its stocks ``stocks`` (store indices, in the panel's
+    order) and the features ``columns`` (store indices; ``None``: all, in the store's order).
+    Read as a ``[D, N, F]`` array would be (:attr:`shape`)."""
+
+    store: FeatureStore
+    lo: int
+    n_days: int
+    stocks: np.ndarray
+    columns: np.ndarray | None = None
+
+    @classmethod
+    def whole(cls, store: FeatureStore) -> FeatureView:
+        return cls(store, 0, store.n_days, np.arange(store.n_stocks))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        names = self.store.names
+        return names if self.columns is None else tuple(names[i] for i in self.columns)
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return self.n_days, len(self.stocks), len(self.names)
+
+    def covers(self, names) -> bool:
+        return set(names) <= set(self.store.names)
+
+    def select(self, names) -> FeatureView:
+        """The same rows and stocks, features ``names`` (each in the store) in that order."""
+        names = tuple(names)
+        if names == self.store.names:
+            return replace(self, columns=None)
+        where = {n: i for i, n in enumerate(self.store.names)}
+        return replace(self, columns=np.array([where[n] for n in names], dtype=np.intp))
+
+    def sliced(self, rows: slice, cols) -> FeatureView:
+        """The view of the panel ``panel._sliced(rows, cols)`` returns (rows a step-1 slice)."""
+        lo, hi, _ = rows.indices(self.n_days)
+        return replace(self, lo=self.lo + lo, n_days=max(0, hi - lo), stocks=self.stocks[cols])
+
+    def read(self, lo: int, hi: int, stocks: np.ndarray | None = None) -> np.ndarray:
+        """The view's rows ``lo..hi-1`` (clipped to the view) of its stocks ``stocks`` (view
+        indices; all when None): ``[stocks, rows, F]`` float32."""
+        lo, hi = max(0, lo), min(self.n_days, hi)
+        picked = self.stocks if stocks is None else self.stocks[np.asarray(stocks, dtype=np.intp)]
+        return self.store.read(picked, self.lo + lo, self.lo + max(lo, hi), self.columns)
+
+    def stock_chunks(self, budget_bytes: int = 64 * 2**20) -> list[tuple[int, int]]:
+        """``(first, end)`` view stock indices of chunks whose every day fits ``budget_bytes``."""
+        n, size = len(self.stocks), chunk_stocks(self.n_days, len(self.names), budget_bytes)
+        return [(a, min(n, a + size)) for a in range(0, n, size)]
+
+    def flat_rows(self, rows: int, pick: np.ndarray | None) -> np.ndarray:
+        """``X[:rows].reshape(-1, F)[pick]`` of the ``[D, N, F]`` array this view reads as
+        (every row when ``pick`` is None), in one pass over the stocks."""
+        n = len(self.stocks)
+        if pick is None:
+            pick = np.arange(rows * n)
+        day, stock = np.divmod(np.asarray(pick), n)
+        out = np.empty((len(day), len(self.names)), np.float32)
+        for a, b in self.stock_chunks():
+            sel = (stock >= a) & (stock < b)
+            if sel.any():
+                out[sel] = self.read(0, rows, np.arange(a, b))[stock[sel] - a, day[sel]]
+        return out
+
+
+def chunk_stocks(n_days: int, n_features: int, budget_bytes: int = 64 * 2**20) -> int:
+    """Stocks a chunk of a pass over all days holds within ``budget_bytes`` (at least 1)."""
+    return max(1, budget_bytes // max(1, n_days * n_features * ITEM))
+
+
+def default_store_path(folder: str | Path) -> Path:
+    return Path(folder) / "features.f32"
+
+
+def remove(store: FeatureStore) -> None:
+    store.close()
+    if store.path is not None and store.path.exists():
+        os.remove(store.path)
