@@ -77,7 +77,7 @@ def test_ray_cluster_gives_the_local_result_even_when_a_node_dies(cluster):
     address, raylet = cluster
     frames = synthetic_panel(n_stocks=16, n_days=400, seed=1)
     models = {k: v for k, v in panel_models(time_series=False, window=8, d_model=8, n_heads=2, n_layers=1,
-                                            max_epochs=4).items()
+                                            max_epochs=2).items()
               if k in ("transformer", "gbm", "low_vol_20d")}
     config = dict(train_days=240, retrain_every=40, progress=False, warm_start=0)
     t0 = time.perf_counter()

@@ -129,8 +129,15 @@ def test_one_process_and_two_workers_forecast_alike(panel):
     one = walk_forward(panel, models, dataclasses.replace(config, n_jobs=1)).predictions
     before = {k: v.copy() for k, v in panel.fields.items()}
     # two workers: a file store, and the caller's panel spilled to its files during the folds
-    two = walk_forward(panel, models, dataclasses.replace(config, n_jobs=2)).predictions
+    run = walk_forward(panel, models, dataclasses.replace(config, n_jobs=2))
+    two = run.predictions
     pd.testing.assert_frame_equal(one, two)
+    # where the memory went: each fold's worker measured apart from the main process's phases
+    assert run.memory["workers"] == 2
+    assert set(run.memory["main_process_gb"]) == {"feature_store", "folds", "assembly"}
+    if sys.platform == "linux":
+        peaks = run.memory["fold_worker_gb"]
+        assert len(peaks) == len(run.folds) and all(0.05 < v < 4 for v in peaks.values())
     for name, values in panel.fields.items():  # read back into memory, unchanged
         assert not isinstance(values, np.memmap) and np.array_equal(values, before[name], equal_nan=True)
     assert not isinstance(panel.limit_up, np.memmap) and not isinstance(panel.listed, np.memmap)
@@ -146,12 +153,3 @@ def test_memory_summary_names_the_phase_of_the_peak():
     assert memory_summary({"load": 2.0, "folds": 1.5}, {}, 0)["peak_phase"] == "load"
     assert memory_summary({}, {}, 2) == {}
 
-
-def test_a_walk_forward_in_workers_reports_each_folds_peak(panel):
-    models = {"ridge": FeatureRegressor("ridge")}
-    config = WalkForwardConfig(train_days=200, retrain_every=50, progress=False, n_jobs=2)
-    memory = walk_forward(panel, models, config).memory
-    assert memory["workers"] == 2 and set(memory["main_process_gb"]) == {"feature_store", "folds", "assembly"}
-    if sys.platform == "linux":
-        peaks = memory["fold_worker_gb"]
-        assert len(peaks) == 2 and all(0.05 < v < 4 for v in peaks.values())

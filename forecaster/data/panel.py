@@ -11,6 +11,7 @@ that ex-rights days do not show false jumps.
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -22,7 +23,6 @@ from forecaster.data.market.delisting import QUIET_DAYS, Delistings, decide
 from forecaster.data.market.exchange import limit_matrix
 from forecaster.data.minute.features import INTRADAY_FEATURES
 from forecaster.data.minute.session import is_bar_frame
-from forecaster.features.store import FeatureView
 
 # Canonical columns carried into the panel when a frame has them.
 FIELDS = ("open", "high", "low", "close", "preclose", "volume", "amount", "turnover",
@@ -73,7 +73,7 @@ class Panel:
     members: np.ndarray | None = None
     learn: np.ndarray | None = None
     ends: dict | None = None
-    features: FeatureView | None = field(default=None, repr=False, compare=False)
+    features: object | None = field(default=None, repr=False, compare=False)  # a FeatureView
     seen: dict[str, np.ndarray] | None = field(default=None, repr=False, compare=False)
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -170,6 +170,7 @@ class Panel:
             if name not in keep:
                 finite = np.isfinite(values)
                 seen[name] = np.vstack([finite.any(axis=0), (finite & trades).any(axis=0)])
+                release_pages(values)  # a mapped field read once: its pages stay in the page cache only
         return replace(self, fields={k: v for k, v in self.fields.items() if k in keep}, seen=seen,
                        _cache={})
 
@@ -316,6 +317,18 @@ class Panel:
             return self.listed & (self[price] <= self.limit_down + 1e-6)
 
 
+def release_pages(values: np.ndarray) -> None:
+    """Drop a memory-mapped array's pages from this process's resident memory (they stay in
+    the operating system's page cache, and a later read maps them again); a no-op for an
+    array in memory or where ``madvise`` is not available."""
+    mapped = getattr(values, "_mmap", None)
+    if mapped is not None and hasattr(mmap, "MADV_DONTNEED"):
+        try:
+            mapped.madvise(mmap.MADV_DONTNEED)
+        except (OSError, ValueError):
+            pass
+
+
 @dataclass
 class PanelFiles:
     """A panel saved by :meth:`Panel.to_files`: the folder, calendar and codes only, so it
@@ -330,7 +343,7 @@ class PanelFiles:
     field_names: tuple[str, ...]
     masks: tuple[str, ...] = ()  # of "members", "learn": those the panel had
     ends: dict | None = None  # the panel's instruments end dates
-    features: FeatureView | None = None  # of a file store (it pickles as its path)
+    features: object | None = None  # the panel's FeatureView of a file store (it pickles as its path)
 
     def open(self) -> Panel:
         """The panel with every array a read-only memory map of its file."""

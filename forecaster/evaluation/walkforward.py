@@ -352,13 +352,13 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
         clock = _fold_clock(grid.dates, [f for f in folds if members[f.fold]], config.warm_start)
         try:
             outputs, kept = _collect(results, store, done, len(todo), config.progress, clock)
+            peaks.end("folds")
         finally:
             for g in spilled:  # read back before the files go
                 g.unspill()
         if config.warm_start and config.backend != "ray" and config.n_jobs != 1:
             stop_local()
     folds_seconds = time.perf_counter() - started
-    peaks.end("folds")
     rows, skipped, failed, excluded, seconds = [], {}, {}, {}, {}
     for output in sorted(outputs, key=lambda o: o.fold):
         rows.extend(output.rows)
