@@ -55,6 +55,7 @@ def memory_summary(parent: dict[str, float], fold_peaks: dict[int, float], n_wor
     peaked at the same moment)."""
     if not parent:
         return {}
+    parent = {k: round(v, 3) for k, v in parent.items()}
     top = sorted(fold_peaks.values(), reverse=True)[:max(1, n_workers)] if fold_peaks else []
     totals = dict(parent)
     if "folds" in totals and top:
