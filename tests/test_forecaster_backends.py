@@ -71,6 +71,7 @@ def _processes(*words: str, parent: int | None = None) -> list[int]:
     return found
 
 
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the worker node's processes in /proc (Linux)")
 def test_ray_cluster_gives_the_local_result_even_when_a_node_dies(cluster):
     """A worker node killed while it runs a fold costs only that fold's work: Ray runs it
     again on the node that is left, and the forecasts equal a local run's."""

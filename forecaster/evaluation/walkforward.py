@@ -200,7 +200,6 @@ def _fit_and_forecast(fold: Fold, name: str, template, train: dict, test: dict, 
     return model
 
 
-
 def _fold_task(shared, fold: Fold, codes, config, kinds, models, threads: int, keep: bool,
                warm: dict | None = None):
     """One fold, run where the whole data set is at hand (a joblib worker, mapping the
@@ -338,7 +337,9 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
         else:
             shared = folds_grid.to_files(folder) if todo and config.n_jobs != 1 else folds_grid
             if shared is not folds_grid:
-                spilled = [g for g in (grid, folds_grid) if g.fields is folds_grid.fields]
+                # the caller's panel too when it shares the arrays (each spilled once)
+                shares = grid is not folds_grid and grid.fields is folds_grid.fields
+                spilled = [folds_grid, grid] if shares else [folds_grid]
             for g in spilled:  # the workers read the files: this process lets go of its copy
                 g.spill(shared)
 
@@ -374,7 +375,7 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
         raise ValueError("no model produced any forecast"
                          + (f" ({len(failed)} model-fold(s) failed, e.g. {next(iter(failed.values()))})"
                             if failed else ""))
-    outputs_peaks = [FoldOutput(o.fold, [], peak_gb=getattr(o, "peak_gb", None)) for o in outputs]
+    fold_peaks = {o.fold: o.peak_gb for o in outputs if getattr(o, "peak_gb", None) is not None}
     del outputs, output  # the per-fold parts: as large as the predictions at whole-market size
     started = time.perf_counter()
     predictions = assemble(rows, grid, frames_in, config)
@@ -384,7 +385,7 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
     workers = (min(len(todo), os.cpu_count() or 1) if config.backend == "ray"
                else 0 if effective_n_jobs(config.n_jobs) == 1 else effective_n_jobs(config.n_jobs))
     memory = {"main_process_gb": peaks.peaks, "workers": workers,
-              "fold_worker_gb": {o.fold: o.peak_gb for o in outputs_peaks if o.peak_gb is not None}}
+              "fold_worker_gb": fold_peaks}
     folds_table = pd.DataFrame([{**f.as_row(), "n_stocks": len(members[f.fold])} for f in folds])
     return WalkForwardResult(predictions, folds_table, config, kept, skipped, failed, excluded, members,
                              n_resumed=len(done), seconds=seconds, timings=timings, memory=memory)

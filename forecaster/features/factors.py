@@ -245,9 +245,7 @@ def feature_tensor(panel: Panel, names=DEFAULT_FEATURES, front: int = 0) -> np.n
     names = expand_features(names)
     out = np.zeros((front + panel.n_days, panel.n_stocks, len(names)), dtype=np.float32)
     if panel.features is not None and panel.features.covers(names):  # the run's store: read, not computed
-        view = panel.features.select(names)
-        for a, b in view.stock_chunks():
-            out[front:, a:b] = view.read(0, panel.n_days, np.arange(a, b)).transpose(1, 0, 2)
+        panel.features.select(names).days(out=out[front:])
         return out
     for i, name in enumerate(names):
         out[front:, :, i] = feature(panel, name, cache=False)

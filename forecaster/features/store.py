@@ -19,7 +19,6 @@ day, not only the fold's members.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -154,6 +153,14 @@ class FeatureView:
         n, size = len(self.stocks), chunk_stocks(self.n_days, len(self.names), budget_bytes)
         return [(a, min(n, a + size)) for a in range(0, n, size)]
 
+    def days(self, out: np.ndarray | None = None) -> np.ndarray:
+        """The whole view as ``[D, N, F]`` (into ``out`` when given), read a chunk of stocks
+        at a time."""
+        out = np.empty(self.shape, np.float32) if out is None else out
+        for a, b in self.stock_chunks():
+            out[:, a:b] = self.read(0, self.n_days, np.arange(a, b)).transpose(1, 0, 2)
+        return out
+
     def flat_rows(self, rows: int, pick: np.ndarray | None) -> np.ndarray:
         """``X[:rows].reshape(-1, F)[pick]`` of the ``[D, N, F]`` array this view reads as
         (every row when ``pick`` is None), in one pass over the stocks."""
@@ -173,12 +180,3 @@ def chunk_stocks(n_days: int, n_features: int, budget_bytes: int = 64 * 2**20) -
     """Stocks a chunk of a pass over all days holds within ``budget_bytes`` (at least 1)."""
     return max(1, budget_bytes // max(1, n_days * n_features * ITEM))
 
-
-def default_store_path(folder: str | Path) -> Path:
-    return Path(folder) / "features.f32"
-
-
-def remove(store: FeatureStore) -> None:
-    store.close()
-    if store.path is not None and store.path.exists():
-        os.remove(store.path)

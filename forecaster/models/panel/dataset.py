@@ -207,9 +207,7 @@ class ProcessedFeatures:
         out = cls(view, processor, context)
         if not getattr(processor, "elementwise", False):
             D, N, F = view.shape
-            days = np.zeros((D, N, F), np.float32)
-            for a, b in view.stock_chunks():
-                days[:, a:b] = view.read(0, D, np.arange(a, b)).transpose(1, 0, 2)
+            days = view.days()
             processor.transform(days, out=days)
             out.held = np.zeros((N, context + D, F), np.float32)
             out.held[:, context:] = days.transpose(1, 0, 2)
