@@ -149,6 +149,7 @@ def child(n: int, args) -> None:
 
     from forecaster.data import synthetic_panel
     from forecaster.data.panel import Panel
+    from forecaster.evaluation.assembly import positions
     from forecaster.evaluation.backends import release_freed_heap
     from forecaster.evaluation.memory import memory_summary
     from forecaster.evaluation.walkforward import WalkForwardConfig, walk_forward
@@ -174,20 +175,23 @@ def child(n: int, args) -> None:
                                warm_start=warm, progress=False)
     result = walk_forward(panel, models, config)
     _phase("walk-forward done", t0)
-    pred = result.predictions
-    # [days, stocks] tables filled by position (a pivot table hashes 5 M rows per model).
+    pred, result.predictions = result.predictions, None  # one reference: its columns go once read
+    # [days, stocks] tables filled by position (a pivot table hashes 5 M rows per model; the
+    # string columns are factorised, never turned into a Python string per row).
     rows = panel.dates.get_indexer(pred.index)
-    cols = pd.Index(panel.codes).get_indexer(pred["code"])
-    models_col = pred["model"].to_numpy()
+    cols = positions(pd.Index(panel.codes), pred["code"])
+    model_of, names = pd.factorize(pred["model"])
+    forecast, actual = pred["forecast"].to_numpy(), pred["actual"].to_numpy()
+    del pred
     ics = {}
-    for name in np.unique(models_col):
-        sel = models_col == name
+    for k, name in enumerate(names):
+        sel = np.flatnonzero(model_of == k)
         days = np.unique(rows[sel])
         at = np.searchsorted(days, rows[sel])
         tables = []
-        for column in ("forecast", "actual"):
+        for values in (forecast, actual):
             table = np.full((len(days), panel.n_stocks), np.nan)
-            table[at, cols[sel]] = pred[column].to_numpy()[sel]
+            table[at, cols[sel]] = values[sel]
             tables.append(pd.DataFrame(table, index=panel.dates[days], columns=panel.codes))
         ics[str(name)] = ic_summary(daily_ic(*tables))["mean_ic"]
     _phase("scored", t0)

@@ -378,3 +378,17 @@ def test_summarise_panel_adds_daily_ic():
     assert out["daily_rank_ic_n_days"] == expected["n_days"]
     assert out["daily_ic_mean"] == pytest.approx(ic_summary(daily_ic(forecast, actual, "pearson"))["mean_ic"])
     assert out["n"] == int((forecast.notna() & actual.notna()).to_numpy().sum())
+
+
+def test_groups_of_gives_groupbys_groups_in_order():
+    """One group's rows at a time, as ``groupby(sort=True, dropna=False)`` gives them, whether
+    the frame is already grouped (slices) or not, a missing key last."""
+    from forecaster.metrics import groups_of
+
+    frame = pd.DataFrame({"model": ["b", "a", None, "b", "a", "c"], "x": range(6)})
+    for f in (frame, frame.sort_values("model", kind="stable")):
+        got = [(k, g) for k, g in groups_of(f, "model")]
+        want = list(f.groupby("model", sort=True, dropna=False))
+        assert [k for k, _ in got][:3] == ["a", "b", "c"] and pd.isna(got[3][0]) and len(got) == 4
+        for (_, g), (_, w) in zip(got, want, strict=True):
+            pd.testing.assert_frame_equal(g, w)

@@ -209,11 +209,24 @@ def test_report_finds_the_references_by_role_not_name(synthetic_frame):
     assert np.isfinite(row["r2_oos_mean"])  # R^2 against the renamed historical mean
 
 
+def test_positions_of_string_and_categorical_columns():
+    """Rows' positions in an index, each distinct value looked up once: -1 for a value the
+    index lacks or a missing one, the same for a string and a categorical column."""
+    from forecaster.evaluation.assembly import positions
+
+    index = pd.Index(["sh.600000", "sz.000001", "sz.000002"])
+    values = ["sz.000002", "sh.999999", "sh.600000", None, "sz.000002"]
+    expected = [2, -1, 0, -1, 2]
+    assert positions(index, pd.Series(values, dtype="str")).tolist() == expected
+    categories = ["sh.999999", "sz.000002", "sh.600000", "x"]
+    assert positions(index, pd.Series(pd.Categorical(values, categories=categories))).tolist() == expected
+
+
 def test_assembly_equals_concat_and_sort(frames):
     """The column-wise assembly (integer keys, parts freed as read) gives what a concat of
     the parts, a label lookup and a stable (model, code, date) sort give."""
     from forecaster.data.panel import Panel
-    from forecaster.evaluation.assembly import assemble
+    from forecaster.evaluation.assembly import assemble, fold_part
     from forecaster.features.labels import by_forecast_date, tradeable_label
 
     grid = Panel.from_frames(frames)
@@ -227,7 +240,9 @@ def test_assembly_equals_concat_and_sort(frames):
             parts.append(pd.DataFrame({"code": idx.get_level_values(1), "model": name, "fold": fold,
                                        "forecast": rng.normal(size=len(idx))},
                                       index=pd.DatetimeIndex(idx.get_level_values(0))))
-    expected = pd.concat(parts)
+    parts.append(pd.concat(parts[:2]).assign(fold=2))  # a resumed part may hold several models
+    parts.append(fold_part(grid.dates[380:390], grid.codes[[1] * 10], "alpha", 3, rng.normal(size=10)))
+    expected = pd.concat([p.astype({"code": str, "model": str}) for p in parts])
     expected.index.name = "date"
     label, _ = tradeable_label(grid, 1, "next_open")
     at = (grid.dates.get_indexer(expected.index), pd.Index(grid.codes).get_indexer(expected["code"]))

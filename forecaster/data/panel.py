@@ -30,6 +30,15 @@ FIELDS = ("open", "high", "low", "close", "preclose", "volume", "amount", "turno
           "gap_excluded")
 
 
+def _union_calendar(indexes: list[pd.DatetimeIndex]) -> pd.DatetimeIndex:
+    """The sorted union of the stocks' dates: one concatenation and a sort, not a set of every
+    stock-day's Timestamp (21 M Python objects at whole-market size)."""
+    first = indexes[0]
+    if all(index.dtype == first.dtype for index in indexes):
+        return pd.DatetimeIndex(first.append(indexes[1:]).unique().sort_values(), name="date")
+    return pd.DatetimeIndex(sorted(set().union(*indexes)), name="date")  # mixed units or zones
+
+
 @dataclass
 class Panel:
     """Daily bars of ``N`` stocks on a calendar of ``D`` trading days.
@@ -99,15 +108,20 @@ class Panel:
             missing = [c for c in ("open", "close") if c not in frames[code].columns]
             if missing:
                 raise ValueError(f"frames[{code!r}] lacks column(s) {missing}")
-        dates = pd.DatetimeIndex(sorted(set().union(*(frames[c].index for c in codes))), name="date")
-        # One reindex of a wide frame per field: vectorised over stocks.
-        long = pd.concat({c: frames[c] for c in codes}, names=["code", "date"])
+        dates = _union_calendar([frames[c].index for c in codes])
+        # Each field filled stock by stock into its [D, N] array: no long frame of every
+        # stock-day (at whole-market size a concat and an unstack per field cost gigabytes).
+        rows = [dates.get_indexer(frames[c].index) for c in codes]
+        present = set().union(*(frames[c].columns for c in codes))
 
         def wide(column: str) -> np.ndarray | None:
-            if column not in long.columns:
+            if column not in present:
                 return None
-            table = long[column].astype(float).unstack("code").reindex(index=dates, columns=codes)
-            return table.to_numpy(dtype=float)
+            table = np.full((len(dates), len(codes)), np.nan)
+            for j, code in enumerate(codes):
+                if column in frames[code].columns:
+                    table[rows[j], j] = frames[code][column].astype(float).to_numpy()
+            return table
 
         fields = {name: wide(name) for name in FIELDS}
         fields = {name: values for name, values in fields.items() if values is not None}
@@ -121,10 +135,9 @@ class Panel:
             fields["preclose"][~listed] = np.nan
         suspended = np.zeros_like(listed)
         for column, value in (("suspended", None), ("trade_status", 0.0), ("volume", 0.0)):
-            if column in long.columns:
-                flag = long[column].astype(float) if value is None else long[column] == value
-                table = flag.astype(float).unstack("code").reindex(index=dates, columns=codes)
-                suspended |= table.fillna(0.0).to_numpy() > 0
+            table = fields.get(column) if column in fields else wide(column)
+            if table is not None:
+                suspended |= (np.nan_to_num(table) > 0) if value is None else (table == value)
         suspended &= listed
         st_table = wide("is_st")
         st = (np.nan_to_num(st_table) == 1) if st_table is not None else np.zeros_like(listed)

@@ -23,34 +23,57 @@ def assemble(rows: list[pd.DataFrame], grid: Panel, panel: dict, config: WalkFor
     """The folds' forecast rows as one frame in (model, code, date) order, with the realised
     label(s). ``rows`` is emptied as it is read.
 
-    Column by column, on integer positions: at whole-market size (30 M rows) a concat of
-    the parts, a hashed ``code`` column and a sorted copy of the whole frame each cost
-    gigabytes, and the parts are freed as they are read."""
+    Model by model into columns allocated once, on integer positions, each model's parts freed
+    once copied: at whole-market size (30 M rows) a concat of the parts, a hashed ``code``
+    column or a sort of the whole frame each cost gigabytes; this holds the parts, the
+    finished columns and one model's rows in flight (about 75 bytes a row at the peak)."""
     names = np.array(sorted(set().union(*(map(str, part["model"].unique()) for part in rows))), dtype=object)
     code_index, name_index = pd.Index(grid.codes), pd.Index(names)
-    day, code, model, fold, forecast = [], [], [], [], []
-    rows.reverse()  # popped from the end: first part first
+    by_model: dict[int, list[pd.DataFrame]] = {k: [] for k in range(len(names))}
+    rows.reverse()  # popped from the end: first part first, so a fold's rows keep their order
     while rows:
         part = rows.pop()
-        day.append(grid.dates.get_indexer(part.index).astype(np.int32))
-        code.append(_positions(code_index, part["code"]).astype(np.int32))
-        model.append(_positions(name_index, part["model"]).astype(np.int16))
-        fold.append(part["fold"].to_numpy(np.int64))
-        forecast.append(part["forecast"].to_numpy(np.float64))
-        if (day[-1] < 0).any() or (code[-1] < 0).any():  # a model forecast a day or stock not in the data
-            raise ValueError(f"model {part['model'].iloc[0]!r} returned dates or codes outside the panel")
+        at = positions(name_index, part["model"])
+        for k in np.unique(at):  # a fold part holds one model; a resumed or frame part may hold several
+            by_model[int(k)].append(part if len(at) and (at == k).all() else part[at == k])
     del part
-    day, code, model = np.concatenate(day), np.concatenate(code), np.concatenate(model)
-    order = np.lexsort((day, code, model))  # stable: a fold's rows keep their order
-    day, code, model = day[order], code[order], model[order]
-    columns = {"code": _take_strings(grid.codes, code), "model": _take_strings(names, model),
-               "fold": np.concatenate(fold)[order], "forecast": np.concatenate(forecast)[order]}
-    del fold, forecast, order
-    index = pd.DatetimeIndex(grid.dates[day], name="date")
-    if config.label == "tradeable":
-        label, _ = tradeable_label(grid, config.horizon, config.execution)
-        columns["actual"] = _at(by_forecast_date(label), day, code)
-        columns["actual_close"] = _at(by_forecast_date(close_to_close(grid, config.horizon)), day, code)
+    total = sum(len(p) for parts in by_model.values() for p in parts)
+    tradeable, labels = config.label == "tradeable", {}
+    if tradeable:  # [D, N] by forecast date, read at each block's positions
+        labels = {"actual": by_forecast_date(tradeable_label(grid, config.horizon, config.execution)[0]),
+                  "actual_close": by_forecast_date(close_to_close(grid, config.horizon))}
+    day = np.empty(total, dtype=grid.dates.values.dtype)
+    code, model = np.empty(total, np.int32), np.empty(total, np.int16)
+    fold, forecast = np.empty(total, np.int64), np.empty(total)
+    actual = {name: np.empty(total) for name in labels}
+    start = 0
+    for k in range(len(names)):
+        parts = by_model.pop(k)
+        d = np.concatenate([grid.dates.get_indexer(p.index) for p in parts]).astype(np.int32)
+        c = np.concatenate([positions(code_index, p["code"]) for p in parts]).astype(np.int32)
+        if (d < 0).any() or (c < 0).any():  # a model forecast a day or stock not in the data
+            raise ValueError(f"model {names[k]!r} returned dates or codes outside the panel")
+        order = np.lexsort((d, c))  # stable: a fold's rows keep their order
+        block = slice(start, start + len(order))
+        f = np.concatenate([p["fold"].to_numpy(np.int64) for p in parts])
+        v = np.concatenate([p["forecast"].to_numpy(np.float64) for p in parts])
+        del parts
+        d, c = d[order], c[order]
+        day[block], code[block], model[block] = grid.dates.values[d], c, k
+        fold[block], forecast[block] = f[order], v[order]
+        for name, values in labels.items():
+            actual[name][block] = _at(values, d, c)
+        start = block.stop
+        del d, c, f, v, order
+    labels.clear()
+    index = pd.DatetimeIndex(day, name="date")
+    del day
+    columns = {"code": _take_strings(grid.codes, code)}
+    del code  # each position column goes once its strings are built
+    columns.update(model=_take_strings(names, model), fold=fold, forecast=forecast)
+    del model
+    if tradeable:
+        columns.update(actual)
     else:
         keys = pd.MultiIndex.from_arrays([index, columns["code"]])
         columns["actual"] = actuals(panel).reindex(keys).to_numpy()
@@ -75,13 +98,17 @@ def fold_part(days, codes, name: str, fold: int, values: np.ndarray) -> pd.DataF
                         index=pd.DatetimeIndex(days, name=None))
 
 
-def _positions(index: pd.Index, column: pd.Series) -> np.ndarray:
-    """Positions in ``index`` of a column's values (-1 where absent); a categorical column
-    (how fold parts hold codes and model names) is looked up once per category."""
+def positions(index: pd.Index, column: pd.Series) -> np.ndarray:
+    """Positions in ``index`` of a column's values (-1 where absent), each distinct value
+    looked up once: a categorical column (how fold parts hold codes and model names) by its
+    categories, a string column by factorising it (Arrow's hashing; ``index.get_indexer`` on
+    the column itself builds a Python string per row: 2 GB at 30 M rows)."""
     if isinstance(column.dtype, pd.CategoricalDtype):
-        at = index.get_indexer(column.cat.categories)
-        return np.where(column.cat.codes.to_numpy() >= 0, at[column.cat.codes.to_numpy()], -1)
-    return index.get_indexer(column)
+        at, codes = index.get_indexer(column.cat.categories), column.cat.codes.to_numpy()
+    else:
+        codes, uniques = pd.factorize(column, use_na_sentinel=True)
+        at = index.get_indexer(uniques)
+    return np.where(codes >= 0, at[codes], -1)
 
 
 def _take_strings(values: np.ndarray, positions: np.ndarray):

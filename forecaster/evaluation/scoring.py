@@ -37,6 +37,7 @@ from forecaster.features.labels import by_forecast_date, tradeable_label
 from forecaster.metrics import (
     daily_ic,
     dm_table,
+    groups_of,
     ic_by_horizon,
     ic_difference_test,
     ic_summary,
@@ -199,7 +200,7 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
     for table in (overall, per_fold, per_stock):
         table.loc[table["model"].isin(factors), list(POINT_COLUMNS)] = np.nan
     baselines = [n for n in returns_models if n != model]
-    dm = (dm_table(pred[pred["model"].isin(returns_models)], model, baselines, horizon=horizon)
+    dm = (dm_table(pred, model, baselines, horizon=horizon)  # it reads those models' rows only
           if model in returns_models and baselines else pd.DataFrame())
 
     ic, daily, ic_close, quantiles, horizons, tests, gaps, qcurves = {}, {}, {}, {}, {}, [], {}, {}
@@ -209,7 +210,7 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
         close = ("actual_close" in pred.columns and
                  pred.pivot_table(index="date", columns="code", values="actual_close", aggfunc="first"))
         labels = _horizon_labels(grid, result) if result.config.label == "tradeable" else {}
-        for name, g in pred.groupby("model"):
+        for name, g in groups_of(pred, "model"):
             f = g.pivot_table(index="date", columns="code", values="forecast", aggfunc="first")
             daily[name] = daily_ic(f, actual, method="spearman")
             ic[name] = ic_summary(daily[name])
@@ -245,8 +246,9 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
     results = {}
     bars = not panel and is_bar_calendar(result.predictions.index)
     positions, position_means = bar_scores(pred) if bars else (pd.DataFrame(), pd.DataFrame())
-    for name, g in ([] if bars else result.predictions.reset_index().groupby("model")):
-        forecast = g.pivot_table(index="date", columns="code", values="forecast", aggfunc="first")
+    for name, g in ([] if bars else groups_of(result.predictions, "model")):
+        forecast = g.reset_index().pivot_table(index="date", columns="code", values="forecast",
+                                               aggfunc="first")
         if not panel and name in factors:
             continue
         if panel and (forecast.nunique(axis=1) <= 1).all():

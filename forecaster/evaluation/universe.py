@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.data.panel import Panel
+from forecaster.evaluation.assembly import positions
 from forecaster.evaluation.walkforward import WalkForwardResult
 
 GONE = ("delisted before", "stopped trading before")  # reasons that read "N stocks delisted before ..."
@@ -138,7 +139,7 @@ def restrict_to_members(result: WalkForwardResult, panel: Panel) -> tuple[WalkFo
         return result, 0
     pred = result.predictions
     day = panel.dates.get_indexer(pred.index)
-    col = pd.Index(panel.codes).get_indexer(pred["code"])
+    col = positions(pd.Index(panel.codes), pred["code"])
     keep = np.zeros(len(pred), dtype=bool)
     ok = (day >= 0) & (col >= 0)
     keep[ok] = panel.members[day[ok], col[ok]]

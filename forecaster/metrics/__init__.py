@@ -11,7 +11,14 @@ from forecaster.metrics.cross_section import (
     quantile_returns,
     quantile_summary,
 )
-from forecaster.metrics.forecast import dm_table, loss_differential, point_metrics, stat_text, summarise
+from forecaster.metrics.forecast import (
+    dm_table,
+    groups_of,
+    loss_differential,
+    point_metrics,
+    stat_text,
+    summarise,
+)
 from forecaster.metrics.hac import diebold_mariano, hln_factor, newey_west_lags
 
 __all__ = [
@@ -19,6 +26,7 @@ __all__ = [
     "daily_ic",
     "diebold_mariano",
     "dm_table",
+    "groups_of",
     "hln_factor",
     "ic_by_horizon",
     "ic_difference_test",
