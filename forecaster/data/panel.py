@@ -249,14 +249,19 @@ class Panel:
         for name in self.ARRAYS:
             setattr(self, name, getattr(opened, name))
 
-    def unspill(self) -> None:
-        """Read the arrays :meth:`spill` mapped back into memory (a no-op otherwise)."""
+    def unspill(self, like: Panel | None = None) -> None:
+        """Read the arrays :meth:`spill` mapped back into memory (a no-op otherwise); with
+        ``like``, a panel of the same data read back already, take its arrays instead of a
+        second copy."""
+        if like is not None:
+            like.unspill()
         for name, values in self.fields.items():
             if isinstance(values, np.memmap):
-                self.fields[name] = np.array(values)
+                self.fields[name] = like.fields[name] if like is not None else np.array(values)
         for name in self.ARRAYS:
-            if isinstance(getattr(self, name), np.memmap):
-                setattr(self, name, np.array(getattr(self, name)))
+            values = getattr(self, name)
+            if isinstance(values, np.memmap):
+                setattr(self, name, getattr(like, name) if like is not None else np.array(values))
 
     def delistings(self, quiet_days: int = QUIET_DAYS) -> Delistings:
         """Which stocks are delisted and from when the delisting is known

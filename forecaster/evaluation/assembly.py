@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.data.panel import Panel
+from forecaster.evaluation.backends import release_freed_heap
 from forecaster.features.labels import by_forecast_date, close_to_close, tradeable_label
 from forecaster.features.series import log_returns, mask_suspended
 
@@ -24,9 +25,9 @@ def assemble(rows: list[pd.DataFrame], grid: Panel, panel: dict, config: WalkFor
     label(s). ``rows`` is emptied as it is read.
 
     Model by model into columns allocated once, on integer positions, each model's parts freed
-    once copied: at whole-market size (30 M rows) a concat of the parts, a hashed ``code``
-    column or a sort of the whole frame each cost gigabytes; this holds the parts, the
-    finished columns and one model's rows in flight (about 75 bytes a row at the peak)."""
+    once copied and its heap handed back: at whole-market size (30 M rows) a concat of the
+    parts, a hashed ``code`` column or a sort of the whole frame each cost gigabytes; this
+    holds the parts not yet read, the columns filled so far and one model's rows in flight."""
     names = np.array(sorted(set().union(*(map(str, part["model"].unique()) for part in rows))), dtype=object)
     code_index, name_index = pd.Index(grid.codes), pd.Index(names)
     by_model: dict[int, list[pd.DataFrame]] = {k: [] for k in range(len(names))}
@@ -65,6 +66,7 @@ def assemble(rows: list[pd.DataFrame], grid: Panel, panel: dict, config: WalkFor
             actual[name][block] = _at(values, d, c)
         start = block.stop
         del d, c, f, v, order
+        release_freed_heap()  # the model's parts: unpickled from the workers, in glibc's heap
     labels.clear()
     index = pd.DatetimeIndex(day, name="date")
     del day

@@ -354,9 +354,9 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
         try:
             outputs, kept = _collect(results, store, done, len(todo), config.progress, clock)
             peaks.end("folds")
-        finally:
-            for g in spilled:  # read back before the files go
-                g.unspill()
+        finally:  # read back before the files go: the caller's panel once, the folds' view shares it
+            for g in spilled:
+                g.unspill(like=grid if g is not grid and any(p is grid for p in spilled) else None)
         if config.warm_start and config.backend != "ray" and config.n_jobs != 1:
             stop_local()
     folds_seconds = time.perf_counter() - started
