@@ -153,7 +153,7 @@ def child(n: int, args) -> None:
     from forecaster.evaluation.backends import release_freed_heap
     from forecaster.evaluation.memory import memory_summary
     from forecaster.evaluation.walkforward import WalkForwardConfig, walk_forward
-    from forecaster.metrics import daily_ic, ic_summary
+    from forecaster.metrics import daily_ic, groups_of, ic_summary
     from forecaster.models.presets import panel_models
 
     overrides = {k: ast.literal_eval(v) for k, v in (s.split("=", 1) for s in args.set)}
@@ -175,25 +175,22 @@ def child(n: int, args) -> None:
                                warm_start=warm, progress=False)
     result = walk_forward(panel, models, config)
     _phase("walk-forward done", t0)
-    pred, result.predictions = result.predictions, None  # one reference: its columns go once read
-    # [days, stocks] tables filled by position (a pivot table hashes 5 M rows per model; the
-    # string columns are factorised, never turned into a Python string per row).
-    rows = panel.dates.get_indexer(pred.index)
-    cols = positions(pd.Index(panel.codes), pred["code"])
-    model_of, names = pd.factorize(pred["model"])
-    forecast, actual = pred["forecast"].to_numpy(), pred["actual"].to_numpy()
-    del pred
+    pred, result.predictions = result.predictions, None  # one reference: it goes once scored
+    code_index = pd.Index(panel.codes)
     ics = {}
-    for k, name in enumerate(names):
-        sel = np.flatnonzero(model_of == k)
-        days = np.unique(rows[sel])
-        at = np.searchsorted(days, rows[sel])
+    # A model at a time (the frame is in model order: slices, no copy), its [days, stocks]
+    # tables filled by position (a pivot table hashes 5 M rows per model).
+    for name, rows in groups_of(pred, "model"):
+        day, col = panel.dates.get_indexer(rows.index), positions(code_index, rows["code"])
+        days = np.unique(day)
+        at = np.searchsorted(days, day)
         tables = []
-        for values in (forecast, actual):
+        for column in ("forecast", "actual"):
             table = np.full((len(days), panel.n_stocks), np.nan)
-            table[at, cols[sel]] = values[sel]
+            table[at, col] = rows[column].to_numpy()
             tables.append(pd.DataFrame(table, index=panel.dates[days], columns=panel.codes))
         ics[str(name)] = ic_summary(daily_ic(*tables))["mean_ic"]
+    del pred, rows
     _phase("scored", t0)
     model_s = {}
     for (_, name), sec in result.seconds.items():

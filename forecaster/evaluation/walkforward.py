@@ -420,6 +420,7 @@ def _collect(results, store: FoldStore | None, done: dict, n_todo: int, progress
                 store.save(output)
             outputs.append(output)
             kept.update(fold_kept)
+            release_freed_heap()  # what unpickling the fold's output left in glibc's heap
             if clock is not None:
                 clock.finish(output.fold, sum(getattr(output, "seconds", {}).values()))
                 bar.set_postfix_str(clock.describe(time.perf_counter() - started), refresh=False)
