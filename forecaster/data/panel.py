@@ -135,7 +135,7 @@ class Panel:
             fields["preclose"][~listed] = np.nan
         suspended = np.zeros_like(listed)
         for column, value in (("suspended", None), ("trade_status", 0.0), ("volume", 0.0)):
-            table = fields.get(column) if column in fields else wide(column)
+            table = fields[column] if column in fields else wide(column)
             if table is not None:
                 suspended |= (np.nan_to_num(table) > 0) if value is None else (table == value)
         suspended &= listed
