@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import json
 import os
 import subprocess
@@ -182,7 +183,8 @@ def child(n: int, args) -> None:
     del panel
     release_freed_heap()
     code_index = pd.Index(codes)
-    ics = {}
+    ics, n_rows = {}, len(pred)
+    digest = hashlib.sha1("\n".join(map(str, [*dates, *codes])).encode())  # the positions' axes
     # A model at a time (the frame is in model order: slices, no copy), its [days, stocks]
     # tables filled by position (a pivot table hashes 5 M rows per model).
     for name, rows in groups_of(pred, "model"):
@@ -195,6 +197,10 @@ def child(n: int, args) -> None:
             table[at, col] = rows[column].to_numpy()
             tables.append(pd.DataFrame(table, index=dates[days], columns=codes))
         ics[str(name)] = ic_summary(daily_ic(*tables))["mean_ic"]
+        # every forecast, where it sits and what it reads: one run's against another's (ray, local)
+        for part in (str(name).encode(), day.astype(np.int32), col.astype(np.int32),
+                     np.ascontiguousarray(rows["forecast"].to_numpy(np.float64))):
+            digest.update(part)
     del pred, rows
     _phase("scored", t0)
     model_s = {}
@@ -204,7 +210,8 @@ def child(n: int, args) -> None:
                             result.memory["workers"])
     print(json.dumps({"stocks": n, "days": args.days, "folds": len(result.folds), "generate_s": t_gen,
                       "walk_forward_s": time.perf_counter() - t0 - t_gen, "rank_ic": ics,
-                      "model_s": model_s, "memory": memory}))
+                      "forecasts_sha1": digest.hexdigest(), "rows": n_rows, "model_s": model_s,
+                      "memory": memory}))
 
 
 def main() -> None:
@@ -242,6 +249,8 @@ def main() -> None:
         print(f"# {n} stocks: peak PSS {r['peak_pss_gb']:.2f} GB (shared pages counted once; "
               f"peak RSS sums them per process)", flush=True)
         print(f"# {n} stocks: fit + forecast seconds summed over folds (worker time): {spent}", flush=True)
+        print(f"# {n} stocks: forecasts sha1 {r['forecasts_sha1']} over {r['rows']} rows (equal across "
+              "backends and runs when the forecasts are)", flush=True)
         m = r.get("memory") or {}
         if m:
             main = ", ".join(f"{k} {v:.2f}" for k, v in m["main_process_gb"].items())
