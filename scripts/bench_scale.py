@@ -19,6 +19,12 @@ planted signal is 0.05). Targets on 2 cores (issue 44): 5,000 stocks in under 45
 16 GB, wall time within 5.5x from 1,000 to 5,000 stocks, the planted IC recovered at every
 size. ``--sizes 500,1000`` runs only those sizes; ``--set KEY=VALUE`` overrides a Transformer
 parameter and ``--warm-start S`` the walk-forward's warm start.
+
+``--backend ray --address HEAD_IP:PORT`` runs the folds as tasks of a running Ray cluster (on
+this machine: docs/scale.md): ``peak_rss_gb`` then sums the run's processes and every node's
+raylet tree (its fold workers and object store), and a ``# ... ray node K`` line gives each
+node's own peak. A ``# ... forecasts sha1`` line digests every forecast with its model, day and
+stock: two runs (local and Ray) forecast alike when their digests are equal.
 """
 
 from __future__ import annotations
@@ -37,8 +43,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _tree_rss(root: int) -> dict[int, int]:
-    """``{pid: resident bytes}`` of ``root`` and its descendants (Linux /proc)."""
+def _processes() -> tuple[dict[int, list[int]], dict[int, int]]:
+    """``({parent: [children]}, {pid: resident bytes})`` of every process (Linux /proc)."""
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
     for entry in os.listdir("/proc"):
@@ -52,12 +58,34 @@ def _tree_rss(root: int) -> dict[int, int]:
             continue
         children.setdefault(ppid, []).append(pid)
         rss[pid] = pages * os.sysconf("SC_PAGE_SIZE")
+    return children, rss
+
+
+def _tree_rss(root: int, table=None) -> dict[int, int]:
+    """``{pid: resident bytes}`` of ``root`` and its descendants."""
+    children, rss = table or _processes()
     tree, todo = {}, [root]
     while todo:
         pid = todo.pop()
         tree[pid] = rss.get(pid, 0)
         todo.extend(children.get(pid, []))
     return tree
+
+
+def _ray_nodes() -> list[int]:
+    """The raylet of each Ray node on this machine, oldest first (the head's, on a cluster
+    started head first): a node's fold workers and its object store are the raylet's tree."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    first = f.read().split(b"\0", 1)[0]
+            except OSError:
+                continue
+            if first.endswith(b"/raylet"):
+                found.append(int(entry))
+    return sorted(found)
 
 
 def _plot_timeline(csv: Path, n: int) -> None:
@@ -96,10 +124,15 @@ def _pss(pids) -> int:
 def run_size(n: int, args) -> dict:
     """One size in its own process, its memory sampled from here."""
     cmd = [sys.executable, __file__, "--child", str(n), "--days", str(args.days), "--jobs", str(args.jobs),
-           "--warm-start", str(args.warm_start)] + [f"--set={kv}" for kv in args.set]
+           "--warm-start", str(args.warm_start), "--backend", args.backend, "--address", args.address
+           ] + [f"--set={kv}" for kv in args.set]
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     peak = [0, 0]
+    # On a cluster (--address) the fold workers are the nodes' processes, not this run's
+    # children: each node's tree is sampled too, and the peak is of their sum with the driver's.
+    nodes = _ray_nodes() if args.address else []
+    node_peak = {raylet: [0, 0] for raylet in nodes}
     log = open(args.rss_log.with_name(f"{args.rss_log.stem}_{n}.csv"), "w") if args.rss_log else None
     if log:
         log.write("seconds,tree_rss_gb,main_rss_gb,tree_pss_gb,processes\n")
@@ -107,14 +140,22 @@ def run_size(n: int, args) -> dict:
     def sample():
         ticks = 0
         while proc.poll() is None:
-            tree = _tree_rss(proc.pid)
+            table = _processes()
+            tree = _tree_rss(proc.pid, table)
+            driver = dict(tree)
+            for raylet, node_max in node_peak.items():
+                node = _tree_rss(raylet, table)
+                tree.update(node)
+                node_max[0] = max(node_max[0], sum(node.values()))
+                if ticks % 5 == 0:
+                    node_max[1] = max(node_max[1], _pss(node))
             peak[0] = max(peak[0], sum(tree.values()))
             if ticks % 5 == 0:  # PSS walks the page tables: once a second is enough
                 pss = _pss(tree)
                 peak[1] = max(peak[1], pss)
                 if log:
                     log.write(f"{time.perf_counter() - start:.1f},{sum(tree.values()) / 2**30:.3f},"
-                              f"{tree.get(proc.pid, 0) / 2**30:.3f},{pss / 2**30:.3f},{len(tree)}\n")
+                              f"{driver.get(proc.pid, 0) / 2**30:.3f},{pss / 2**30:.3f},{len(tree)}\n")
                     log.flush()
             ticks += 1
             time.sleep(0.2)
@@ -130,7 +171,8 @@ def run_size(n: int, args) -> dict:
         raise SystemExit(f"size {n} failed (exit {proc.returncode})")
     result = json.loads(out.strip().splitlines()[-1])
     result.update(wall_s=time.perf_counter() - start, peak_rss_gb=peak[0] / 2**30,
-                  peak_pss_gb=peak[1] / 2**30)
+                  peak_pss_gb=peak[1] / 2**30,
+                  nodes=[(raylet, rss / 2**30, pss / 2**30) for raylet, (rss, pss) in node_peak.items()])
     return result
 
 
@@ -173,7 +215,7 @@ def child(n: int, args) -> None:
     models = panel_models(time_series=False, **overrides)
     warm = None if args.warm_start < 0 else args.warm_start
     config = WalkForwardConfig(train_days=args.days - 1000, retrain_every=63, n_jobs=args.jobs,
-                               warm_start=warm, progress=False)
+                               warm_start=warm, progress=False, backend=args.backend, address=args.address)
     result = walk_forward(panel, models, config)
     _phase("walk-forward done", t0)
     pred, result.predictions = result.predictions, None  # one reference: it goes once scored
@@ -224,6 +266,11 @@ def main() -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="a PanelTransformer parameter (repeatable), e.g. --set n_seeds=1 "
                         "--set epoch_stock_days=200000 (the rows of docs/scale.md before the defaults)")
+    p.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="WalkForwardConfig.backend: the folds in local processes or as Ray tasks")
+    p.add_argument("--address", default="",
+                   help="with --backend ray: a running cluster's HEAD_IP:PORT (its nodes' memory sampled "
+                        "per node); empty: a Ray instance the run starts itself")
     p.add_argument("--rss-log", type=Path, default=None, metavar="CSV",
                    help="write a memory timeline per size (CSV_N.csv: tree RSS, the size process's "
                         "RSS, tree PSS, processes; once a second) and its plot (CSV_N.png)")
@@ -234,7 +281,8 @@ def main() -> None:
         return
     print(f"# synthetic panels x {args.days} days, planted rank IC 0.05, quarterly refits over the last "
           f"1000 days, every default (warm start {'by breadth' if args.warm_start < 0 else args.warm_start}"
-          f"), jobs {args.jobs}" + "".join(f", {kv}" for kv in args.set), flush=True)
+          f"), jobs {args.jobs}, backend {args.backend}{' at ' + args.address if args.address else ''}"
+          + "".join(f", {kv}" for kv in args.set), flush=True)
     walls = {}
     for n in (int(s) for s in args.sizes.split(",")):
         r = run_size(n, args)
@@ -249,6 +297,9 @@ def main() -> None:
         print(f"# {n} stocks: peak PSS {r['peak_pss_gb']:.2f} GB (shared pages counted once; "
               f"peak RSS sums them per process)", flush=True)
         print(f"# {n} stocks: fit + forecast seconds summed over folds (worker time): {spent}", flush=True)
+        for k, (raylet, rss, pss) in enumerate(r["nodes"], 1):
+            print(f"# {n} stocks: ray node {k}{' (head)' if k == 1 else ''} (raylet {raylet} and its "
+                  f"workers and object store) peak RSS {rss:.2f} GB, peak PSS {pss:.2f} GB", flush=True)
         print(f"# {n} stocks: forecasts sha1 {r['forecasts_sha1']} over {r['rows']} rows (equal across "
               "backends and runs when the forecasts are)", flush=True)
         m = r.get("memory") or {}
