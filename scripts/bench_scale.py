@@ -72,10 +72,11 @@ def _tree_rss(root: int, table=None) -> dict[int, int]:
     return tree
 
 
-def _ray_nodes() -> list[int]:
-    """The raylet of each Ray node on this machine, oldest first (the head's, on a cluster
-    started head first): a node's fold workers and its object store are the raylet's tree."""
-    found = []
+def _ray_nodes() -> list[list[int]]:
+    """The roots of each Ray node's processes on this machine, oldest first (the head's, on a
+    cluster started head first): its raylet (whose tree holds the node's fold workers and object
+    store), and on the head the cluster's control store (``gcs_server``) too."""
+    found, gcs = [], []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
@@ -85,7 +86,12 @@ def _ray_nodes() -> list[int]:
                 continue
             if first.endswith(b"/raylet"):
                 found.append(int(entry))
-    return sorted(found)
+            elif first.endswith(b"/gcs_server"):
+                gcs.append(int(entry))
+    nodes = [[raylet] for raylet in sorted(found)]
+    if nodes:
+        nodes[0].extend(gcs)
+    return nodes
 
 
 def _plot_timeline(csv: Path, n: int) -> None:
@@ -132,7 +138,7 @@ def run_size(n: int, args) -> dict:
     # On a cluster (--address) the fold workers are the nodes' processes, not this run's
     # children: each node's tree is sampled too, and the peak is of their sum with the driver's.
     nodes = _ray_nodes() if args.address else []
-    node_peak = {raylet: [0, 0] for raylet in nodes}
+    node_peak = {tuple(roots): [0, 0] for roots in nodes}
     log = open(args.rss_log.with_name(f"{args.rss_log.stem}_{n}.csv"), "w") if args.rss_log else None
     if log:
         log.write("seconds,tree_rss_gb,main_rss_gb,tree_pss_gb,processes\n")
@@ -143,8 +149,8 @@ def run_size(n: int, args) -> dict:
             table = _processes()
             tree = _tree_rss(proc.pid, table)
             driver = dict(tree)
-            for raylet, node_max in node_peak.items():
-                node = _tree_rss(raylet, table)
+            for roots, node_max in node_peak.items():
+                node = {pid: b for root in roots for pid, b in _tree_rss(root, table).items()}
                 tree.update(node)
                 node_max[0] = max(node_max[0], sum(node.values()))
                 if ticks % 5 == 0:
@@ -172,7 +178,7 @@ def run_size(n: int, args) -> dict:
     result = json.loads(out.strip().splitlines()[-1])
     result.update(wall_s=time.perf_counter() - start, peak_rss_gb=peak[0] / 2**30,
                   peak_pss_gb=peak[1] / 2**30,
-                  nodes=[(raylet, rss / 2**30, pss / 2**30) for raylet, (rss, pss) in node_peak.items()])
+                  nodes=[(roots[0], rss / 2**30, pss / 2**30) for roots, (rss, pss) in node_peak.items()])
     return result
 
 
@@ -298,8 +304,9 @@ def main() -> None:
               f"peak RSS sums them per process)", flush=True)
         print(f"# {n} stocks: fit + forecast seconds summed over folds (worker time): {spent}", flush=True)
         for k, (raylet, rss, pss) in enumerate(r["nodes"], 1):
-            print(f"# {n} stocks: ray node {k}{' (head)' if k == 1 else ''} (raylet {raylet} and its "
-                  f"workers and object store) peak RSS {rss:.2f} GB, peak PSS {pss:.2f} GB", flush=True)
+            print(f"# {n} stocks: ray node {k}{' (head, with gcs_server)' if k == 1 else ''} (raylet "
+                  f"{raylet}, its workers and object store) peak RSS {rss:.2f} GB, peak PSS {pss:.2f} GB",
+                  flush=True)
         print(f"# {n} stocks: forecasts sha1 {r['forecasts_sha1']} over {r['rows']} rows (equal across "
               "backends and runs when the forecasts are)", flush=True)
         m = r.get("memory") or {}
