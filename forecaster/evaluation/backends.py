@@ -13,6 +13,7 @@ Ray is optional: ``pip install -e '.[ray]'``; ``address`` names an existing clus
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import logging
@@ -58,10 +59,12 @@ def stop_local() -> None:
     get_reusable_executor().shutdown(wait=True)
 
 
-def run_ray(fn: Callable, shared, tasks: Iterable[tuple], cpus_per_task: int = 1,
-            address: str | None = None) -> Iterator:
-    """``fn(shared, *task)`` for each task as a Ray task (``shared`` stored once), results as
-    they finish.
+@contextlib.contextmanager
+def ray_session(address: str | None = None) -> Iterator:
+    """A connection to Ray (``address``'s cluster, or a local instance when ``None``) for as
+    long as the block runs, yielding the ``ray`` module; an open connection is used as it is.
+    A warm-started run keeps one across its waves: each new connection is a new Ray job, with
+    new worker processes (each importing torch again) and its objects stored again.
 
     Raises:
         ImportError: Ray is not installed (with the command that installs it).
@@ -70,19 +73,27 @@ def run_ray(fn: Callable, shared, tasks: Iterable[tuple], cpus_per_task: int = 1
         import ray
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("the ray backend needs Ray: pip install -e '.[ray]' (or pip install ray)") from exc
-    started = False
-    if not ray.is_initialized():
+    started = not ray.is_initialized()
+    if started:
         ray.init(address=address, include_dashboard=False, log_to_driver=False,
                  logging_level=logging.WARNING)
-        started = True
     try:
-        shared_ref = ray.put(shared)
+        yield ray
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def run_ray(fn: Callable, shared, tasks: Iterable[tuple], cpus_per_task: int = 1,
+            address: str | None = None) -> Iterator:
+    """``fn(shared, *task)`` for each task as a Ray task, results as they finish. ``shared``
+    is stored once, unless it is already an object of the store (``ray.put``'s reference,
+    e.g. put once in a :func:`ray_session` for every wave of a run)."""
+    with ray_session(address) as ray:
+        shared_ref = shared if isinstance(shared, ray.ObjectRef) else ray.put(shared)
         remote = ray.remote(num_cpus=cpus_per_task)(fn)
         pending = [remote.remote(shared_ref, *t) for t in tasks]
         log.info("ray: %d tasks on %s", len(pending), ray.cluster_resources().get("CPU", "?"))
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             yield ray.get(done[0])
-    finally:
-        if started:
-            ray.shutdown()

@@ -20,6 +20,7 @@ where it was raised; the other models and folds go on.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import logging
@@ -41,7 +42,7 @@ from tqdm.auto import tqdm
 
 from forecaster.data.panel import Panel
 from forecaster.evaluation.assembly import assemble, compact_codes, fold_part
-from forecaster.evaluation.backends import release_freed_heap, run_local, run_ray, stop_local
+from forecaster.evaluation.backends import ray_session, release_freed_heap, run_local, run_ray, stop_local
 from forecaster.evaluation.fold_inputs import fold_inputs, fold_members, with_feature_store
 from forecaster.evaluation.fold_store import FoldOutput, FoldStore, data_fingerprint, run_description
 from forecaster.evaluation.folds import Fold, WalkForwardConfig, make_folds
@@ -322,7 +323,7 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
     started = time.perf_counter()
     peaks = PhasePeaks()
     spilled: list[Panel] = []
-    with tempfile.TemporaryDirectory(prefix="forecaster-panel-") as folder:
+    with tempfile.TemporaryDirectory(prefix="forecaster-panel-") as folder, contextlib.ExitStack() as stack:
         # The features once for every fold: a file the joblib workers read, or in memory (one
         # process, or Ray's object store, which ships it with the panel).
         if todo:
@@ -331,9 +332,16 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
                                             else None)
             peaks.end("feature_store")
         if config.backend == "ray":
+            # One connection and one copy in the object store for every wave; this process
+            # then lets go of the folds' panel and its feature store (the labels are read on
+            # the run's own panel).
+            shared_ref = None
+            if todo:
+                ray = stack.enter_context(ray_session(config.address or None))
+                shared_ref, folds_grid = ray.put((frames, folds_grid)), None
+
             def run(wave):
-                return run_ray(_fold_task, (frames, folds_grid), wave, config.threads_per_task,
-                               config.address or None)
+                return run_ray(_fold_task, shared_ref, wave, config.threads_per_task)
         else:
             shared = folds_grid.to_files(folder) if todo and config.n_jobs != 1 else folds_grid
             if shared is not folds_grid:
