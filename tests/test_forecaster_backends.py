@@ -74,13 +74,15 @@ def _processes(*words: str, parent: int | None = None) -> list[int]:
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the worker node's processes in /proc (Linux)")
 def test_ray_cluster_gives_the_local_result_even_when_a_node_dies(cluster):
     """A worker node killed while it runs a fold costs only that fold's work: Ray runs it
-    again on the node that is left, and the forecasts equal a local run's."""
+    again on the node that is left, and the forecasts equal a local run's. The run goes in
+    two warm-started waves, both served by one Ray session and one stored copy of the data."""
     address, raylet = cluster
     frames = synthetic_panel(n_stocks=16, n_days=400, seed=1)
     models = {k: v for k, v in panel_models(time_series=False, window=8, d_model=8, n_heads=2, n_layers=1,
                                             max_epochs=2).items()
               if k in ("transformer", "gbm", "low_vol_20d")}
-    config = dict(train_days=240, retrain_every=40, progress=False, warm_start=0)
+    # two waves of two folds (each fold starts from the one two before): one Ray session serves both
+    config = dict(train_days=240, retrain_every=40, progress=False, warm_start=2)
     t0 = time.perf_counter()
     local = walk_forward(frames, models, WalkForwardConfig(**config, n_jobs=1))
     t1 = time.perf_counter()
