@@ -104,11 +104,12 @@ def _plot_timeline(csv: Path, n: int) -> None:
 
     t = pd.read_csv(csv)
     fig, ax = plt.subplots(figsize=(8, 4))
-    ax.plot(t["seconds"] / 60, t["tree_rss_gb"], label="RSS summed over the process tree (the target)")
-    ax.plot(t["seconds"] / 60, t["tree_pss_gb"], label="PSS of the tree (shared pages once)")
-    ax.plot(t["seconds"] / 60, t["main_rss_gb"], label="RSS of the main process")
+    ax.plot(t["seconds"] / 60, t["tree_rss_gb"], label="RSS summed over the processes (the target)")
+    ax.plot(t["seconds"] / 60, t["tree_pss_gb"], label="PSS of the processes (shared pages once)")
+    ax.plot(t["seconds"] / 60, t["main_rss_gb"], label="RSS of the main process (the driver)")
     ax.set(xlabel="minutes", ylabel="GB", title=f"bench_scale: {n} stocks")
-    ax.legend(loc="upper left", fontsize=8)
+    # below the axes: inside, it covered the curves' first minutes
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=3, fontsize=7, frameon=False)
     fig.tight_layout()
     fig.savefig(csv.with_suffix(".png"), dpi=100)
     plt.close(fig)

@@ -84,16 +84,15 @@ def ray_session(address: str | None = None) -> Iterator:
             ray.shutdown()
 
 
-def run_ray(fn: Callable, shared, tasks: Iterable[tuple], cpus_per_task: int = 1,
-            address: str | None = None) -> Iterator:
-    """``fn(shared, *task)`` for each task as a Ray task, results as they finish. ``shared``
-    is stored once, unless it is already an object of the store (``ray.put``'s reference,
-    e.g. put once in a :func:`ray_session` for every wave of a run)."""
-    with ray_session(address) as ray:
-        shared_ref = shared if isinstance(shared, ray.ObjectRef) else ray.put(shared)
-        remote = ray.remote(num_cpus=cpus_per_task)(fn)
-        pending = [remote.remote(shared_ref, *t) for t in tasks]
-        log.info("ray: %d tasks on %s", len(pending), ray.cluster_resources().get("CPU", "?"))
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            yield ray.get(done[0])
+def run_ray(fn: Callable, shared_ref, tasks: Iterable[tuple], cpus_per_task: int = 1) -> Iterator:
+    """``fn(shared, *task)`` for each task as a Ray task, results as they finish, inside the
+    caller's :func:`ray_session`. ``shared_ref``: the shared data already in the object store
+    (``ray.put``, once for every wave of a run)."""
+    import ray
+
+    remote = ray.remote(num_cpus=cpus_per_task)(fn)
+    pending = [remote.remote(shared_ref, *t) for t in tasks]
+    log.info("ray: %d tasks on %s", len(pending), ray.cluster_resources().get("CPU", "?"))
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1)
+        yield ray.get(done[0])
