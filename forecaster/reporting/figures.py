@@ -54,6 +54,9 @@ if CJK_FONT and CJK_FONT not in matplotlib.rcParams["font.family"]:
     matplotlib.rcParams["font.family"] = [*matplotlib.rcParams["font.family"], CJK_FONT]
 # Twice the 110 dpi the figures were sized for: sharp on a high-density screen and on paper.
 DPI = 220
+# zlib level of the PNGs: 3 wrote a 2,600-pixel equity figure in 0.21 s against 0.33 s at
+# Pillow's default 6, for 14 % more bytes (a report writes ten or more figures every run).
+PNG_COMPRESSION = 3
 
 # A-share convention: red is up, green is down (the opposite of most Western charts).
 GAIN, LOSS = "#d62728", "#2ca02c"
@@ -148,7 +151,8 @@ def save_figure(fig, path: str | Path, dpi: int = DPI, layout: bool = True) -> P
     if layout:
         fig.tight_layout()
     with atomic_write(path) as f:
-        fig.savefig(f, dpi=dpi, format="png", bbox_inches="tight", pad_inches=0.08)
+        fig.savefig(f, dpi=dpi, format="png", bbox_inches="tight", pad_inches=0.08,
+                    pil_kwargs={"compress_level": PNG_COMPRESSION})
     plt.close(fig)
     return path
 
