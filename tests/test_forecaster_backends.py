@@ -38,6 +38,9 @@ def cluster(monkeypatch):
     the worker node's raylet process id (the node a test may kill)."""
     # Loopback only: no token authentication between the head, the worker and this driver.
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    # Ray starts its workers at nice 15: beside another busy process (the suite's second test
+    # process) they got 3 % of a core. The nodes' workers at the tests' own priority.
+    monkeypatch.setenv("RAY_worker_niceness", "0")
     port = _free_port()
     common = ["--num-cpus", "1", "--node-ip-address", "127.0.0.1", "--disable-usage-stats"]
     # A short temp dir: Ray's unix sockets live under it (108-byte path limit).

@@ -154,7 +154,8 @@ def test_a_binary_file_that_decodes_as_gbk_is_said_not_to_be_text(tmp_path):
     with pytest.raises(DataError, match=r"sz.000001.csv: not a text file \(binary data: no line break in "
                                         r"its first 2048 bytes\); expected a CSV") as info:
         load_csv(blob)
-    assert len(str(info.value)) < 200 and "排" not in str(info.value)
+    said = str(info.value).replace(str(blob), "")  # the temporary path's length is not the message's
+    assert len(said) < 200 and "排" not in said
     blob.write_bytes(b"\xc5\xc5" * 5000 + b"\n\x00\x00")  # NULs past the first 8 KB
     with pytest.raises(DataError, match=r"not a text file \(binary data: a NUL byte at byte 10001\)"):
         load_csv(blob)
