@@ -116,7 +116,7 @@ def test_backend_is_validated():
 
 
 def test_freed_heap_collects_garbage_at_most_a_tenth_of_the_time(monkeypatch):
-    """A full collection costs 0.1-0.3 s with torch loaded; called per fold and per model it was
+    """A full collection took 0.16 s with torch loaded; called per fold and per model it was
     a quarter of a small run. It runs again only after ten times its own last duration."""
     from forecaster.evaluation import backends
 
