@@ -380,6 +380,74 @@ def test_summarise_panel_adds_daily_ic():
     assert out["n"] == int((forecast.notna() & actual.notna()).to_numpy().sum())
 
 
+def test_grouped_rank_equals_pandas_groupby_rank():
+    """Average ranks within groups, ties included, as pandas ranks them: with few groups (the
+    16-bit radix path) and more than 2**16 (the general sort), rows in any order."""
+    from forecaster.metrics.grouped import grouped_rank
+
+    rng = np.random.default_rng(3)
+    for n_groups, n in ((7, 5_000), (70_000, 200_000)):
+        ids = rng.integers(0, n_groups, size=n)
+        values = rng.normal(size=n).round(1)  # many ties
+        want = pd.Series(values).groupby(ids).rank(method="average").to_numpy()
+        np.testing.assert_array_equal(grouped_rank(ids, values), want)
+    assert grouped_rank(np.array([4, 4, 4, 1]), np.array([2.0, 2.0, -1.0, 5.0])).tolist() == [2.5, 2.5, 1, 1]
+
+
+@pytest.mark.parametrize("method", ["spearman", "pearson"])
+def test_cross_section_ic_equals_daily_ic_day_by_day(method):
+    """The IC of every (group, day) cross-section from long arrays is daily_ic's number for
+    that day: NaN rows left out, ties, a constant day, a day with exactly 4 stocks (min 5: no
+    IC), two groups sharing the days."""
+    from forecaster.metrics.grouped import cross_section_ic
+
+    panels = [_random_panel(seed=s, n_dates=30, n_stocks=10) for s in (11, 12)]
+    longs = [pd.DataFrame({"forecast": f.stack(future_stack=True), "actual": a.stack(future_stack=True)})
+             .rename_axis(["date", "code"]).reset_index().assign(group=k) for k, (f, a) in enumerate(panels)]
+    long = pd.concat(longs, ignore_index=True).sample(frac=1.0, random_state=2)  # rows shuffled
+    ids = long.groupby(["group", "date"], sort=True).ngroup().to_numpy()
+    got = cross_section_ic(ids, long["forecast"].to_numpy(), long["actual"].to_numpy(), ids.max() + 1,
+                           method=method)
+    want = pd.concat([daily_ic(f, a, method=method).reindex(f.index) for f, a in panels], ignore_index=True)
+    np.testing.assert_allclose(got, want.to_numpy(), rtol=0, atol=1e-12)
+    assert np.isnan(got[[3, 5, 33, 35]]).all() and np.isfinite(got).sum() == want.notna().sum() >= 50
+
+
+def test_cross_section_ic_reads_zero_without_signal():
+    """A metric is a model too: 400 days of 300 stocks whose forecast is unrelated to the
+    return (random-walk steps) read a mean IC within noise of zero, both methods."""
+    from forecaster.metrics.grouped import cross_section_ic
+
+    rng = np.random.default_rng(9)
+    ids = np.repeat(np.arange(400), 300)
+    forecast, actual = rng.normal(size=ids.size).cumsum(), rng.normal(size=ids.size)
+    for method in ("spearman", "pearson"):
+        ic = cross_section_ic(ids, forecast, actual, 400, method=method)
+        assert abs(ic.mean()) < 3 * ic.std(ddof=1) / math.sqrt(400)
+        assert abs(ic.mean()) < 0.01
+
+
+def test_summarise_per_fold_panel_ic_equals_daily_ic_of_each_fold():
+    """A (model, fold) row's daily IC summaries are ic_summary of daily_ic over that fold's
+    days and stocks, for every model and fold."""
+    forecast, actual = _random_panel(seed=4, n_dates=36, n_stocks=9)
+    long = pd.DataFrame({"forecast": forecast.stack(future_stack=True),
+                         "actual": actual.stack(future_stack=True)}).rename_axis(["date", "code"]).reset_index()
+    fold = long["date"].rank(method="dense").astype(int) // 13  # folds 0, 1, 2 by date
+    frame = pd.concat([long.assign(model="a", fold=fold),
+                       long.assign(model="b", fold=fold, forecast=-long["forecast"])], ignore_index=True)
+    out = summarise(frame, by=("model", "fold"))
+    assert len(out) == 6
+    for row in out.to_dict("records"):
+        days = long["date"][fold == row["fold"]].unique()
+        sign = 1 if row["model"] == "a" else -1
+        for prefix, method in (("daily_rank_ic", "spearman"), ("daily_ic", "pearson")):
+            want = ic_summary(daily_ic(sign * forecast.loc[days], actual.loc[days], method=method))
+            assert row[f"{prefix}_mean"] == pytest.approx(want["mean_ic"], abs=1e-12)
+            assert row[f"{prefix}_ir"] == pytest.approx(want["icir"], abs=1e-9)
+            assert row[f"{prefix}_n_days"] == want["n_days"]
+
+
 def test_groups_of_gives_groupbys_groups_in_order():
     """One group's rows at a time, as ``groupby(sort=True, dropna=False)`` gives them, whether
     the frame is already grouped (slices) or not, a missing key last."""

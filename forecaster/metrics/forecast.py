@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from forecaster.metrics.cross_section import daily_ic, ic_summary
+from forecaster.metrics.cross_section import ic_summary
+from forecaster.metrics.grouped import cross_section_ic, grouped_corr, grouped_rank
 from forecaster.metrics.hac import align_pair, corr, dm_from_differential
 
 _POINT_KEYS = (
@@ -124,27 +125,15 @@ def grouped_point_metrics(predictions: pd.DataFrame, by: Sequence[str]) -> pd.Da
         # The exact two-sided binomial test at 0.5 (symmetric): twice the smaller tail, at most 1.
         p = np.minimum(1.0, 2.0 * stats.binom.cdf(np.minimum(hits, n_dir - hits), n_dir, 0.5))
         metrics["binomial_p"] = np.where(n_dir > 0, p, np.nan)
-        frame = pd.DataFrame({"g": g, "f": f, "y": y})
-        by_group = frame.groupby("g")[["f", "y"]]
+        by_group = pd.DataFrame({"g": g, "f": f, "y": y}).groupby("g")[["f", "y"]]
         spread = (by_group.max() - by_group.min()).reindex(range(n_groups)).to_numpy()
         varies = (n >= 2) & (spread[:, 0] > 0) & (spread[:, 1] > 0)
-        metrics["pearson_ic"] = _grouped_corr(g, f, y, n, varies)
-        ranks = by_group.rank(method="average").to_numpy()
-        metrics["rank_ic"] = _grouped_corr(g, ranks[:, 0], ranks[:, 1], n, varies)
+        metrics["pearson_ic"] = np.where(varies, np.clip(grouped_corr(g, f, y, n_groups), -1.0, 1.0), np.nan)
+        rank_ic = grouped_corr(g, grouped_rank(g, f), grouped_rank(g, y), n_groups)
+        metrics["rank_ic"] = np.where(varies, np.clip(rank_ic, -1.0, 1.0), np.nan)
     for key in _POINT_KEYS:
         out[key] = metrics[key]
     return out
-
-
-def _grouped_corr(g, x, y, n, varies) -> np.ndarray:
-    """Pearson correlation of ``x`` and ``y`` within each group ``g`` (centred first, as
-    :func:`~forecaster.metrics.hac.corr`); NaN where ``varies`` is False."""
-    size = len(n)
-    safe = np.maximum(n, 1)
-    xc = x - (np.bincount(g, x, size) / safe)[g]
-    yc = y - (np.bincount(g, y, size) / safe)[g]
-    r = np.bincount(g, xc * yc, size) / np.sqrt(np.bincount(g, xc * xc, size) * np.bincount(g, yc * yc, size))
-    return np.where(varies, np.clip(r, -1.0, 1.0), np.nan)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -226,17 +215,28 @@ def dm_table(predictions: pd.DataFrame, model: str, baselines: list[str], horizo
     return pd.DataFrame(rows, columns=columns)
 
 
-def _panel_ic_columns(group: pd.DataFrame) -> dict[str, float]:
-    forecast = group.pivot(index="date", columns="code", values="forecast")
-    actual = group.pivot(index="date", columns="code", values="actual")
-    out: dict[str, float] = {}
+def _panel_ic_columns(part: pd.DataFrame, ids: np.ndarray, size: int) -> list[dict[str, float]]:
+    """The summaries of each group's daily cross-sectional IC (Pearson ``daily_ic_*``, Spearman
+    ``daily_rank_ic_*``): one dict per group id ``0..size-1`` of ``part``'s rows. A day's IC is
+    :func:`~forecaster.metrics.cross_section.daily_ic`'s over that group's stocks on that day,
+    computed for every (group, day) at once (:func:`cross_section_ic`), not by a pivot per
+    group."""
+    dates = pd.factorize(part["date"], sort=True)[0].astype(np.int64)
+    n_dates = int(dates.max()) + 1 if len(dates) else 1
+    # sorted keys: each group's days together, in date order (ic_summary's order)
+    keys, day = np.unique(ids.astype(np.int64) * n_dates + dates, return_inverse=True)
+    bounds = np.searchsorted(keys // n_dates, np.arange(size + 1))
+    f, y = part["forecast"].to_numpy(float), part["actual"].to_numpy(float)
+    out: list[dict[str, float]] = [{} for _ in range(size)]
     for prefix, method in (("daily_ic", "pearson"), ("daily_rank_ic", "spearman")):
-        s = ic_summary(daily_ic(forecast, actual, method=method))
-        out.update({
-            f"{prefix}_mean": s["mean_ic"], f"{prefix}_std": s["std_ic"], f"{prefix}_ir": s["icir"],
-            f"{prefix}_ir_annual": s["icir_annual"], f"{prefix}_t": s["t_stat"],
-            f"{prefix}_hit_rate": s["hit_rate"], f"{prefix}_n_days": s["n_days"],
-        })
+        ic = cross_section_ic(day.ravel(), f, y, len(keys), method=method)
+        for k in range(size):
+            s = ic_summary(ic[bounds[k]:bounds[k + 1]])
+            out[k].update({
+                f"{prefix}_mean": s["mean_ic"], f"{prefix}_std": s["std_ic"], f"{prefix}_ir": s["icir"],
+                f"{prefix}_ir_annual": s["icir_annual"], f"{prefix}_t": s["t_stat"],
+                f"{prefix}_hit_rate": s["hit_rate"], f"{prefix}_n_days": s["n_days"],
+            })
     return out
 
 
@@ -284,18 +284,19 @@ def summarise(predictions: pd.DataFrame, by: Sequence[str] = ("model",), baselin
     panel = "code" in predictions.columns and "code" not in by
     # A model (the first key) at a time: a whole market's 30 M rows at once would need
     # gigabytes of temporaries. The chunks keep groupby(by, sort=True)'s order.
-    point = pd.concat([grouped_point_metrics(part, by) for _, part in groups_of(predictions, by[0])],
-                      ignore_index=True)
+    points, ics = [], []
+    for _, part in groups_of(predictions, by[0]):
+        points.append(grouped_point_metrics(part, by))
+        if panel:
+            ids = part.groupby(by, sort=True, dropna=False).ngroup().to_numpy()
+            ics += _panel_ic_columns(part, ids, len(points[-1]))
+    point = pd.concat(points, ignore_index=True)
     if not panel and not baseline_for_dm:
         return point
     rows = []
-    groups = (group for _, part in groups_of(predictions, by[0])
-              for group in part.groupby(by, sort=True, dropna=False))
-    for (key, group), metrics in zip(groups, point.to_dict("records"), strict=True):
-        labels = dict(zip(by, key, strict=True))
-        row = {**labels, **{k: metrics[k] for k in _POINT_KEYS}}
-        if panel:
-            row.update(_panel_ic_columns(group))
+    for i, metrics in enumerate(point.to_dict("records")):
+        labels = {col: metrics[col] for col in by}
+        row = {**labels, **{k: metrics[k] for k in _POINT_KEYS}, **(ics[i] if panel else {})}
         for base in baseline_for_dm or []:
             res = dict.fromkeys(("dm_stat", "p_value", "p_value_better"), math.nan)
             if labels["model"] != base:
@@ -310,8 +311,6 @@ def summarise(predictions: pd.DataFrame, by: Sequence[str] = ("model",), baselin
             row.update({f"{k}_vs_{base}": res[k] for k in ("dm_stat", "p_value", "p_value_better")})
         rows.append(row)
     return pd.DataFrame(rows)
-
-
 
 
 def stat_text(value: float | None, spec: str, reason: str | None = None) -> str:
