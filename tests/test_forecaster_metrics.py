@@ -431,8 +431,9 @@ def test_summarise_per_fold_panel_ic_equals_daily_ic_of_each_fold():
     """A (model, fold) row's daily IC summaries are ic_summary of daily_ic over that fold's
     days and stocks, for every model and fold."""
     forecast, actual = _random_panel(seed=4, n_dates=36, n_stocks=9)
-    long = pd.DataFrame({"forecast": forecast.stack(future_stack=True),
-                         "actual": actual.stack(future_stack=True)}).rename_axis(["date", "code"]).reset_index()
+    long = (pd.DataFrame({"forecast": forecast.stack(future_stack=True),
+                          "actual": actual.stack(future_stack=True)})
+            .rename_axis(["date", "code"]).reset_index())
     fold = long["date"].rank(method="dense").astype(int) // 13  # folds 0, 1, 2 by date
     frame = pd.concat([long.assign(model="a", fold=fold),
                        long.assign(model="b", fold=fold, forecast=-long["forecast"])], ignore_index=True)
