@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from forecaster.metrics.grouped import cross_section_ic
 from forecaster.metrics.hac import corr, hac_mean_test
 
 TRADING_DAYS = 252
@@ -32,32 +33,16 @@ def daily_ic(forecast: pd.DataFrame, actual: pd.DataFrame, method: str = "spearm
 
     Returns:
         Series indexed by date (dates with too few stocks or a constant cross-section dropped).
-        Vectorised over dates: ranks via ``DataFrame.rank(axis=1)``, row-wise correlation.
+        Vectorised over dates: each date's row is one cross-section of
+        :func:`~forecaster.metrics.grouped.cross_section_ic` (the one implementation, also
+        used on long frames).
     """
-    if method not in ("spearman", "pearson"):
-        raise ValueError(f"method must be 'spearman' or 'pearson', got {method!r}")
     f_df, a_df = forecast.align(actual, join="inner")
-    f_df, a_df = f_df.astype(float), a_df.astype(float)
-    valid = f_df.notna().to_numpy() & a_df.notna().to_numpy()
-    # mask first: the ranks (and means) must use only the stocks valid in both frames that day
-    f_df, a_df = f_df.where(valid), a_df.where(valid)
-    if method == "spearman":
-        f_df, a_df = f_df.rank(axis=1), a_df.rank(axis=1)
-    x, y = f_df.to_numpy(dtype=float), a_df.to_numpy(dtype=float)
-
-    n = valid.sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        xc = np.where(valid, x - np.where(valid, x, 0.0).sum(axis=1, keepdims=True) / n[:, None], 0.0)
-        yc = np.where(valid, y - np.where(valid, y, 0.0).sum(axis=1, keepdims=True) / n[:, None], 0.0)
-        ic = (xc * yc).sum(axis=1) / np.sqrt((xc * xc).sum(axis=1) * (yc * yc).sum(axis=1))
-
-    def constant(z: np.ndarray) -> np.ndarray:
-        # exact max == min test: a centred constant row can leave rounding noise, not zero
-        return np.where(valid, z, -np.inf).max(axis=1) == np.where(valid, z, np.inf).min(axis=1)
-
-    ok = (n >= max(int(min_stocks), 2)) & ~constant(x) & ~constant(y) & np.isfinite(ic)
-    result = pd.Series(np.clip(ic, -1.0, 1.0), index=f_df.index, name=f"{method}_ic")
-    return result[ok]
+    n_dates, n_stocks = f_df.shape
+    ic = cross_section_ic(np.repeat(np.arange(n_dates), n_stocks), f_df.to_numpy(dtype=float).ravel(),
+                          a_df.to_numpy(dtype=float).ravel(), n_dates, method=method, min_stocks=min_stocks)
+    result = pd.Series(ic, index=f_df.index, name=f"{method}_ic")
+    return result[~np.isnan(ic)]
 
 
 def ic_summary(ic: pd.Series) -> dict[str, float]:
