@@ -15,7 +15,7 @@ import numpy as np
 def grouped_rank(ids: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Average ranks of ``values`` within each group of ``ids``: 1 for a group's smallest value,
     tied values sharing the mean of their ranks; what ``Series(values).groupby(ids)
-    .rank(method="average")`` gives (a test checks it), by one sort. ``values`` has no NaN.
+    .rank(method="average")`` gives (a test checks it), by two sorts. ``values`` has no NaN.
 
     Returns:
         ``[rows]`` float ranks, in the rows' order.
