@@ -23,6 +23,7 @@ else:  # pragma: no cover
 # option -> (what the command line says, what the resolved experiment must hold)
 VALUES = {
     "features__names": ("ret_1d,volatility_20d", ("ret_1d", "volatility_20d")),
+    "features__blend": ("return_20d,range", ("return_20d", "range")),
     "model__window": ("12", 12),
     "model__norm": ("rank", "rank"),
     "model__label_norm": ("zscore", "zscore"),
@@ -116,6 +117,7 @@ VALUES = {
     "data__synthetic_seed": ("5", 5),
 }
 PANEL_ONLY = {
+    "blend",
     "norm",
     "label_norm",
     "drop_tails",
@@ -213,7 +215,7 @@ def test_every_train_option_reaches_the_run(tmp_path):
         if section == "model":
             assert info["params"][key] == want and type(info["params"][key]) is type(want), name
         elif section == "features":
-            assert tuple(info["params"]["features"]) == want
+            assert tuple(info["params"]["features" if key == "names" else "blend_features"]) == want
     assert info["params"]["horizon"] == 2 and info["params"]["execution"] == "close"
 
 

@@ -45,6 +45,8 @@ def contract_models():
         "transformer": PanelTransformer(**TINY),
         "transformer_market_gate": PanelTransformer(**TINY, market="gate"),
         "transformer_aux_horizons": PanelTransformer(**TINY, aux_horizons=(5,)),
+        "transformer_blend": PanelTransformer(**{**TINY, "n_seeds": 1},
+                                              blend_features=("return_20d", "range")),
         **{name: FactorScore(name) for name in FACTORS},
         "gbm": FeatureRegressor("gbm"),
         "ridge_features": FeatureRegressor("ridge"),

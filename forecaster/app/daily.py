@@ -181,7 +181,11 @@ def train(data, out, overwrite, end, **options):
     if intraday and not (data and Path(data).is_dir()):
         raise click.ClickException("--intraday needs DATA to be a folder of daily files (a panel)")
     features = raw.get("features", {}).get("names")
+    blend = raw.get("features", {}).get("blend") or ()
     panel = bool(data) and Path(data).is_dir()
+    if blend and not panel:
+        raise click.ClickException("--blend-features needs DATA to be a folder of stocks (a panel): a "
+                                   "single-stock Transformer has one set of inputs")
     learn_spec = raw.get("data", {}).get("train_universe") or ""
     if learn_spec and not panel:
         raise click.ClickException("--train-universe needs DATA to be a folder of stocks (a panel)")
@@ -198,6 +202,7 @@ def train(data, out, overwrite, end, **options):
     try:
         params = check_model_params(raw.get("model", {}), panel, "<options>")
         check_features(features, panel)
+        check_features(blend, panel, key="blend")
         check_device(params.get("device", "auto"))
         try:  # every model option before the data is read
             model_class(panel)(**params)._validate_params()
@@ -216,7 +221,7 @@ def train(data, out, overwrite, end, **options):
                 grid = dataclasses.replace(grid, learn=learn.learn_mask(grid.dates, grid.codes, outside),
                                            _cache={})
             model = PanelTransformer(horizon=horizon, execution=raw.get("backtest", {}).get(
-                "execution", "next_open"), features=features, progress=True, **params)
+                "execution", "next_open"), features=features, blend_features=blend, progress=True, **params)
             model.fit(grid)
             source = str(Path(data).resolve())
         else:

@@ -15,7 +15,7 @@ class ConfigError(ValueError):
 
 
 # Transformer parameters the experiment sets from other sections.
-MODEL_DERIVED = ("horizon", "execution", "features", "progress")
+MODEL_DERIVED = ("horizon", "execution", "features", "blend_features", "progress")
 OPTIONS = "<options>"  # the source of values typed on the command line
 
 
@@ -147,15 +147,15 @@ def check_model_params(values: Mapping, panel: bool, source: str = "<options>") 
     return out
 
 
-def check_features(names, panel: bool, source: str = "<options>") -> None:
-    """``[features] names`` against the features the model knows (an error names that key,
-    not ``[model]``)."""
+def check_features(names, panel: bool, source: str = "<options>", key: str = "names") -> None:
+    """``[features] names`` (or ``blend``) against the features the model knows (an error
+    names that key, not ``[model]``)."""
     if not names:
         return
     try:
         model_class(panel)(features=tuple(names))._validate_params()
     except ValueError as exc:
-        raise config_error(source, "features", f"names: {exc}", ("names",)) from exc
+        raise config_error(source, "features", f"{key}: {exc}", (key,)) from exc
 
 
 def check_device(device, source: str = "<options>") -> None:

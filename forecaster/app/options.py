@@ -8,7 +8,7 @@ import click
 # CLI spellings of a few fields (the field names are the config file's keys).
 _ALIASES = {"n_jobs": "jobs", "commission_rate": "commission", "transfer_fee_rate": "transfer-fee",
             "random_state": "seed", "n_heads": "heads", "n_layers": "layers", "max_epochs": "epochs",
-            "names": "features"}
+            "names": "features", "blend": "blend-features"}
 def option_flag(name: str) -> str:
     """The command-line option of a config field (``max_epochs`` -> ``--epochs``)."""
     return "--" + _ALIASES.get(name, name.replace("_", "-"))

@@ -70,14 +70,16 @@ def fold_inputs(panel: dict, grid: Panel | PanelFiles, fold: Fold, codes: list[s
 
 def store_features(models: dict, grid: Panel) -> tuple[str, ...]:
     """The features the run's panel models read (each computable from ``grid``'s columns):
-    a model's own ``features``, or its default at the panel's breadth (a fold has no more
-    stocks than the panel, and the defaults of fewer stocks are a subset)."""
+    a model's own ``features`` (and ``blend_features``), or its default at the panel's
+    breadth (a fold has no more stocks than the panel, and the defaults of fewer stocks are a
+    subset)."""
     names: dict[str, None] = {}
     for model in models.values():
         if input_kind(model) != "panel" or not hasattr(model, "rules") or not hasattr(model, "features"):
             continue
         wanted = (resolve_features(grid, model.features) if model.features is not None
                   else available_features(grid, model.rules.default_features(grid.n_stocks)))
+        wanted += resolve_features(grid, getattr(model, "blend_features", ()))  # a second set of inputs
         names.update(dict.fromkeys(n for n in expand_features(wanted) if not lacking(grid, (n,))))
     return tuple(names)
 

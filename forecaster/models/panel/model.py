@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
 
 from forecaster.checks import check_choice, check_int
@@ -78,6 +78,14 @@ def standardise_per_day(scores: np.ndarray) -> np.ndarray:
     return (scores - mean) / np.where(sd > 0, sd, 1.0)
 
 
+def blend_scores(parts: list[np.ndarray]) -> np.ndarray:
+    """The mean of each part's per-day standardised scores ``[D, N]``, over the parts that
+    score a stock (NaN where none does)."""
+    z = np.stack([standardise_per_day(p) for p in parts])
+    count = np.isfinite(z).sum(axis=0)
+    return np.where(count > 0, np.nansum(z, axis=0) / np.maximum(count, 1), np.nan)
+
+
 class PanelTransformer(BaseEstimator):
     """Rank the stocks of each day by their expected tradeable return ``horizon`` days ahead.
 
@@ -106,6 +114,13 @@ class PanelTransformer(BaseEstimator):
             (``MARKET_ONLY_FEATURES``: 20-day skewness, idiosyncratic volatility, price-volume
             correlation and 5/60-day abnormal turnover; on the Shenzhen market +0.003 of mean
             rank IC over four test years, on the 60 CSI 300 stocks -0.010, docs/results.md).
+        blend_features: a second set of inputs, named as ``features`` (e.g. ``("alpha158",)``):
+            ``n_seeds`` more networks are trained on them (seeds after the first set's), and the
+            forecast is the mean of the two sets' per-day standardised scores; empty: one set.
+            Networks that read different inputs err differently: averaging the 15 default
+            features' networks with Alpha158's lifted rank IC by 0.008-0.010 on CSI 300's
+            members (2019-2026) and the Shenzhen market, for twice the training
+            (docs/results.md).
         norm: ``"robust"`` (pooled robust z-score fitted on training days, clipped at 3) or
             ``"rank"`` (per-day ranks across stocks).
         label_norm: per-day label normalisation for training (``"rank"``, ``"zscore"``).
@@ -183,7 +198,8 @@ class PanelTransformer(BaseEstimator):
     input_kind = "panel"
 
     def __init__(self, window=20, horizon=1, aux_horizons=(), execution="next_open", features=None,
-                 norm="robust", label_norm="rank", drop_tails=0.0, d_model=32, n_heads=4, n_layers=2,
+                 blend_features=(), norm="robust", label_norm="rank", drop_tails=0.0, d_model=32, n_heads=4,
+                 n_layers=2,
                  d_ff: int | None = None, dropout=0.1, positional="rotary", cross_stock=False, market="auto",
                  loss: str | None = None, icir_floor=0.3, max_epochs: int | None = None, days_per_batch=8,
                  lr=1e-3, weight_decay=1e-2, patience=4, val_fraction: float | None = None,
@@ -196,6 +212,7 @@ class PanelTransformer(BaseEstimator):
         self.aux_horizons = aux_horizons
         self.execution = execution
         self.features = features
+        self.blend_features = blend_features
         self.norm = norm
         self.label_norm = label_norm
         self.drop_tails = drop_tails
@@ -282,8 +299,14 @@ class PanelTransformer(BaseEstimator):
             raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
         check_int("epoch_stock_days", self.epoch_stock_days, allow_none=True)
         check_int("stocks_per_batch", self.stocks_per_batch, minimum=2, allow_none=True)
+        for name in ("features", "blend_features"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                raise ValueError(f"{name} is a list of names, e.g. ({value!r},), got the string {value!r}")
         if self.features is not None:
             check_feature_names(self.features)
+        if len(self.blend_features):
+            check_feature_names(self.blend_features)
         self._loop_config()
         self._net_config(1)
 
@@ -368,7 +391,22 @@ class PanelTransformer(BaseEstimator):
             self.nets_.append(net)
             self.histories_.append(history)
             self.best_epochs_.append(best)
+        # the second set's warm start is its own state's, whether or not the first set's fits
+        warm_all = getattr(self, "_warm", None)
+        self.blend_ = self._fit_blend(panel, warm_all) if len(self.blend_features) else None
         return self
+
+    def _blend_model(self) -> PanelTransformer:
+        """The second set's model: these parameters, ``blend_features`` as its features, and
+        the seeds after this one's."""
+        return clone(self).set_params(features=tuple(self.blend_features), blend_features=(),
+                                      random_state=int(self.random_state or 0) + int(self.n_seeds))
+
+    def _fit_blend(self, panel: Panel, warm: dict | None) -> PanelTransformer:
+        blend = self._blend_model()
+        if warm is not None and warm.get("blend") is not None:
+            blend.warm_from(warm["blend"])
+        return blend.fit(panel)
 
     def warm_state(self) -> dict:
         """What a later fit can start from (:meth:`warm_from`): the features, the network
@@ -376,7 +414,8 @@ class PanelTransformer(BaseEstimator):
         self._check_fitted()
         return {"features": tuple(self.features_), "net_config": self.net_config_,
                 "nets": [{k: v.detach().cpu().clone() for k, v in net.state_dict().items()}
-                         for net in self.nets_]}
+                         for net in self.nets_],
+                "blend": None if self.blend_ is None else self.blend_.warm_state()}
 
     def warm_from(self, state: dict) -> PanelTransformer:
         """Start the next :meth:`fit` from ``state`` (an earlier fit's :meth:`warm_state`):
@@ -437,57 +476,82 @@ class PanelTransformer(BaseEstimator):
         return float(ic.mean()) if len(ic) else float("nan")
 
     # ------------------------------------------------------------------ prediction
-    def _windows(self, data) -> tuple[Panel, SequenceData]:
-        self._check_fitted()
-        panel = as_panel(data)
+    def _windows(self, panel: Panel) -> SequenceData:
         try:  # computing them as empty would feed the network zeros in their place
             check_available(panel, self.features_)
         except ValueError as exc:
             raise ValueError(f"the model was fitted on features that this data cannot give: {exc}") from None
         warn_missing_inputs(panel, self.features_, "predict")
-        return panel, self._sequences(panel, self.features_, self.processor_)
+        return self._sequences(panel, self.features_, self.processor_)
+
+    def _panel_scores(self, panel: Panel, rows: np.ndarray) -> np.ndarray:
+        """Scores ``[len(rows), N]`` of signal days ``rows``: this set's networks, blended with
+        the second set's (``blend_features``) when there is one."""
+        scores = self._scores(self.nets_, self._windows(panel), rows)
+        if self.blend_ is None:
+            return scores
+        return blend_scores([scores, self.blend_._panel_scores(panel, rows)])
 
     def predict(self, data) -> pd.Series:
         """Scores for every (forecast date, code) the data allows: row ``t``'s inputs end at
         the close before the forecast date. Returns a Series named ``forecast`` indexed by
         ``(date, code)``; the day after the last row is :meth:`predict_next`'s."""
-        panel, windows = self._windows(data)
+        self._check_fitted()
+        panel = as_panel(data)
         rows = np.arange(panel.n_days - 1)
-        return scores_to_series(self._scores(self.nets_, windows, rows), panel, rows)
+        return scores_to_series(self._panel_scores(panel, rows), panel, rows)
 
     def predict_next(self, data) -> pd.Series:
         """Scores for the trading day after the last row, indexed by code."""
-        panel, windows = self._windows(data)
-        scores = self._scores(self.nets_, windows, np.array([panel.n_days - 1]))[0]
+        self._check_fitted()
+        panel = as_panel(data)
+        scores = self._panel_scores(panel, np.array([panel.n_days - 1]))[0]
         return pd.Series(scores, index=pd.Index(panel.codes, name="code"), name="forecast").dropna()
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> Path:
         """Write parameters, processor state and every network (atomically)."""
         self._check_fitted()
+        return save_model(self, path, CHECKPOINT_KIND, CHECKPOINT_VERSION, self._fitted_payload())
+
+    def _fitted_payload(self) -> dict:
         payload = {
             "state_dicts": [{k: v.detach().cpu() for k, v in net.state_dict().items()} for net in self.nets_],
             "processor": self.processor_.state(),
             "fitted": {"features": list(self.features_), "train_end": str(self.train_end_.date()),
                        "histories": self.histories_, "best_epochs": self.best_epochs_},
         }
-        return save_model(self, path, CHECKPOINT_KIND, CHECKPOINT_VERSION, payload)
+        if self.blend_ is not None:
+            payload["blend"] = {"net_config": self.blend_.net_config_.to_dict(),
+                                **self.blend_._fitted_payload()}
+        return payload
+
+    def _restore(self, data: dict) -> None:
+        """The fitted state of :meth:`_fitted_payload` (``net_config_`` and ``device_`` set)."""
+        self.nets_ = []
+        for state in data["state_dicts"]:
+            net = PanelTransformerNet(self.net_config_)
+            net.load_state_dict(state)
+            self.nets_.append(net.to(self.device_).eval())
+        self.processor_ = processor_from_state(data["processor"])
+        fitted = data["fitted"]
+        self.features_ = tuple(fitted["features"])
+        self.train_end_ = pd.Timestamp(fitted["train_end"])
+        self.histories_ = fitted["histories"]
+        self.best_epochs_ = fitted["best_epochs"]
+        self.blend_ = None
+        if data.get("blend") is not None:
+            blend = self._blend_model()
+            blend.net_config_ = PanelNetConfig(**data["blend"]["net_config"])
+            blend.device_ = self.device_
+            blend._restore(data["blend"])
+            self.blend_ = blend
 
     @classmethod
     def load(cls, path: str | Path, device: str = "auto") -> PanelTransformer:
         """Rebuild a fitted model from :meth:`save`'s file."""
         model, data = load_model(cls, path, CHECKPOINT_KIND, CHECKPOINT_VERSION, device, PanelNetConfig,
-                                 ("features",))
+                                 ("features", "blend_features"))
         with content_errors(path, "model"):
-            model.nets_ = []
-            for state in data["state_dicts"]:
-                net = PanelTransformerNet(model.net_config_)
-                net.load_state_dict(state)
-                model.nets_.append(net.to(model.device_).eval())
-            model.processor_ = processor_from_state(data["processor"])
-            fitted = data["fitted"]
-            model.features_ = tuple(fitted["features"])
-            model.train_end_ = pd.Timestamp(fitted["train_end"])
-            model.histories_ = fitted["histories"]
-            model.best_epochs_ = fitted["best_epochs"]
+            model._restore(data)
         return model

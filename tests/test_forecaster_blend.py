@@ -1,0 +1,148 @@
+"""A second set of inputs (``blend_features``, ``--blend-features``): its networks are the
+ones a model of those features alone would train (the seeds after the first set's), the
+forecast is the mean of the two sets' per-day standardised scores, and the blend survives
+save/load, warm starts, the run's feature store and the command line."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from forecaster.app.cli import main
+from forecaster.data import synthetic_panel, write_synthetic_panel
+from forecaster.data.panel import Panel
+from forecaster.evaluation.fold_inputs import store_features
+from forecaster.models.panel.model import PanelTransformer, blend_scores
+from forecaster.reporting.report import read_predictions
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+TINY = dict(window=10, d_model=16, n_heads=2, n_layers=1, d_ff=32, max_epochs=2, patience=2,
+            days_per_batch=8, n_seeds=1, random_state=0)
+FIRST, SECOND = ("ret_1d", "volatility_20d", "return_5d"), ("return_20d", "range", "gap")
+
+
+@pytest.fixture(scope="module")
+def panel():
+    return Panel.from_frames(synthetic_panel(n_stocks=24, n_days=220, signal_ic=0.1, seed=5))
+
+
+@pytest.fixture(scope="module")
+def fitted(panel):
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model = PanelTransformer(**TINY, features=FIRST, blend_features=SECOND)
+        model.fit(panel.slice(end=panel.dates[179]))
+    finally:
+        torch.set_num_threads(n)
+    return model
+
+
+def test_blend_scores_known_values():
+    a = np.array([[1.0, 2.0, 3.0, np.nan], [0.0, 0.0, 1.0, 1.0]])
+    b = np.array([[30.0, 10.0, 20.0, 5.0], [np.nan, np.nan, np.nan, np.nan]])
+    out = blend_scores([a, b])
+    za = np.array([-1, 0, 1]) * np.sqrt(1.5)  # population standard deviation
+    zb = (np.array([30.0, 10, 20, 5]) - 16.25) / np.std([30.0, 10, 20, 5])
+    np.testing.assert_allclose(out[0], [(za[0] + zb[0]) / 2, (za[1] + zb[1]) / 2, (za[2] + zb[2]) / 2, zb[3]])
+    np.testing.assert_allclose(out[1], [-1, -1, 1, 1])  # the day the second set has no score
+    assert np.isnan(blend_scores([np.full((1, 2), np.nan)] * 2)).all()
+
+
+def test_blend_is_the_mean_of_the_two_sets_standardised_scores(panel, fitted, one_thread):
+    train = panel.slice(end=panel.dates[179])
+    alone = [PanelTransformer(**{**TINY, "random_state": seed}, features=names).fit(train)
+             for seed, names in ((0, FIRST), (1, SECOND))]
+    assert fitted.features_ == FIRST and fitted.blend_.features_ == SECOND
+    for a, b in ((fitted, alone[0]), (fitted.blend_, alone[1])):  # the same networks, bit for bit
+        for (k, v), w in zip(a.nets_[0].state_dict().items(), b.nets_[0].state_dict().values(), strict=True):
+            assert np.array_equal(v.numpy(), w.numpy()), k
+    test = panel.slice(start=panel.dates[150])
+    got = fitted.predict(test)
+    parts = [m.predict(test).unstack() for m in alone]
+    z = [p.sub(p.mean(axis=1), axis=0).div(p.std(axis=1, ddof=0), axis=0) for p in parts]
+    want = ((z[0] + z[1]) / 2).stack().dropna().rename("forecast")
+    pd.testing.assert_series_equal(got.sort_index(), want.sort_index(), check_names=False, atol=1e-9)
+    # and it differs from either set alone
+    assert not np.allclose(got.sort_index().to_numpy(), z[0].stack().dropna().sort_index().to_numpy())
+    nxt = fitted.predict_next(test)
+    assert nxt.index.name == "code" and len(nxt) == test.n_stocks
+
+
+def test_a_blended_model_saves_loads_and_warm_starts_both_sets(panel, fitted, tmp_path, one_thread):
+    test = panel.slice(start=panel.dates[150])
+    path = fitted.save(tmp_path / "m.pt")
+    back = PanelTransformer.load(path, device="cpu")
+    assert back.blend_features == SECOND and back.blend_.features_ == SECOND
+    pd.testing.assert_series_equal(back.predict(test), fitted.predict(test))
+    state = fitted.warm_state()
+    assert state["blend"]["features"] == SECOND
+    later = PanelTransformer(**TINY, features=FIRST, blend_features=SECOND, warm_epochs=1).warm_from(state)
+    later.fit(panel.slice(end=panel.dates[199]))
+    assert later.warm_started_ and later.blend_.warm_started_
+    assert len(later.histories_[0]) == 1 and len(later.blend_.histories_[0]) == 1
+    plain = PanelTransformer(**TINY, features=FIRST).fit(panel.slice(end=panel.dates[179]))
+    assert plain.blend_ is None and plain.warm_state()["blend"] is None
+
+
+def test_the_run_stores_both_sets_features(panel):
+    model = PanelTransformer(features=FIRST, blend_features=SECOND)
+    assert store_features({"transformer": model}, panel) == FIRST + SECOND
+
+
+def test_bad_blend_features_are_refused_by_name():
+    with pytest.raises(ValueError, match="unknown features"):
+        PanelTransformer(blend_features=("no_such",))._validate_params()
+    with pytest.raises(ValueError, match="list of names"):
+        PanelTransformer(blend_features="alpha158")._validate_params()
+
+
+def test_backtest_with_blend_features_runs_and_records_them(tmp_path):
+    folder = tmp_path / "syn"
+    write_synthetic_panel(folder, n_stocks=8, n_days=260, signal_ic=0.05, seed=1)
+    common = ["--window", "8", "--d-model", "8", "--heads", "2", "--layers", "1", "--epochs", "1",
+              "--n-seeds", "1", "--train-days", "150", "--retrain-every", "40", "--jobs", "1",
+              "--no-baselines", "--features", ",".join(FIRST)]
+    runs = {}
+    for name, extra in (("one", []), ("blend", ["--blend-features", ",".join(SECOND)])):
+        res = CliRunner().invoke(main, ["backtest", str(folder), "--out", str(tmp_path / name),
+                                        *common, *extra])
+        assert res.exit_code == 0, res.output
+        runs[name] = read_predictions(tmp_path / name)
+    written = tomllib.loads((tmp_path / "blend" / "experiment.toml").read_text())
+    assert tuple(written["features"]["blend"]) == SECOND and "blend_features" not in written["model"]
+    one, blend = (runs[k].set_index(["code", "model"], append=True)["forecast"] for k in ("one", "blend"))
+    assert one.index.equals(blend.index) and not np.allclose(one, blend)
+    # the first set's networks are the same in both runs, so the blend moves each score toward
+    # the second set's: correlated with the first set's, not equal to it
+    assert 0.2 < np.corrcoef(one, blend)[0, 1] < 0.999
+
+
+def test_bad_blend_features_are_refused_by_their_option_before_any_output(tmp_path):
+    folder = tmp_path / "syn"
+    write_synthetic_panel(folder, n_stocks=3, n_days=120, seed=1)
+    one = next(folder.glob("*.csv"))
+    for data, text in ((folder, "unknown features ['no_such']"), (one, "needs a panel")):
+        res = CliRunner().invoke(main, ["backtest", str(data), "--out", str(tmp_path / "o"),
+                                        "--blend-features", "no_such" if data == folder else "gap"])
+        assert res.exit_code != 0 and "--blend-features" in res.output and text in res.output, res.output
+        assert "Traceback" not in res.output and not (tmp_path / "o").exists()
+
+
+def test_a_single_stock_run_refuses_blend_features(tmp_path):
+    frame = synthetic_panel(n_stocks=1, n_days=200, seed=2)
+    path = tmp_path / "one.csv"
+    next(iter(frame.values())).to_csv(path)
+    res = CliRunner().invoke(main, ["train", str(path), "--out", str(tmp_path / "o"),
+                                    "--blend-features", "gap"])
+    assert res.exit_code != 0 and "--blend-features" in res.output and "panel" in res.output
