@@ -144,9 +144,10 @@ class FeaturesConfig:
             allow), for the Transformer and the feature regressions; empty: panel: every price,
             volume and valuation feature the data's columns allow; one stock: ``log_return``.
         blend: panel Transformer only: a second set of inputs, named the same way (e.g.
-            ``alpha158``): as many networks again are trained on it and the forecast averages
-            the two sets' per-day standardised scores (twice the training; on CSI 300's members
-            and the Shenzhen market +0.008 to +0.010 of rank IC, docs/results.md); empty: one set.
+            ``alpha158``): ``--n-seeds`` more networks are trained on it and the forecast
+            averages the two sets' per-day standardised scores; empty: one set. With
+            ``--n-seeds 1`` (two networks, as the default) CSI 300's members gained +0.0055 of
+            rank IC over 2019-2026 (p = 0.001; docs/results.md).
     """
 
     names: tuple[str, ...] = ()

@@ -180,7 +180,15 @@ def prepare(raw: Mapping[str, Mapping], source: str = "<options>") -> tuple[Expe
                 check_available(loaded.panel, names)
             except ValueError as exc:
                 raise config_error(source, "features", f"names: {exc}", ("names",)) from None
-        loaded.features_note = features_note(loaded.panel, names)
+        notes = [features_note(loaded.panel, names)]
+        if exp.features.blend:  # the second set of inputs, checked and said the same way
+            try:
+                check_available(loaded.panel, exp.features.blend)
+            except ValueError as exc:
+                raise config_error(source, "features", f"blend: {exc}", ("blend",)) from None
+            note = features_note(loaded.panel, exp.features.blend)
+            notes.append(note.replace("features:", "blend features:", 1))
+        loaded.features_note = "\n".join(n for n in notes if n)
         if loaded.features_note:
             loaded.summary += "\n" + loaded.features_note
     return exp, loaded
