@@ -16,7 +16,8 @@ from forecaster.app.cli import main
 from forecaster.data import synthetic_panel, write_synthetic_panel
 from forecaster.data.panel import Panel
 from forecaster.evaluation.fold_inputs import store_features
-from forecaster.models.panel.model import PanelTransformer, blend_scores
+from forecaster.models.panel.model import PanelTransformer
+from forecaster.models.panel.scores import blend_scores
 from forecaster.reporting.report import read_predictions
 
 if sys.version_info >= (3, 11):

@@ -75,6 +75,8 @@ ELSEWHERE = {
     "data__universe": "a universe file the test writes (tests/test_forecaster_universe.py)",
     "data__train_universe": "a universe file the test writes (tests/test_forecaster_universe.py)",
     "data__train_outside_weight": "a universe file the test writes (tests/test_forecaster_train_weights.py)",
+    "features__blend": "a second set of inputs beside a first (tests/test_forecaster_blend.py runs backtest "
+                       "with and without it)",
 }
 
 

@@ -29,7 +29,8 @@ from forecaster.features.factors import (
 )
 from forecaster.features.labels import EXECUTIONS, normalise_per_day, tradeable_label
 from forecaster.features.processors import make_processor
-from forecaster.models.panel.model import as_panel, scores_to_series
+from forecaster.models.panel.model import as_panel
+from forecaster.models.panel.scores import scores_to_series
 from forecaster.models.panel.sizing import SizeRules
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,6 @@ scores rank stocks within a day and are not return forecasts.
 from __future__ import annotations
 
 import logging
-import warnings
 from functools import partial
 from pathlib import Path
 
@@ -30,10 +29,12 @@ from forecaster.features.factors import (
     resolve_features,
 )
 from forecaster.features.labels import EXECUTIONS, LABEL_NORMS
-from forecaster.features.processors import NORMS, make_processor, processor_from_state
+from forecaster.features.processors import NORMS, make_processor
 from forecaster.metrics import daily_ic
+from forecaster.models.panel.checkpoint import fitted_payload, restore_fitted
 from forecaster.models.panel.dataset import SequenceData, build_sequences, day_blocks, feature_view
 from forecaster.models.panel.network import MARKET_MODES, PanelNetConfig, PanelTransformerNet
+from forecaster.models.panel.scores import blend_scores, scores_to_series, standardise_per_day
 from forecaster.models.panel.sizing import BUDGET_KEYS, SizeRules
 from forecaster.models.persistence import content_errors, load_model, save_model
 from forecaster.models.training import LoopConfig, autocast, train_days
@@ -50,15 +51,6 @@ def as_panel(data) -> Panel:
     return data if isinstance(data, Panel) else Panel.from_frames(data)
 
 
-def scores_to_series(scores: np.ndarray, panel: Panel, rows: np.ndarray) -> pd.Series:
-    """Scores ``[len(rows), N]`` of signal days ``rows`` as a Series indexed by
-    ``(forecast date, code)``, the forecast date being the next trading day; NaN dropped."""
-    dates = panel.dates[rows + 1]
-    frame = pd.DataFrame(scores, index=pd.DatetimeIndex(dates, name="date"), columns=panel.codes)
-    frame.columns.name = "code"
-    return frame.stack().dropna().rename("forecast")
-
-
 def warn_missing_inputs(panel: Panel, names, when: str) -> None:
     """Log the stocks without any value of a column their features need while other stocks
     have it (a file without ``turn``/``amount`` among files with them): their features are
@@ -67,23 +59,6 @@ def warn_missing_inputs(panel: Panel, names, when: str) -> None:
     if text:
         log.warning("PanelTransformer %s: %s; the network reads them as 0 after normalisation (the "
                     "training median, or a middle rank), as any missing value", when, text)
-
-
-def standardise_per_day(scores: np.ndarray) -> np.ndarray:
-    """``[D, N]`` minus each day's mean over its standard deviation (NaN kept)."""
-    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
-        warnings.simplefilter("ignore", RuntimeWarning)  # days without any score
-        mean = np.nanmean(scores, axis=1, keepdims=True)
-        sd = np.nanstd(scores, axis=1, keepdims=True)
-    return (scores - mean) / np.where(sd > 0, sd, 1.0)
-
-
-def blend_scores(parts: list[np.ndarray]) -> np.ndarray:
-    """The mean of each part's per-day standardised scores ``[D, N]``, over the parts that
-    score a stock (NaN where none does)."""
-    z = np.stack([standardise_per_day(p) for p in parts])
-    count = np.isfinite(z).sum(axis=0)
-    return np.where(count > 0, np.nansum(z, axis=0) / np.maximum(count, 1), np.nan)
 
 
 class PanelTransformer(BaseEstimator):
@@ -513,40 +488,7 @@ class PanelTransformer(BaseEstimator):
     def save(self, path: str | Path) -> Path:
         """Write parameters, processor state and every network (atomically)."""
         self._check_fitted()
-        return save_model(self, path, CHECKPOINT_KIND, CHECKPOINT_VERSION, self._fitted_payload())
-
-    def _fitted_payload(self) -> dict:
-        payload = {
-            "state_dicts": [{k: v.detach().cpu() for k, v in net.state_dict().items()} for net in self.nets_],
-            "processor": self.processor_.state(),
-            "fitted": {"features": list(self.features_), "train_end": str(self.train_end_.date()),
-                       "histories": self.histories_, "best_epochs": self.best_epochs_},
-        }
-        if self.blend_ is not None:
-            payload["blend"] = {"net_config": self.blend_.net_config_.to_dict(),
-                                **self.blend_._fitted_payload()}
-        return payload
-
-    def _restore(self, data: dict) -> None:
-        """The fitted state of :meth:`_fitted_payload` (``net_config_`` and ``device_`` set)."""
-        self.nets_ = []
-        for state in data["state_dicts"]:
-            net = PanelTransformerNet(self.net_config_)
-            net.load_state_dict(state)
-            self.nets_.append(net.to(self.device_).eval())
-        self.processor_ = processor_from_state(data["processor"])
-        fitted = data["fitted"]
-        self.features_ = tuple(fitted["features"])
-        self.train_end_ = pd.Timestamp(fitted["train_end"])
-        self.histories_ = fitted["histories"]
-        self.best_epochs_ = fitted["best_epochs"]
-        self.blend_ = None
-        if data.get("blend") is not None:
-            blend = self._blend_model()
-            blend.net_config_ = PanelNetConfig(**data["blend"]["net_config"])
-            blend.device_ = self.device_
-            blend._restore(data["blend"])
-            self.blend_ = blend
+        return save_model(self, path, CHECKPOINT_KIND, CHECKPOINT_VERSION, fitted_payload(self))
 
     @classmethod
     def load(cls, path: str | Path, device: str = "auto") -> PanelTransformer:
@@ -554,5 +496,5 @@ class PanelTransformer(BaseEstimator):
         model, data = load_model(cls, path, CHECKPOINT_KIND, CHECKPOINT_VERSION, device, PanelNetConfig,
                                  ("features", "blend_features"))
         with content_errors(path, "model"):
-            model._restore(data)
+            restore_fitted(model, data)
         return model
