@@ -101,11 +101,18 @@ def test_the_run_stores_both_sets_features(panel):
     assert store_features({"transformer": model}, panel) == FIRST + SECOND
 
 
+def panel_of_three() -> Panel:
+    return Panel.from_frames(synthetic_panel(n_stocks=3, n_days=80, seed=1))
+
+
 def test_bad_blend_features_are_refused_by_name():
     with pytest.raises(ValueError, match="unknown features"):
         PanelTransformer(blend_features=("no_such",))._validate_params()
     with pytest.raises(ValueError, match="list of names"):
         PanelTransformer(blend_features="alpha158")._validate_params()
+    PanelTransformer(blend_features=None)._validate_params()  # None: one set, as ()
+    one_set = PanelTransformer(features=FIRST, blend_features=None)
+    assert store_features({"t": one_set}, panel_of_three()) == FIRST
 
 
 def test_backtest_with_blend_features_runs_and_records_them(tmp_path):

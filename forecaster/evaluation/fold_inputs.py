@@ -79,7 +79,7 @@ def store_features(models: dict, grid: Panel) -> tuple[str, ...]:
             continue
         wanted = (resolve_features(grid, model.features) if model.features is not None
                   else available_features(grid, model.rules.default_features(grid.n_stocks)))
-        wanted += resolve_features(grid, getattr(model, "blend_features", ()))  # a second set of inputs
+        wanted += resolve_features(grid, getattr(model, "blend_features", None) or ())  # a second set
         names.update(dict.fromkeys(n for n in expand_features(wanted) if not lacking(grid, (n,))))
     return tuple(names)
 

@@ -281,7 +281,7 @@ class PanelTransformer(BaseEstimator):
                 raise ValueError(f"{name} is a list of names, e.g. ({value!r},), got the string {value!r}")
         if self.features is not None:
             check_feature_names(self.features)
-        if len(self.blend_features):
+        if self.blend_features:
             check_feature_names(self.blend_features)
         self._loop_config()
         self._net_config(1)
@@ -369,7 +369,7 @@ class PanelTransformer(BaseEstimator):
             self.best_epochs_.append(best)
         # the second set's warm start is its own state's, whether or not the first set's fits
         warm_all = getattr(self, "_warm", None)
-        self.blend_ = self._fit_blend(panel, warm_all) if len(self.blend_features) else None
+        self.blend_ = self._fit_blend(panel, warm_all) if self.blend_features else None
         return self
 
     def _blend_model(self) -> PanelTransformer:
