@@ -275,8 +275,7 @@ def train(data, out, overwrite, end, **options):
                         f"learnt at weight 1, every other stock's at weight {outside:g}")
         note = features_note(grid, features or model.rules.default_features(grid.n_stocks))
         if blend:
-            note = "\n".join(n for n in (note, features_note(grid, blend).replace(
-                "features:", "blend features:", 1)) if n)
+            note = "\n".join(n for n in (note, features_note(grid, blend, "blend features")) if n)
         if note:
             summary = f"{note}\n{summary}"
     else:

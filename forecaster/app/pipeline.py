@@ -186,8 +186,7 @@ def prepare(raw: Mapping[str, Mapping], source: str = "<options>") -> tuple[Expe
                 check_available(loaded.panel, exp.features.blend)
             except ValueError as exc:
                 raise config_error(source, "features", f"blend: {exc}", ("blend",)) from None
-            note = features_note(loaded.panel, exp.features.blend)
-            notes.append(note.replace("features:", "blend features:", 1))
+            notes.append(features_note(loaded.panel, exp.features.blend, "blend features"))
         loaded.features_note = "\n".join(n for n in notes if n)
         if loaded.features_note:
             loaded.summary += "\n" + loaded.features_note

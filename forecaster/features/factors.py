@@ -291,10 +291,10 @@ def check_available(panel: Panel, names) -> None:
                 n in INTRADAY_FEATURES for n in absent))
 
 
-def features_note(panel: Panel, names=DEFAULT_FEATURES) -> str:
+def features_note(panel: Panel, names=DEFAULT_FEATURES, label: str = "features") -> str:
     """In words, which of the features ``names`` the data's columns leave out, with the
-    columns they lack; ``""`` when none. The minute-bar features count only where the panel
-    has minute bars (``--intraday``)."""
+    columns they lack, after ``label`` (``"blend features"`` for a second set); ``""`` when
+    none. The minute-bar features count only where the panel has minute bars (``--intraday``)."""
     names = expand_features(names)
     if not any(panel.has(n) for n in INTRADAY_FEATURES):
         names = tuple(n for n in names if n not in INTRADAY_FEATURES)
@@ -304,7 +304,7 @@ def features_note(panel: Panel, names=DEFAULT_FEATURES) -> str:
     if not lost:
         return ""
     n_lost = sum(len(lost_names) for lost_names in lost.values())
-    return (f"features: {len(names) - n_lost} of {len(names)} computed; left out, the "
+    return (f"{label}: {len(names) - n_lost} of {len(names)} computed; left out, the "
             "data lacking their columns: " + "; ".join(f"{', '.join(lost_names)} ({', '.join(absent)})"
                                                        for absent, lost_names in lost.items()))
 
