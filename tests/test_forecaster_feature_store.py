@@ -15,7 +15,7 @@ from forecaster.evaluation.fold_inputs import LABEL_FIELDS, store_features, with
 from forecaster.evaluation.walkforward import WalkForwardConfig, walk_forward
 from forecaster.features.factors import DEFAULT_FEATURES, available_features, feature_tensor, missing_inputs
 from forecaster.features.processors import make_processor
-from forecaster.features.store import FeatureStore, FeatureView
+from forecaster.features.store import FeatureStore, FeatureView, write_stock_major
 from forecaster.models.panel.baselines import FeatureRegressor
 from forecaster.models.panel.dataset import ProcessedFeatures, market_context
 from forecaster.models.panel.model import PanelTransformer
@@ -49,6 +49,30 @@ def test_file_and_memory_stores_read_the_computed_features(panel, tmp_path):
     np.testing.assert_array_equal(feature_tensor(cut, NAMES[::-1]),
                                   computed[lo:lo + cut.n_days][:, [7, 3, 30], ::-1])
 
+
+
+def test_file_store_is_written_a_chunk_of_stocks_at_a_time(panel, tmp_path):
+    """The file store never holds the whole array: features go to a scratch file one at a
+    time, then chunks of stocks (here 3 of 40, the last one short) into the stock-major file,
+    byte for byte the array in memory; the scratch file goes, also when a feature fails."""
+    computed = feature_tensor(panel, NAMES)  # [D, N, F]
+    path = tmp_path / "f.f32"
+    budget = 3 * panel.n_days * len(NAMES) * 4
+    write_stock_major(path, (computed[:, :, i] for i in range(len(NAMES))), panel.n_stocks,
+                      panel.n_days, len(NAMES), budget_bytes=budget)
+    on_file = np.fromfile(path, np.float32).reshape(panel.n_stocks, panel.n_days, len(NAMES))
+    np.testing.assert_array_equal(on_file, computed.transpose(1, 0, 2))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.f32"]
+
+    def failing():
+        yield computed[:, :, 0]
+        raise ValueError("a feature failed")
+
+    with pytest.raises(ValueError, match="a feature failed"):
+        write_stock_major(tmp_path / "g.f32", failing(), panel.n_stocks, panel.n_days, len(NAMES))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.f32"]
+    with pytest.raises(ValueError, match="1 features given, 2 expected"):
+        write_stock_major(tmp_path / "h.f32", iter([computed[:, :, 0]]), panel.n_stocks, panel.n_days, 2)
 
 def test_processed_windows_equal_processing_the_whole_tensor(panel):
     computed = feature_tensor(panel, NAMES)

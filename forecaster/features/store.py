@@ -49,20 +49,21 @@ class FeatureStore:
     @classmethod
     def build(cls, panel, names, path: str | Path | None = None) -> FeatureStore:
         """The features ``names`` (already expanded, each computable) of every stock and day
-        of ``panel``, one feature at a time (the peak is the store plus one float64
-        feature); in memory, or written to ``path`` and dropped from memory."""
+        of ``panel``, one feature at a time; in memory (the peak: the store plus one float64
+        feature), or streamed to ``path`` (the peak: one feature and one chunk of stocks,
+        whatever the store's size; the file system holds twice the store for a moment)."""
         from forecaster.features.factors import feature  # factors imports this module
 
         names = tuple(names)
-        values = np.empty((panel.n_stocks, panel.n_days, len(names)), np.float32)
-        for i, name in enumerate(names):
-            values[:, :, i] = feature(panel, name, cache=False).T
         store = cls(names, panel.n_stocks, panel.n_days)
+        columns = (feature(panel, name, cache=False) for name in names)  # each [D, N]
         if path is None:
-            store.values = values
+            store.values = np.empty((panel.n_stocks, panel.n_days, len(names)), np.float32)
+            for i, values in enumerate(columns):
+                store.values[:, :, i] = values.T
         else:
             store.path = Path(path)
-            values.tofile(store.path)
+            write_stock_major(store.path, columns, store.n_stocks, store.n_days, len(names))
         return store
 
     def __getstate__(self):  # a file store pickles as its path: workers open their own handle
@@ -180,3 +181,36 @@ def chunk_stocks(n_days: int, n_features: int, budget_bytes: int = 64 * 2**20) -
     """Stocks a chunk of a pass over all days holds within ``budget_bytes`` (at least 1)."""
     return max(1, budget_bytes // max(1, n_days * n_features * ITEM))
 
+
+def write_stock_major(path: Path, columns, n_stocks: int, n_days: int, n_features: int,
+                      budget_bytes: int = 256 * 2**20) -> None:
+    """Write features given one at a time (``columns``: ``n_features`` arrays ``[D, N]``) as
+    one ``[N, D, F]`` float32 file at ``path``, never holding more than one feature and one
+    chunk of stocks: each feature goes to a scratch file as it comes (feature-major, where
+    it is contiguous), then chunks of stocks are gathered from it into the stock-major file."""
+    scratch = path.with_name(path.name + ".by-feature")
+    block = n_stocks * n_days * ITEM  # one feature, [N, D]
+    try:
+        with open(scratch, "wb") as f:
+            written = 0
+            for values in columns:
+                np.ascontiguousarray(values.T, dtype=np.float32).tofile(f)
+                written += 1
+        if written != n_features:
+            raise ValueError(f"{written} features given, {n_features} expected")
+        size = chunk_stocks(n_days, n_features, budget_bytes)
+        with open(scratch, "rb", buffering=0) as src, open(path, "wb") as out:
+            piece = np.empty((size, n_days), np.float32)
+            whole = np.empty((size, n_days, n_features), np.float32)
+            for a in range(0, n_stocks, size):
+                b = min(n_stocks, a + size)
+                chunk = whole[: b - a]
+                for i in range(n_features):
+                    src.seek(i * block + a * n_days * ITEM)
+                    view = memoryview(piece[: b - a]).cast("B")
+                    if src.readinto(view) != view.nbytes:
+                        raise OSError(f"{scratch}: short read while writing the feature store")
+                    chunk[:, :, i] = piece[: b - a]
+                chunk.tofile(out)
+    finally:
+        scratch.unlink(missing_ok=True)
