@@ -198,7 +198,7 @@ def write_stock_major(path: Path, columns, n_stocks: int, n_days: int, n_feature
                 written += 1
         if written != n_features:
             raise ValueError(f"{written} features given, {n_features} expected")
-        size = chunk_stocks(n_days, n_features, budget_bytes)
+        size = max(1, min(n_stocks, chunk_stocks(n_days, n_features, budget_bytes)))
         with open(scratch, "rb", buffering=0) as src, open(path, "wb") as out:
             piece = np.empty((size, n_days), np.float32)
             whole = np.empty((size, n_days, n_features), np.float32)
