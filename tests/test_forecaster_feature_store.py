@@ -50,7 +50,6 @@ def test_file_and_memory_stores_read_the_computed_features(panel, tmp_path):
                                   computed[lo:lo + cut.n_days][:, [7, 3, 30], ::-1])
 
 
-
 def test_file_store_is_written_a_chunk_of_stocks_at_a_time(panel, tmp_path):
     """The file store never holds the whole array: features go to a scratch file one at a
     time, then chunks of stocks (here 3 of 40, the last one short) into the stock-major file,
@@ -73,6 +72,7 @@ def test_file_store_is_written_a_chunk_of_stocks_at_a_time(panel, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.f32"]
     with pytest.raises(ValueError, match="1 features given, 2 expected"):
         write_stock_major(tmp_path / "h.f32", iter([computed[:, :, 0]]), panel.n_stocks, panel.n_days, 2)
+
 
 def test_processed_windows_equal_processing_the_whole_tensor(panel):
     computed = feature_tensor(panel, NAMES)

@@ -246,7 +246,7 @@ def train(data, out, overwrite, end, **options):
             "train_universe": learn_spec, "train_outside_weight": outside,
             "params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in model.get_params().items()}}
     if panel:
-        from forecaster.features.factors import features_note
+        from forecaster.features.factors import inputs_note
         from forecaster.reporting.plots import plot_panel_training
 
         plot_panel_training(model.histories_, run / "training.png", loss=model.loss or model.budget_["loss"],
@@ -273,9 +273,7 @@ def train(data, out, overwrite, end, **options):
                         f"({inside} stock-days)" if outside == 0 else
                         f"; labels of the members of {learn_spec} on each day ({inside} stock-days) "
                         f"learnt at weight 1, every other stock's at weight {outside:g}")
-        note = features_note(grid, features or model.rules.default_features(grid.n_stocks))
-        if blend:
-            note = "\n".join(n for n in (note, features_note(grid, blend, "blend features")) if n)
+        note = inputs_note(grid, features or model.rules.default_features(grid.n_stocks), blend)
         if note:
             summary = f"{note}\n{summary}"
     else:

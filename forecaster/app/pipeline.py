@@ -36,7 +36,7 @@ from forecaster.evaluation.memory import memory_summary, peak_gb, reset_peak
 from forecaster.evaluation.scoring import Report, score_run
 from forecaster.evaluation.universe import restrict_to_members
 from forecaster.evaluation.walkforward import WalkForwardResult, fold_store, make_folds, walk_forward
-from forecaster.features.factors import check_available, features_note
+from forecaster.features.factors import check_available, inputs_note
 from forecaster.models.panel.model import PanelTransformer
 from forecaster.portfolio.index_series import attach_index, index_for, split_indices
 from forecaster.portfolio.strategy import top_k_warning
@@ -180,14 +180,12 @@ def prepare(raw: Mapping[str, Mapping], source: str = "<options>") -> tuple[Expe
                 check_available(loaded.panel, names)
             except ValueError as exc:
                 raise config_error(source, "features", f"names: {exc}", ("names",)) from None
-        notes = [features_note(loaded.panel, names)]
         if exp.features.blend:  # the second set of inputs, checked and said the same way
             try:
                 check_available(loaded.panel, exp.features.blend)
             except ValueError as exc:
                 raise config_error(source, "features", f"blend: {exc}", ("blend",)) from None
-            notes.append(features_note(loaded.panel, exp.features.blend, "blend features"))
-        loaded.features_note = "\n".join(n for n in notes if n)
+        loaded.features_note = inputs_note(loaded.panel, names, exp.features.blend)
         if loaded.features_note:
             loaded.summary += "\n" + loaded.features_note
     return exp, loaded

@@ -309,6 +309,13 @@ def features_note(panel: Panel, names=DEFAULT_FEATURES, label: str = "features")
                                                        for absent, lost_names in lost.items()))
 
 
+def inputs_note(panel: Panel, names, blend=()) -> str:
+    """:func:`features_note` of a model's inputs ``names`` and, on its own line, of its
+    second set ``blend`` (``--blend-features``); ``""`` when neither leaves anything out."""
+    notes = (features_note(panel, names), features_note(panel, blend, "blend features") if blend else "")
+    return "\n".join(n for n in notes if n)
+
+
 def missing_inputs(panel: Panel, names=DEFAULT_FEATURES) -> dict[str, tuple[str, ...]]:
     """``{code: columns}``: the columns the features ``names`` need of which a stock has no
     value on any day it trades while other stocks have them (its file lacks the column, or
