@@ -1,9 +1,17 @@
 """Checks of option values, shared by every config dataclass and estimator of the package, so
-each kind of bad value is refused with one wording (naming the option and what was expected)."""
+each kind of bad value is refused with one wording (naming the option and what was expected);
+and :class:`NotEnoughData`, the one error that says data are too thin rather than wrong."""
 
 from __future__ import annotations
 
 import numpy as np
+
+
+class NotEnoughData(ValueError):
+    """Too few rows, days or stocks to fit: the data are thin, not wrong. A model's ``fit``
+    raises this (and only this) when what it was given cannot fit it; the walk-forward then
+    skips the model on that fold, where any other error is recorded as its failure. A
+    ``ValueError``, so callers that catch those still do."""
 
 
 def check_int(name: str, value, minimum: int = 1, allow_none: bool = False) -> None:

@@ -22,14 +22,16 @@ ROOT = Path(forecaster.__file__).parent
 ALLOWED = {
     "data": set(),
     "metrics": set(),
+    # The point-in-time risk model: exposures, factor covariance, specific risk, bias checks.
+    "risk": {"data", "metrics"},
     "features": {"data"},
     "models": {"data", "metrics", "features"},
-    "portfolio": {"data", "metrics"},
-    "evaluation": {"data", "metrics", "features", "models", "portfolio"},
+    "portfolio": {"data", "metrics", "risk"},
+    "evaluation": {"data", "metrics", "features", "models", "portfolio", "risk"},
     # Renders what evaluation computed (with the metrics' pure functions for a figure's
     # caption figures): no models, features or backtests.
-    "reporting": {"data", "metrics", "evaluation"},
-    "app": {"data", "metrics", "features", "models", "portfolio", "evaluation", "reporting"},
+    "reporting": {"data", "metrics", "evaluation", "risk"},
+    "app": {"data", "metrics", "features", "models", "portfolio", "evaluation", "reporting", "risk"},
 }
 # Top-level modules every part may use: the package's checks of option values.
 SHARED = {"checks"}

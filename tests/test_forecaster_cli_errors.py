@@ -195,3 +195,23 @@ def test_cells_not_computed_are_named_with_their_reason():
         "n/c = not computed: transformer dm_p(transformer vs) (the model under test itself)",
         "n/c = not computed: zero rank_ic (constant forecast)",
     ]
+
+
+def test_options_of_the_other_model_are_named_as_typed(tmp_path, folder):
+    """A one-stock file with a panel option, or a panel feature set: one line naming the option
+    as typed and where it applies, never an internal key or a garbled sentence."""
+    csv = next(folder.glob("*.csv"))
+    runner = CliRunner()
+    res = runner.invoke(main, ["backtest", str(csv), "--out", str(tmp_path / "a"), "--n-seeds", "2"])
+    assert res.exit_code != 0 and not (tmp_path / "a").exists()
+    assert "Error: --n-seeds applies to a folder of stocks (the panel model), not to one stock" in res.output
+    assert "n_seeds" not in res.output and "Traceback" not in res.output
+    res = runner.invoke(main, ["backtest", str(csv), "--out", str(tmp_path / "b"), "--features", "alpha158"])
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    line = res.output.strip().splitlines()[-1]
+    assert line.startswith("Error: --features: ('alpha158',) is not a set of distinct features of one")
+    assert "--features from" not in line and "computed across a folder of stocks" in line
+    toml = tmp_path / "e.toml"
+    toml.write_text(f'[data]\npath = "{csv}"\n[model]\nn_seeds = 2\n')
+    res = runner.invoke(main, ["run", str(toml), "--out", str(tmp_path / "c")])
+    assert res.exit_code != 0 and "[model] n_seeds applies to a folder of stocks" in res.output

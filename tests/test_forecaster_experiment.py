@@ -185,15 +185,39 @@ def test_warm_started_refits_are_the_default_past_500_stocks_only():
     from forecaster.evaluation.walkforward import WalkForwardConfig
     from forecaster.models.panel.sizing import SizeRules
 
-    assert resolve({"walk_forward": {"n_jobs": 2}}, 600).walk_forward.warm_start == 2
-    # a wave of as many folds as workers keeps each busy: 16 workers, 16 folds side by side
-    assert resolve({"walk_forward": {"n_jobs": 16}}, 600).walk_forward.warm_start == 16
-    assert resolve({"walk_forward": {"n_jobs": 1}}, 600).walk_forward.warm_start == 2
+    for n_jobs in (1, 2, 16, -1):  # the stride from the data, whatever the workers
+        assert resolve({"walk_forward": {"n_jobs": n_jobs}}, 600).walk_forward.warm_start == 2
+    assert resolve({"walk_forward": {"warm_start": 16}}, 600).walk_forward.warm_start == 16  # asked for
     assert resolve({}, 60).walk_forward.warm_start == 0
     assert resolve({}, 1).walk_forward.warm_start == 0
     assert resolve({"walk_forward": {"warm_start": 0}}, 600).walk_forward.warm_start == 0
     assert WalkForwardConfig().warm_start is None  # the Python API resolves it from the panel
-    assert SizeRules().warm_start(501) == 2 and SizeRules().warm_start(500, 16) == 0
+    assert SizeRules().warm_start(501) == 2 and SizeRules().warm_start(500) == 0
+
+
+@pytest.mark.parametrize("cores", [2, 16])
+def test_a_market_experiment_resolves_alike_on_any_workers_and_machine(cores, monkeypatch):
+    """Every default of a 600-stock experiment comes from the data and the options: 1 worker and
+    3 (and all the cores of a 2- or 16-core machine) resolve the same settings but n_jobs."""
+    import os
+
+    import joblib
+    import joblib.parallel
+
+    from forecaster.app.experiment import experiment_dict
+
+    for module, name in ((os, "cpu_count"), (joblib, "cpu_count"), (joblib.parallel, "cpu_count")):
+        monkeypatch.setattr(module, name, lambda *a, **k: cores)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)), raising=False)
+
+    def settings(n_jobs):
+        resolved = experiment_dict(resolve({"walk_forward": {"n_jobs": n_jobs}}, 600))
+        assert resolved["walk_forward"].pop("n_jobs") == n_jobs
+        return resolved
+
+    one = settings(1)
+    assert settings(3) == one and settings(-1) == one
+    assert one["walk_forward"]["warm_start"] == 2
 
 
 def test_named_features_reach_every_feature_regression(tmp_path):

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from forecaster.app.cli import main
 from forecaster.data import synthetic_panel, write_synthetic_panel
+from forecaster.data.market.calendar import next_trading_day
 from forecaster.data.panel import Panel
 from forecaster.portfolio.next_day import ranked_list
 
@@ -75,6 +76,9 @@ def test_panel_train_predict_plot(tmp_path):
     assert not (run / "orders.csv").exists()  # no book, no capital: no orders asked for
     table = pd.read_csv(run / "next_day.csv")
     assert len(table) == 10 and set(table.columns) >= {"code", "score", "rank", "quantile", "buyable"}
+    trade = str(next_trading_day(signal).date.date())  # the exchange's next trading day
+    assert (table["signal_date"] == signal).all() and (table["trade_date"] == trade).all()
+    assert f"for the open of the next trading day, {trade}" in res.output
     assert table["rank"].tolist() == sorted(table["rank"].tolist())
     np.testing.assert_array_less(np.diff(table["score"].to_numpy()), 1e-12)  # descending
     assert (run / "next_day.png").read_bytes()[:4] == b"\x89PNG"
@@ -89,6 +93,7 @@ def test_panel_train_predict_plot(tmp_path):
     assert res.exit_code == 0, res.output
     assert "Warning" not in res.output
     orders = pd.read_csv(run / "orders.csv")
+    assert (orders["signal_date"] == signal).all() and (orders["trade_date"] == trade).all()
     sell = orders[orders["side"] == "sell"]
     assert sell["code"].tolist() == [held] and sell["shares"].tolist() == [1000]
     buys = orders[orders["side"] == "buy"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 from click.testing import CliRunner
@@ -115,3 +116,45 @@ assert drawn.sum() > 200, drawn.sum()
     assert res.returncode == 0, res.stderr
     assert "Failed to find font" not in res.stderr and "missing from font" not in res.stderr, res.stderr
     assert (tmp_path / "next_day.png").stat().st_size > 1000
+
+
+def test_predict_and_plot_draw_one_next_day_figure(tmp_path, monkeypatch):
+    """predict and plot of the same run, data and book draw next_day.png by one function from
+    equal inputs: names, [held], and the note on a held stock without a score in both."""
+    folder, names = _folder(tmp_path)
+    codes = sorted(names)
+    new = codes[5]  # listed five days ago: too new for the model's window, no score
+    for path in folder.glob("*.csv"):
+        frame = pd.read_csv(path)
+        if frame["code"].iloc[0] == new:
+            frame.iloc[-5:].to_csv(path, index=False)
+    run = tmp_path / "run"
+    res = CliRunner().invoke(main, ["train", str(folder), "--out", str(run), *TINY])
+    assert res.exit_code == 0, res.output
+    book = tmp_path / "h.csv"
+    book.write_text(f"code,shares\n{codes[3]},1000\n{new},500\ncash,10000\n")
+    calls = []
+    ranked = plots.plot_ranked_list
+
+    def keep(table, path, **kwargs):
+        calls.append((table.copy(), Path(path).name, kwargs))
+        return ranked(table, path, **kwargs)
+
+    monkeypatch.setattr(plots, "plot_ranked_list", keep)
+    said = []
+    for command in ("predict", "plot"):
+        res = CliRunner().invoke(main, [command, "--run", str(run), str(folder), "--holdings", str(book)])
+        assert res.exit_code == 0, res.output
+        said.append([line for line in res.output.splitlines() if line.startswith("next_day.png: ")])
+    assert len(calls) == 2
+    (table, path, kwargs), (table_plot, path_plot, kwargs_plot) = calls
+    pd.testing.assert_frame_equal(table, table_plot)
+    assert path == path_plot == "next_day.png" and kwargs == kwargs_plot
+    assert said[0] == said[1] and len(said[0]) == 1 and new in said[0][0] and "too new" in said[0][0]
+    labels = plots.ranked_list_labels(table.dropna(subset=["score"]))
+    assert any(names[codes[3]] in label and label.endswith("[held]") for label in labels)
+    assert all(names[c] in label for c, label in zip(table.dropna(subset=["score"])["code"], labels,
+                                                      strict=True))
+    title = plots.ranked_list_title(table, signal_date=kwargs["signal_date"])
+    assert f"held stock has no score, not shown: {new} (too new" in title
+    assert f"for the open of {table['trade_date'].iloc[0]}" in title

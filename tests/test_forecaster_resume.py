@@ -154,7 +154,7 @@ def test_a_failing_model_is_recorded_and_the_run_goes_on():
     assert any("FAILED model runs" in line and "flaky on" in line for line in report.verdict)
 
 
-def test_cli_exits_nonzero_only_when_the_model_under_test_failed_everywhere(folder, tmp_path, monkeypatch):
+def test_cli_exits_nonzero_when_the_model_under_test_failed_everywhere(folder, tmp_path, monkeypatch):
     from forecaster.models.panel.model import PanelTransformer
 
     def broken(self, panel):
@@ -166,6 +166,128 @@ def test_cli_exits_nonzero_only_when_the_model_under_test_failed_everywhere(fold
     metrics = json.loads((tmp_path / "r" / "metrics.json").read_text())  # the report is still written
     assert metrics["failed"] and all("no GPU today" in v for v in metrics["failed"].values())
     assert "low_vol_20d" in metrics["daily_rank_ic"]
+
+
+class _Raises(BaseEstimator):
+    """A score whose ``fit`` raises: ``"bug"`` a plain ValueError (a bad parameter or a bug reads
+    the same), ``"thin"`` NotEnoughData; on every fold, or on those whose training rows end
+    before ``before``."""
+
+    input_kind = "panel"
+    is_return_forecast = False
+
+    def __init__(self, kind="bug", before=None):
+        self.kind = kind
+        self.before = before
+
+    def fit(self, panel):
+        from forecaster.checks import NotEnoughData
+
+        if self.before is None or panel.dates[-1] < pd.Timestamp(self.before):
+            if self.kind == "thin":
+                raise NotEnoughData(f"too little data: {panel.n_days} days")
+            raise ValueError("window must be positive, got -3\n(a second line the summary leaves out)")
+        return self
+
+    def predict(self, panel):
+        return FactorScore("low_vol_20d").fit(panel).predict(panel)
+
+
+def test_only_not_enough_data_skips_a_fold_and_any_other_error_is_a_failure():
+    """A plain ValueError in ``fit`` is the model's failure on the fold (type, first line, where),
+    never a skipped fold; NotEnoughData skips the fold, as too little data always did."""
+    frames = synthetic_panel(n_stocks=8, n_days=300, seed=2)
+    config = WalkForwardConfig(train_days=150, retrain_every=40, min_stock_days=60, n_jobs=1, progress=False)
+    models = {"bug": _Raises("bug"), "thin": _Raises("thin"), "low_vol": FactorScore("low_vol_20d")}
+    result = walk_forward(frames, models, config)
+    folds = set(range(len(result.folds)))
+    assert {fold for fold, name in result.failed if name == "bug"} == folds
+    assert {fold for fold, name in result.skipped if name == "thin"} == folds
+    assert not [key for key in result.skipped if key[1] == "bug"] + [key for key in result.failed
+                                                                      if key[1] == "thin"]
+    for why in (why for (fold, name), why in result.failed.items() if name == "bug"):
+        assert why.startswith("ValueError: window must be positive, got -3 (at test_forecaster_resume.py:")
+        assert "second line" not in why
+    assert set(result.predictions["model"]) == {"low_vol"}
+
+
+def test_the_models_say_too_little_data_as_not_enough_data():
+    """Each model's own 'too few rows, days or stocks' is NotEnoughData (what skips a fold)."""
+    from forecaster.checks import NotEnoughData
+    from forecaster.data.panel import Panel
+    from forecaster.models.panel.baselines import FeatureRegressor
+    from forecaster.models.panel.model import PanelTransformer
+    from forecaster.models.stock.baselines import ARForecast, RidgeForecast
+    from forecaster.models.stock.estimator import CausalTransformerForecaster
+    from forecaster.models.stock.seed import SeedRecipe
+
+    frames = synthetic_panel(n_stocks=6, n_days=40, seed=1)
+    short = Panel.from_frames(frames).slice(end=sorted(set().union(*(f.index for f in frames.values())))[12])
+    one = next(iter(frames.values()))
+    tiny = dict(d_model=8, n_heads=2, n_layers=1, max_epochs=1)
+    fits = [lambda: PanelTransformer(window=8, **tiny).fit(short),
+            lambda: FeatureRegressor("gbm").fit(short), lambda: FeatureRegressor("ridge").fit(short),
+            lambda: ARForecast().fit(one.iloc[:5]), lambda: RidgeForecast().fit(one.iloc[:30]),
+            lambda: CausalTransformerForecaster(window=20, **tiny).fit(one.iloc[:15]),
+            lambda: SeedRecipe(window=20).fit(one.iloc[:15])]
+    for fit in fits:
+        with pytest.raises(NotEnoughData):
+            fit()
+
+
+def test_the_model_under_test_failing_on_one_fold_is_listed_first_and_exits_nonzero(folder, tmp_path,
+                                                                                    monkeypatch):
+    from forecaster.models.panel.model import PanelTransformer
+
+    real, calls = PanelTransformer.fit, []
+
+    def first_fold_broken(self, panel):
+        calls.append(panel.dates[-1])
+        if len(calls) == 1:  # fold 0 (--jobs 1: the folds run in order, in this process)
+            raise ValueError("bad shape [3, 5]\nsecond line")
+        return real(self, panel)
+
+    monkeypatch.setattr(PanelTransformer, "fit", first_fold_broken)
+    res = CliRunner().invoke(main, ["backtest", str(folder), "--out", str(tmp_path / "r"), *FAST])
+    assert res.exit_code == 1, res.output
+    out = res.output
+    listed = out.index("FAILED: transformer on fold 0: ValueError: bad shape [3, 5] (at ")
+    assert listed < out.index("daily_rank_ic")  # before the summary table
+    assert "second line" not in out and "Traceback" not in out
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("Error: transformer failed on 1 of ") and "(fold 0)" in last
+    metrics = json.loads((tmp_path / "r" / "metrics.json").read_text())  # written before the exit
+    assert list(metrics["failed"]) == ["0:transformer"] and not metrics["skipped"].get("0:transformer")
+    first = metrics["verdict"][0]  # the report's verdict opens with it too
+    assert first.startswith("FAILED model runs") and "transformer on 1 of" in first
+    assert set(metrics["daily_rank_ic"]) >= {"transformer", "low_vol_20d"}  # its other folds scored
+
+
+def test_a_failing_baseline_is_listed_but_leaves_the_exit_status_and_thin_data_is_no_failure(
+        folder, tmp_path, monkeypatch):
+    from forecaster.checks import NotEnoughData
+    from forecaster.models.panel.model import PanelTransformer
+
+    real, calls = PanelTransformer.fit, []
+
+    def thin_first_fold(self, panel):
+        calls.append(1)
+        if len(calls) == 1:
+            raise NotEnoughData("too little data: 3 days")
+        return real(self, panel)
+
+    def broken(self, panel):
+        raise ValueError("unknown factor 'x'")
+
+    monkeypatch.setattr(PanelTransformer, "fit", thin_first_fold)
+    monkeypatch.setattr(FactorScore, "fit", broken)
+    res = CliRunner().invoke(main, ["backtest", str(folder), "--out", str(tmp_path / "r"), *FAST])
+    assert res.exit_code == 0, res.output
+    assert res.output.index("FAILED: ") < res.output.index("daily_rank_ic")
+    assert "FAILED: transformer" not in res.output
+    metrics = json.loads((tmp_path / "r" / "metrics.json").read_text())
+    assert metrics["skipped"]["0:transformer"] == "too little data: 3 days"
+    assert metrics["failed"] and not any(key.endswith(":transformer") for key in metrics["failed"])
 
 
 def test_universe_table_names_the_stock_left_out_and_stats_not_computed(tmp_path):

@@ -110,3 +110,19 @@ def test_the_python_api_resolves_warm_start_from_the_panels_breadth():
         result = walk_forward(panel, {"low_vol_20d": FactorScore("low_vol_20d")}, WalkForwardConfig(**config))
         assert result.config.warm_start == expected
         assert len(result.predictions)
+
+
+def test_a_market_run_resolves_its_warm_start_and_forecasts_alike_on_1_and_3_workers(frames, monkeypatch):
+    """``warm_start=None`` past the market threshold (lowered to 10 stocks here, so the 16-stock
+    panel is a market) is resolved from the panel, never from ``n_jobs``: one worker and three
+    start each fold from the same earlier fold and forecast the same, bit for bit."""
+    import forecaster.evaluation.walkforward as wf
+    from forecaster.models.panel.sizing import SizeRules
+
+    monkeypatch.setattr(wf, "SizeRules", lambda: SizeRules(market_above=10))
+    runs = [walk_forward(Panel.from_frames(frames), {"transformer": PanelTransformer(**TINY)},
+                         WalkForwardConfig(train_days=150, retrain_every=40, n_jobs=n_jobs, progress=False))
+            for n_jobs in (1, 3)]
+    assert runs[0].config.warm_start == runs[1].config.warm_start == 2
+    assert len(runs[0].folds) >= 4  # some folds start warm
+    pd.testing.assert_frame_equal(runs[0].predictions, runs[1].predictions)

@@ -28,6 +28,7 @@ from forecaster.app.signal_day import (
     next_open_orders,
     orders_line,
     strategy_of,
+    trade_day_of,
     warn_if_stale,
 )
 from forecaster.data import DataError, default_series_path, load_csv
@@ -333,9 +334,9 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, overwrite, 
     universe = data_options.get("universe")
     on_bad = run_on_bad(data_options.get("on_bad"), info)
     if info.get("kind") == "panel":
+        from forecaster.app.next_day_marks import draw_next_day
         from forecaster.features.factors import missing_features
         from forecaster.portfolio.next_day import ranked_list
-        from forecaster.reporting.plots import plot_ranked_list
 
         source = data or info["data"]
         out = Path(out) if out else run / "next_day.csv"
@@ -358,21 +359,22 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, overwrite, 
         if universe:
             n_all = grid.n_stocks
             grid = members_only(grid, universe, source)
+        trade_day = trade_day_of(grid)  # the exchange's next trading day: the list's and the orders'
         try:
-            table = ranked_list(model, grid, strategy=strategy_of(raw, grid.n_stocks))
+            table = ranked_list(model, grid, strategy=strategy_of(raw, grid.n_stocks), trade_date=trade_day)
             if universe:  # the day's members only: the list, its ranks and quantiles
                 table = members_table(table, grid)
             # a stock scored without some of its features (its file lacks their columns) says so
             lacking = missing_features(grid, model.features_)
             table["missing_features"] = [",".join(lacking.get(c, ())) for c in table["code"]]
-            orders = next_open_orders(table, grid, holdings, raw, at_limit) if want_orders else None
+            orders = (next_open_orders(table, grid, holdings, raw, at_limit, trade_day) if want_orders
+                      else None)
         except ValueError as exc:
             raise click.ClickException(str(exc)) from exc
         # Every input is validated: the outputs are written together (the signal day in each).
         with atomic_write(out, "w") as f:
             table.to_csv(f, index=False)
-        png = plot_ranked_list(table, out.with_suffix(".png"), signal_date=grid.dates[-1],
-                               train_end=model.train_end_)
+        png = draw_next_day(table, grid, source, holdings, out.with_suffix(".png"), model.train_end_)
         if orders is not None:
             with atomic_write(orders_file, "w") as f:
                 orders.to_csv(f, index=False)
@@ -387,7 +389,8 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, overwrite, 
                        err=True)
         last = grid.dates[-1].date()
         buy = table[table["buyable"]].head(10)
-        click.echo(f"signal day {last}; for the next trading day's open, best buyable scores:")
+        click.echo(f"signal day {last}; for the open of the next trading day, {trade_day.date()}, best "
+                   "buyable scores:")
         for row in buy.itertuples():
             click.echo(f"  {row.rank:>4}. {row.code}  score {row.score:+.3f}  (quintile {row.quantile})")
         blocked = table[~table["buyable"]]

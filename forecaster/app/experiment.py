@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-from joblib import effective_n_jobs
 
 from forecaster.app.fields import (
     ConfigError,
@@ -313,11 +312,8 @@ def resolve(raw: Mapping[str, Mapping], n_stocks: int, source: str = "<options>"
     bt_raw = raw.get("backtest", {})
     execution = bt_raw.get("execution", BacktestConfig.execution)
     wf_raw.setdefault("label", "tradeable" if panel else "close")
-    try:
-        workers = effective_n_jobs(int(wf_raw.get("n_jobs", WalkForwardConfig.n_jobs)))
-    except (TypeError, ValueError):  # the section's own check (below) names the bad value
-        workers = 1
-    wf_raw.setdefault("warm_start", PanelTransformer.rules.warm_start(n_stocks, workers) if panel else 0)
+    # from the data alone (never n_jobs or the machine): the same experiment forecasts alike anywhere
+    wf_raw.setdefault("warm_start", PanelTransformer.rules.warm_start(n_stocks) if panel else 0)
     model = {**model_params(panel), **check_model_params(raw.get("model", {}), panel, source)}
     window = model["window"]
     wf_raw.setdefault("margin_days", max(130, 2 * int(window) + 10))

@@ -134,6 +134,11 @@ def check_model_params(values: Mapping, panel: bool, source: str = "<options>") 
     kind = "a panel (PanelTransformer)" if panel else "one stock (CausalTransformerForecaster)"
     out = {}
     for key, value in values.items():
+        if key not in params and key in model_params(not panel):
+            # a parameter of the other model: named as typed (--n-seeds), with where it applies
+            where = "a folder of stocks (the panel model)" if not panel else "one stock's file"
+            raise config_error(source, "model", f"{key} applies to {where}, not to {kind}",
+                               model_fields())
         if key not in params:
             raise config_error(source, "model", f"unknown key {key!r} for {kind}; expected one of: "
                                f"{', '.join(sorted(params))}")

@@ -1,6 +1,7 @@
-"""What ``forecaster plot`` marks on tomorrow's ranked list (``next_day.png``): the stocks that
-closed at a price limit on the signal day, those held (``--holdings``) and each stock's name
-where the data files carry one (xbx/efinance-style ``股票名称``, a ``name`` column)."""
+"""Tomorrow's ranked list as a figure (``next_day.png``), drawn by one function for both
+``forecaster predict`` and ``forecaster plot`` (:func:`draw_next_day`), and what it marks: the
+stocks that closed at a price limit on the signal day, those held (``--holdings``) and each
+stock's name where the data files carry one (xbx/efinance-style ``股票名称``, a ``name`` column)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,24 @@ from pathlib import Path
 
 import click
 import pandas as pd
+
+
+def draw_next_day(table: pd.DataFrame, grid, source: str, holdings: str | None, path: Path,
+                  train_end: pd.Timestamp) -> Path:
+    """``next_day.png`` at ``path``: the ranked list ``table`` (its
+    :data:`~forecaster.portfolio.next_day.COLUMNS`; any other column is not drawn) marked by
+    :func:`mark_ranked_list` and drawn by :func:`~forecaster.reporting.run_figures.plot_ranked_list`,
+    titled with the signal day (``grid``'s last) and ``train_end``; each held stock the figure
+    leaves out is named on stderr, with why. ``predict`` and ``plot`` both draw it here."""
+    from forecaster.portfolio.next_day import COLUMNS
+    from forecaster.reporting.plots import plot_ranked_list
+    from forecaster.reporting.run_figures import held_not_shown
+
+    marked = mark_ranked_list(table[[c for c in COLUMNS if c in table]], grid, source, holdings)
+    drawn = plot_ranked_list(marked, path, signal_date=grid.dates[-1], train_end=train_end)
+    for line in held_not_shown(marked):  # a held stock the figure leaves out is named, with why
+        click.echo(f"{Path(path).name}: {line}", err=True)
+    return drawn
 
 
 def mark_ranked_list(table: pd.DataFrame, grid, source: str, holdings: str | None = None) -> pd.DataFrame:

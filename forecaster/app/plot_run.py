@@ -75,12 +75,12 @@ def _plot_panel_run(model, info: dict, data: str | None, out: Path,
                     holdings: str | None = None, on_bad: str = "raise") -> list[Path]:
     """The panel run's figures: every one that can be drawn; the one that cannot is named, with
     the reason, on stderr."""
-    from forecaster.app.next_day_marks import mark_ranked_list
+    from forecaster.app.next_day_marks import draw_next_day
+    from forecaster.app.signal_day import strategy_of, trade_day_of
     from forecaster.features.labels import by_forecast_date, tradeable_label
     from forecaster.metrics import daily_ic, ic_summary
     from forecaster.portfolio.next_day import ranked_list
-    from forecaster.reporting.plots import plot_panel_training, plot_ranked_list, plot_rolling_ic
-    from forecaster.reporting.run_figures import held_not_shown
+    from forecaster.reporting.plots import plot_panel_training, plot_rolling_ic
 
     source = data or info["data"]
     _, grid = load_panel(source, on_bad, intraday=info.get("intraday", ""))
@@ -89,11 +89,9 @@ def _plot_panel_run(model, info: dict, data: str | None, out: Path,
     files = [plot_panel_training(model.histories_, out / "training.png",
                                  loss=model.loss or budget.get("loss"),
                                  best_epochs=getattr(model, "best_epochs_", None))]
-    table = mark_ranked_list(ranked_list(model, grid), grid, source, holdings)
-    files.append(plot_ranked_list(table, out / "next_day.png", signal_date=grid.dates[-1],
-                                  train_end=model.train_end_))
-    for line in held_not_shown(table):  # a held stock the figure leaves out is named, with why
-        click.echo(f"next_day.png: {line}", err=True)
+    # the list predict draws: the same strategy defaults (its ST rule), trade day and figure
+    table = ranked_list(model, grid, strategy=strategy_of({}, grid.n_stocks), trade_date=trade_day_of(grid))
+    files.append(draw_next_day(table, grid, source, holdings, out / "next_day.png", model.train_end_))
     after = grid.dates[grid.dates > model.train_end_]
     if len(after) > 5:
         scores = model.predict(grid).unstack("code").reindex(index=after)

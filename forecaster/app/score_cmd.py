@@ -64,9 +64,12 @@ def score(pred, data, report_dir, out, name, dates, overwrite, **options):
     ICIR, quantiles, IC by horizon, year and board, the backtest and the report folder.
 
     PRED is Qlib's pred.pkl (index (datetime, instrument), column score; SH600000 is read as
-    sh.600000) or a CSV with columns date, code, score. With --report REPORT_DIR it is scored
-    on that run's stock-days beside its models; with DATA (a folder, or a Qlib folder, as
-    backtest takes) alone, on the tradeable label of the data's stocks (--universe to choose).
+    sh.600000), a Parquet file or a CSV with columns date, code, score. A pickle can run code:
+    PRED is read by an unpickler that rebuilds pandas and numpy objects only, and a pickle that
+    asks for anything else is refused, naming it (convert such a file to Parquet or CSV).
+    With --report REPORT_DIR it is scored on that run's stock-days beside its models; with
+    DATA (a folder, or a Qlib folder, as backtest takes) alone, on the tradeable label of the
+    data's stocks (--universe to choose).
     Rows on days, codes or stock-days the run does not score, and stock-days without a score,
     are counted and named, never dropped unsaid.
     """

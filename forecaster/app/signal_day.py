@@ -1,6 +1,7 @@
 """The signal day of ``forecaster predict``: whether the data's last day can be trusted as
-the day tomorrow's list is for, how stale the model is, the index members of that day, and the
-orders for the next open with their one-line summary (:mod:`forecaster.portfolio.orders`)."""
+the day tomorrow's list is for, how stale the model is, the index members of that day, the
+trading day the list and the orders are for (:func:`trade_day_of`), and the orders for the next
+open with their one-line summary (:mod:`forecaster.portfolio.orders`)."""
 
 from __future__ import annotations
 
@@ -99,9 +100,10 @@ def strategy_of(raw: dict, n_stocks: int):
                                       **raw.get("strategy", {})})
 
 
-def next_open_orders(table: pd.DataFrame, grid, holdings: str | None, raw: dict, at_limit: str
-                     ) -> pd.DataFrame:
-    """Tomorrow's orders from the ranked list's scores and the book (:mod:`forecaster.portfolio.orders`)."""
+def next_open_orders(table: pd.DataFrame, grid, holdings: str | None, raw: dict, at_limit: str,
+                     trade_date=None) -> pd.DataFrame:
+    """Tomorrow's orders from the ranked list's scores and the book (:mod:`forecaster.portfolio.orders`),
+    for ``trade_date`` (default: the exchange's next trading day after the signal day)."""
     import dataclasses
 
     from forecaster.app.experiment import build_section
@@ -116,11 +118,23 @@ def next_open_orders(table: pd.DataFrame, grid, holdings: str | None, raw: dict,
     capital = bt.get("capital")
     book = read_holdings(holdings, grid.codes, capital) if holdings else Book({}, float(config.capital))
     scores = table.set_index("code")["score"]
-    orders = book_orders_for_panel(scores, grid, book, config, at_limit=at_limit)
+    orders = book_orders_for_panel(scores, grid, book, config, at_limit=at_limit, trade_date=trade_date)
     orders.attrs["summary"] = (f"{strategy.rule}, top {strategy.top_k}; cash {book.cash:,.0f}, "
                                f"{sum(1 for v in book.shares.values() if v)} position(s)")
     orders.attrs["warning"] = top_k_warning(strategy, len(table))
     return orders
+
+
+def trade_day_of(grid) -> pd.Timestamp:
+    """The trading day the list and the orders of ``grid``'s last day are for: the exchange's
+    next trading day (:func:`~forecaster.data.market.calendar.next_trading_day`); where its
+    calendar records no holidays, the next weekday, with a warning on stderr."""
+    from forecaster.data.market.calendar import next_trading_day
+
+    day = next_trading_day(grid.dates[-1])
+    if day.note:
+        click.echo(f"Warning: {day.note}", err=True)
+    return day.date
 
 
 def orders_line(orders: pd.DataFrame, out: Path) -> str:

@@ -25,6 +25,7 @@ import pandas as pd
 
 from forecaster.data.qlib.conventions import from_qlib_code
 from forecaster.data.sources import DataError
+from forecaster.evaluation.safe_pickle import UnsafePickle, load_pickle
 
 DATE_CONVENTIONS = ("signal", "target")
 SHOWN = 10  # examples named per kind of misalignment
@@ -50,24 +51,33 @@ def read_external(path: str | Path) -> pd.DataFrame:
     """A prediction file as ``date, code, score`` (one row per stock-day; codes canonical).
 
     Qlib's ``pred.pkl`` (a DataFrame or Series indexed by ``(datetime, instrument)``, column
-    ``score`` or a single column), a Parquet file or a CSV (``.csv``, ``.csv.gz``) with columns
-    ``date`` (or ``datetime``), ``code`` (or ``instrument``) and ``score``.
+    ``score`` or a single column; read by :func:`~forecaster.evaluation.safe_pickle.load_pickle`,
+    which rebuilds frames only and never runs the file's code), a Parquet file or a CSV
+    (``.csv``, ``.csv.gz``) with columns ``date`` (or ``datetime``), ``code`` (or
+    ``instrument``) and ``score``.
 
     Raises:
-        DataError: the file cannot be read, lacks a column, holds a date or score that is not
-            one, holds no row, or scores a stock-day twice (one line naming it).
+        DataError: the file cannot be read, is a pickle that asks for anything but a frame,
+            lacks a column, holds a date or score that is not one, holds no row, or scores a
+            stock-day twice (one line naming it).
     """
     path = Path(path)
     suffixes = "".join(path.suffixes[-2:]).lower()
     try:
         if path.suffix.lower() in (".pkl", ".pickle"):
-            table, line0 = _flat(pd.read_pickle(path), path), None
+            table, line0 = _flat(load_pickle(path), path), None
         elif path.suffix.lower() == ".parquet":
             table, line0 = _flat(pd.read_parquet(path), path), None
         else:
             table, line0 = pd.read_csv(path, dtype=str, keep_default_na=False), 2
     except DataError:
         raise
+    except UnsafePickle as exc:
+        raise DataError(
+            f"{path}: refused: a pickle can run code, and this one asks for {exc.name}, which a "
+            "table of predictions never needs; convert it to Parquet or CSV (date,code,score) "
+            "where it was made, e.g. frame.reset_index().to_parquet('pred.parquet')"
+        ) from None
     except Exception as exc:  # noqa: BLE001 - any reader's failure is the file's fault, said in one line
         what = "pickle" if path.suffix.lower() in (".pkl", ".pickle") else suffixes or "CSV"
         raise DataError(

@@ -3,9 +3,17 @@
 Each fold's output (its forecast rows, the models it skipped and the models that failed) is
 written atomically to ``FOLDER/fold_NNNN.pkl`` the moment the fold finishes, so a crash,
 SIGKILL or Ctrl-C loses only the folds still running. ``FOLDER/run.json`` holds a fingerprint
-of the data and of the configuration (fold layout, labels, every model's class and
-parameters); a resume with other data or another configuration is refused, since mixing folds
-of two runs would give a report that belongs to neither.
+of the data, of the configuration (fold layout, labels, every model's class and parameters)
+and of the code (the package's version and a digest of its source); a resume with other data,
+another configuration or another version is refused, since mixing folds of two runs would
+give a report that belongs to neither.
+
+A fold file is data, never code: in a report folder a resume reads only files whose SHA-256 is
+the one the run recorded in the folder's manifest (a swapped file is refused, named; a store
+outside any claimed folder, given to the API, has no manifest), and reads them with the
+restricted unpickler of :mod:`.safe_pickle` (frames, arrays, this module's ``FoldOutput`` and
+the network configuration; tensors are stored as numpy arrays), so even a file whose digest
+was forged alongside cannot run code.
 """
 
 from __future__ import annotations
@@ -20,9 +28,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
 
+import forecaster
 from forecaster.data.panel import Panel
+from forecaster.evaluation.safe_pickle import UnsafePickle, load_pickle
+from forecaster.models.panel.network import PanelNetConfig
 from seq2seq.core import atomic_write
+from seq2seq.core.outputs import in_claimed_folder, is_own_file
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +122,47 @@ def _differences(old: dict, new: dict, prefix: str = "") -> list[str]:
 
 
 class ResumeError(ValueError):
-    """The stored folds belong to a run with other data or another configuration."""
+    """The stored folds belong to a run with other data, another configuration or another
+    version of the code, or a fold file is not the one the run wrote."""
+
+
+def code_fingerprint() -> dict:
+    """The version of the code that computes a run's folds: the package's version and a
+    digest of its source files (any change of the code may change the forecasts)."""
+    root = Path(forecaster.__file__).parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode())
+        h.update(path.read_bytes())
+    return {"version": forecaster.__version__, "source": h.hexdigest()[:16]}
+
+
+_TENSOR = "__tensor__"
+
+
+def _plain(value):
+    """``value`` with every torch tensor as ``{_TENSOR: ndarray, "dtype": name}`` (a fold file
+    holds numpy arrays, which the restricted unpickler rebuilds; tensors it does not)."""
+    if isinstance(value, torch.Tensor):
+        t = value.detach().cpu()
+        return {_TENSOR: (t.float() if t.dtype == torch.bfloat16 else t).numpy(), "dtype": str(t.dtype)}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    return value
+
+
+def _tensors(value):
+    """The inverse of :func:`_plain`."""
+    if isinstance(value, dict):
+        if _TENSOR in value:
+            dtype = getattr(torch, value["dtype"].removeprefix("torch."))
+            return torch.from_numpy(np.array(value[_TENSOR])).to(dtype)
+        return {k: _tensors(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_tensors(v) for v in value)
+    return value
 
 
 class FoldStore:
@@ -124,6 +177,7 @@ class FoldStore:
 
     def __init__(self, folder: str | Path, fingerprint: dict):
         self.folder = Path(folder)
+        fingerprint = {**fingerprint, "code": fingerprint.get("code", code_fingerprint())}
         self.fingerprint = json.loads(json.dumps(fingerprint))  # as it reads back from disk
 
     def _fold_path(self, fold: int) -> Path:
@@ -147,6 +201,11 @@ class FoldStore:
         problems = []
         if old.get("data") != self.fingerprint["data"]:
             problems.append("the data differ (a file was changed, added or removed)")
+        if old.get("code") != self.fingerprint["code"]:
+            was = old.get("code") or {"version": "an earlier one", "source": "not recorded"}
+            problems.append(f"the folds were computed by another version of forecaster ({was['version']}, "
+                            f"source {was['source']} then; {self.fingerprint['code']['version']}, source "
+                            f"{self.fingerprint['code']['source']} now)")
         diff = _differences(old.get("run", {}), self.fingerprint["run"])
         if diff:
             problems.append("the configuration differs: " + "; ".join(diff[:8])
@@ -174,11 +233,31 @@ class FoldStore:
             return {}
         done = {}
         for f in files:
-            with open(f, "rb") as fh:
-                out = pickle.load(fh)
+            out = self._read(f)
             done[out.fold] = out
         log.info("%s: resuming with %d finished fold(s)", self.folder, len(done))
         return done
+
+    def _read(self, path: Path) -> FoldOutput:
+        """One fold file, after checking it is the one this run wrote (its digest in the
+        folder's manifest) and with the restricted unpickler."""
+        if in_claimed_folder(path) and not is_own_file(path):
+            raise ResumeError(f"cannot resume the run in {self.folder}: {path.name} is not the file the run "
+                              "wrote (its SHA-256 is not the one recorded in the folder's manifest); a fold "
+                              "file is only read as written. Run without --resume to start afresh")
+        try:
+            out = load_pickle(path, extra=(FoldOutput, PanelNetConfig))
+        except UnsafePickle as exc:
+            raise ResumeError(f"cannot resume the run in {self.folder}: {path.name} asks for {exc.name}, "
+                              "which a fold never holds (a pickle can run code: refused unread)") from None
+        except Exception as exc:  # noqa: BLE001 - a damaged file, said in one line
+            raise ResumeError(f"cannot resume the run in {self.folder}: {path.name} cannot be read "
+                              f"({(str(exc).splitlines() or [type(exc).__name__])[0]})") from None
+        if not isinstance(out, FoldOutput):
+            raise ResumeError(f"cannot resume the run in {self.folder}: {path.name} holds a "
+                              f"{type(out).__name__}, not a fold")
+        out.states = _tensors(out.states)
+        return out
 
     def _write_fingerprint(self) -> None:
         with atomic_write(self.folder / self.RUN_FILE, "w") as f:
@@ -187,6 +266,7 @@ class FoldStore:
     def save(self, output: FoldOutput) -> Path:
         """Write one finished fold (atomically: a kill mid-write leaves no partial file)."""
         path = self._fold_path(output.fold)
+        plain = FoldOutput(**{**output.__dict__, "states": _plain(output.states)})
         with atomic_write(path) as f:
-            pickle.dump(output, f, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump(plain, f, protocol=pickle.HIGHEST_PROTOCOL)
         return path

@@ -38,6 +38,7 @@ from forecaster.metrics import (
     daily_ic,
     dm_table,
     groups_of,
+    holm,
     ic_by_horizon,
     ic_difference_test,
     ic_summary,
@@ -123,6 +124,7 @@ class Report:
         if self.ic:
             table["daily_rank_ic"] = pd.Series({m: v["mean_ic"] for m, v in self.ic.items()})
             table["icir"] = pd.Series({m: v["icir"] for m, v in self.ic.items()})
+            table["ic_days"] = pd.Series({m: v["n_days"] for m, v in self.ic.items()})
         if len(self.ic_tests):
             tests = self.ic_tests.set_index("baseline")
             table[f"ic_diff_p({self.model} vs)"] = tests["p_value"]
@@ -237,6 +239,8 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
                                                                          horizon=horizon)})
     daily_ic_frame = pd.DataFrame(daily)
     ic_tests = pd.DataFrame(tests)
+    if len(ic_tests):  # the verdict counts wins over the whole family of comparisons
+        ic_tests["p_holm"] = holm(ic_tests["p_value"])
     ic_years = (pd.concat(years, ignore_index=True)[list(YEAR_COLUMNS)] if years
                 else pd.DataFrame(columns=list(YEAR_COLUMNS)))
     ic_boards = (pd.concat(boards, ignore_index=True)[list(BOARD_COLUMNS)] if boards
@@ -266,11 +270,11 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
                             results, ic_tests, horizon, gaps, reference_model(models, "zero"),
                             strategy_tests=strategy.tests)
     universe = universe_table(grid, result, model)
-    if result.failed:
-        verdict.append(failure_line(model, result))
     missing = no_forecast_line(model, result)
     if missing:
         verdict.insert(0, missing)
+    if result.failed:  # first of all: a model that raised is a bug to fix, not a result to read
+        verdict.insert(0, failure_line(model, result))
     why = ("without a scoreable tradeable outcome (suspended or no bar on the entry or exit day, "
            "limit-up at the entry, or an exit beyond the data)" if result.config.label == "tradeable"
            else "on suspended bars or overnight gaps excluded (below)" if bars else "on suspended days")

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from forecaster.metrics.hac import holm
 from forecaster.metrics.returns import (
     active_stats,
     annual_return,
@@ -30,7 +31,8 @@ RISK_COLUMNS = ("annual_return", "annual_return_gross", "cost_drag", "excess_ann
                 "excess_annual_return_gross", "annual_volatility", "sharpe", "sortino", "calmar",
                 "max_drawdown", "information_ratio", "tracking_error", "turnover", "costs_paid", "n_trades",
                 "n_blocked", "mean_holdings")
-TEST_COLUMNS = ("baseline", "annual_return_diff", "mean_diff", "t_stat", "p_value", "n_days")
+TEST_COLUMNS = ("baseline", "annual_return_diff", "annual_return_model", "annual_return_baseline",
+                "mean_diff", "t_stat", "p_value", "n_days", "p_holm")
 # Days in the rolling mean of the turnover curve.
 TURNOVER_WINDOW = 21
 
@@ -43,7 +45,8 @@ class StrategyStats:
         risk: ``[model x RISK_COLUMNS]``, the benchmark as the last row (``"benchmark"``: it
             trades without costs, so its return before costs is its return; its cost and trade
             columns NaN). ``max_drawdown`` is negative (a fall).
-        tests: the main model's strategy against each other backtest (:data:`TEST_COLUMNS`;
+        tests: the main model's strategy against each other backtest on the days both cover
+            (:data:`TEST_COLUMNS`; ``p_holm``: Holm-adjusted over the baselines;
             ``annual_return_diff`` > 0: the main model's earned more), after costs.
         curves: per model, ``[date]`` columns ``net``, ``gross`` (growth of 1 after and before
             costs), ``benchmark`` (its growth), ``excess``, ``excess_gross`` (growth relative
@@ -146,7 +149,8 @@ def strategy_stats(backtests: dict, model: str, horizon: int = 1) -> StrategySta
         return stats
     tests = [{"baseline": name, **paired_return_test(main.returns, r.returns, horizon)}
              for name, r in backtests.items() if name != model]
-    stats.tests = pd.DataFrame(tests, columns=list(TEST_COLUMNS))
+    stats.tests = pd.DataFrame(tests, columns=list(TEST_COLUMNS[:-1]))
+    stats.tests["p_holm"] = holm(stats.tests["p_value"])
     c = curves[model]
     stats.monthly = monthly_table(main.returns)
     years = pd.DataFrame({"strategy": period_returns(c["r_net"], "Y"),

@@ -95,45 +95,95 @@ def _significance(p: float, alpha: float = 0.05) -> str:
     return "significant" if p < alpha else "not significant"
 
 
-def best_strategy(backtests: dict, model: str) -> str | None:
+def best_strategy(backtests: dict, model: str, tests: pd.DataFrame | None = None) -> str | None:
     """The baseline whose strategy earned the most a year after costs (None: no other backtest
-    with a return)."""
+    with a return): by the paired comparison on the days it shares with ``model`` where
+    ``tests`` holds one, else by its own annual return."""
+    if tests is not None and len(tests):
+        paired = tests[np.isfinite(tests["annual_return_diff"].astype(float))]
+        paired = paired[paired["baseline"].isin([n for n in backtests if n != model])]
+        if len(paired):
+            return str(paired.loc[paired["annual_return_diff"].astype(float).idxmin(), "baseline"])
     others = {n: r.metrics["annual_return"] for n, r in backtests.items()
               if n != model and np.isfinite(r.metrics.get("annual_return", math.nan))}
     return max(others, key=others.get) if others else None
+
+
+def best_ic_baseline(model: str, ic: dict, ic_tests: pd.DataFrame | None = None,
+                     overall: pd.DataFrame | None = None) -> str | None:
+    """The baseline the verdict compares forecasts with: the one most ahead of ``model`` in
+    daily rank IC on the days both cover (the paired tests, ``ic_tests``), else the best mean
+    daily rank IC (panels), else the best pooled rank IC (``overall``, one stock)."""
+    if ic:
+        others = {m: v["mean_ic"] for m, v in ic.items() if m != model and np.isfinite(v["mean_ic"])}
+        if ic_tests is not None and len(ic_tests) and "mean_diff" in ic_tests:
+            diffs = ic_tests.set_index("baseline")["mean_diff"].astype(float)
+            paired = {m: diffs[m] for m in others if m in diffs.index and np.isfinite(diffs[m])}
+            if paired:
+                return min(paired, key=paired.get)
+        scores = others
+    elif overall is not None and len(overall):
+        scores = {m: v for m, v in overall.set_index("model")["rank_ic"].items()
+                  if m != model and np.isfinite(v)}
+    else:
+        return None
+    return max(scores, key=scores.get) if scores else None
+
+
+def _days(result) -> int:
+    return int(len(result.returns))
+
+
+def _coverage(model: str, other: str, n_mine: int, n_theirs: int, n_both) -> str:
+    """``""`` when both cover the same days, else which days the figures are on."""
+    if n_both is None or not np.isfinite(n_both) or (n_mine == n_theirs == int(n_both)):
+        return ""
+    return (f"on the {int(n_both)} days both cover ({model} covers {n_mine}, {other} {n_theirs}): ")
 
 
 def strategy_lines(model: str, backtests: dict, tests: pd.DataFrame | None, alpha: float = 0.05) -> list[str]:
     """The verdict on the strategies, after costs: what the main model's earned against its
     benchmark, whether the best baseline's strategy beat it, by how much a year and with what
     test (the paired Newey-West test of the daily returns' difference), and which other
-    baselines' strategies earned more."""
+    baselines' strategies earned more. Two strategies are compared on the days both cover
+    (``tests``: :data:`~forecaster.evaluation.tearsheet.TEST_COLUMNS`), each figure named by
+    its model; significance counts are Holm-adjusted over the baselines."""
     if model not in backtests:
         return []
     main = backtests[model]
     m, b = main.metrics, main.benchmark_metrics
     flat = "no trades" if not m.get("n_trades") else "the equity never moved"
     lines = [f"{model} strategy after costs: {pct(m['annual_return'], flat, True)}, Sharpe "
-             f"{stat_text(m['sharpe'], '.2f', flat)}, max drawdown {pct(-m['max_drawdown'], flat)}; "
+             f"{stat_text(m['sharpe'], '.2f', flat)}, max drawdown {pct(-m['max_drawdown'], flat)} "
+             f"over {_days(main)} days; "
              f"{pct(m['annual_return'] - b['annual_return'], 'no days', True)} over the benchmark "
              f"({main.benchmark}: {pct(b['annual_return'], 'no days', True)}, Sharpe "
              f"{stat_text(b['sharpe'], '.2f', 'flat benchmark')})"]
-    best = best_strategy(backtests, model)
+    table = (tests.set_index("baseline") if tests is not None and len(tests) else None)
+    best = best_strategy(backtests, model, tests)
     if best is None:
         return lines
     theirs = backtests[best].metrics
     idle = "no trades" if not theirs.get("n_trades") else "the equity never moved"
     best_text = f"{best} (no trades: it held cash)" if not theirs.get("n_trades") else best
-    t = (tests.set_index("baseline").loc[best] if tests is not None and len(tests)
-         and best in set(tests["baseline"]) else None)
-    diff = m["annual_return"] - theirs["annual_return"]
+    t = table.loc[best] if table is not None and best in table.index else None
+    p_adj = t.get("p_holm", math.nan) if t is not None else math.nan
     test = ("paired Newey-West test of the daily returns' difference: "
-            f"t {stat_text(t['t_stat'], '+.2f', 'no variation')}, {p_text(t['p_value'], 'no variation')}, "
-            f"{_significance(t['p_value'], alpha)}" if t is not None else "no paired test")
-    numbers = (f"{pct(m['annual_return'], flat, True)} against {pct(theirs['annual_return'], idle, True)}, "
-               f"Sharpe {stat_text(m['sharpe'], '.2f', flat)} against "
-               f"{stat_text(theirs['sharpe'], '.2f', idle)}, "
-               f"max drawdown {pct(-m['max_drawdown'], flat)} against {pct(-theirs['max_drawdown'], idle)}")
+            f"t {stat_text(t['t_stat'], '+.2f', 'no variation')}, {p_text(t['p_value'], 'no variation')} "
+            f"(Holm-adjusted over {len(table)} baselines: {p_text(p_adj, 'no variation')}), "
+            f"{_significance(p_adj, alpha)}" if t is not None else "no paired test")
+    where = _coverage(model, best, _days(main), _days(backtests[best]),
+                      t["n_days"] if t is not None else None)
+    if where:  # different days: only the common days' returns compare
+        mine, other = float(t["annual_return_model"]), float(t["annual_return_baseline"])
+        numbers = (f"{where}{model} {pct(mine, flat, True)}, {best} {pct(other, idle, True)}")
+    else:
+        mine, other = m["annual_return"], theirs["annual_return"]
+        numbers = (f"{model} {pct(mine, flat, True)}, {best} {pct(other, idle, True)}; Sharpe "
+                   f"{model} {stat_text(m['sharpe'], '.2f', flat)}, {best} "
+                   f"{stat_text(theirs['sharpe'], '.2f', idle)}; max drawdown {model} "
+                   f"{pct(-m['max_drawdown'], flat)}, {best} {pct(-theirs['max_drawdown'], idle)}")
+    diff = mine - other
     if not np.isfinite(diff):
         lines.append(f"{model}'s strategy against the best baseline strategy, {best}: not compared "
                      f"({flat}); {best} {pct(theirs['annual_return'], None, True)}")
@@ -143,20 +193,22 @@ def strategy_lines(model: str, backtests: dict, tests: pd.DataFrame | None, alph
     else:
         lines.append(f"{model}'s strategy beat the best baseline strategy, {best_text}, after costs by "
                      f"{pct(diff, sign=False)}/yr ({numbers}); {test}")
-    ahead = sorted(((n, r.metrics["annual_return"]) for n, r in backtests.items()
-                    if n != model and np.isfinite(r.metrics["annual_return"])
-                    and r.metrics["annual_return"] > m["annual_return"]), key=lambda x: -x[1])
+    if table is None:
+        return lines
     n_others = sum(1 for n in backtests if n != model)
+    diffs = table["annual_return_diff"].astype(float)
+    ahead = diffs[diffs < 0].sort_values()
     if np.isfinite(m["annual_return"]):
-        if ahead:
-            named = ", ".join(f"{n} ({pct(a - m['annual_return'])}/yr)" for n, a in ahead)
-            sig = ([n for n, _ in ahead if tests is not None and len(tests) and n in set(tests["baseline"])
-                    and tests.set_index("baseline").loc[n, "p_value"] < alpha])
+        if len(ahead):
+            named = ", ".join(f"{n} ({pct(-d)}/yr)" for n, d in ahead.items())
+            sig = [n for n in ahead.index if table.loc[n].get("p_holm", math.nan) < alpha]
             lines.append(f"{len(ahead)} of {n_others} baseline strategies earned more than {model}'s after "
-                         f"costs: {named}; significantly (paired test, p < {alpha:g}): "
+                         f"costs: {named} (each on the days it shares with {model}); significantly "
+                         f"(paired test, Holm-adjusted p < {alpha:g} over {len(table)}): "
                          f"{', '.join(sig) if sig else 'none'}")
         else:
-            lines.append(f"none of {n_others} baseline strategies earned more than {model}'s after costs")
+            lines.append(f"none of {n_others} baseline strategies earned more than {model}'s after costs "
+                         "on the days both cover")
     return lines
 
 
@@ -188,43 +240,58 @@ def verdict_lines(model: str, overall: pd.DataFrame, dm: pd.DataFrame, ic: dict,
         lines.append(f"{model} sign hit rate {pct(row['hit_rate'], 'no scored forecast', sign=False)} "
                      f"(binomial {p_text(row['binomial_p'], 'no scored forecast')})")
     if ic and model in ic:
-        others = {m: v for m, v in ic.items() if m != model and np.isfinite(v["mean_ic"])}
-        best = max(others, key=lambda m: others[m]["mean_ic"]) if others else None
-        mine = gaps.get(model, {})
-        if not np.isfinite(ic[model]["mean_ic"]):
-            line = f"{model} daily rank IC {stat_text(math.nan, '', mine.get('mean_ic'))}"
-        else:
-            line = (f"{model} daily rank IC {ic[model]['mean_ic']:+.4f} "
-                    f"(ICIR {stat_text(ic[model]['icir'], '+.3f', mine.get('icir'))})")
-        if best is not None:
-            theirs = gaps.get(best, {})
-            line += (f"; best baseline: {best} {ic[best]['mean_ic']:+.4f} "
-                     f"(ICIR {stat_text(ic[best]['icir'], '+.3f', theirs.get('icir'))})")
-        elif len(ic) > 1:
-            line += "; no baseline's rank IC could be computed either"
-        lines.append(line)
-        if best is not None and ic_tests is not None and len(ic_tests):
-            t = ic_tests.set_index("baseline").loc[best]
-            if not np.isfinite(t["p_value"]):
-                lines.append(f"{model} vs the best baseline {best}: rank-IC difference test not computed "
-                             f"({mine.get('mean_ic') or 'too few days with both ICs'})")
-            else:
-                if t["p_value"] < 0.05:
-                    word = "significantly beats" if t["mean_diff"] > 0 else "is significantly WORSE than"
-                else:
-                    word = "does NOT significantly beat" if t["mean_diff"] > 0 else "does NOT beat"
-                lines.append(f"{model} {word} the best baseline {best}: daily rank IC difference "
-                             f"{t['mean_diff']:+.4f}, Newey-West t {t['t_stat']:+.2f}, "
-                             f"{p_text(t['p_value'])}")
-                wins = ic_tests[(ic_tests["mean_diff"] > 0) & (ic_tests["p_value"] < 0.05)]
-                losses = ic_tests[(ic_tests["mean_diff"] < 0) & (ic_tests["p_value"] < 0.05)]
-                line = (f"{model} beats {len(wins)} of {len(ic_tests)} other models significantly "
-                        "(rank IC, p < 0.05)")
-                if len(losses):
-                    losses = losses.sort_values("mean_diff")
-                    line += "; significantly better than it: " + ", ".join(
-                        f"{b} ({-d:+.4f}, {p_text(p)})" for b, d, p in
-                        zip(losses["baseline"], losses["mean_diff"], losses["p_value"], strict=True))
-                lines.append(line)
+        lines += _ic_lines(model, ic, ic_tests, gaps)
     strategy = strategy_lines(model, backtests, strategy_tests)
     return [*strategy, *lines] if ic else [*lines, *strategy]
+
+
+def _ic_lines(model: str, ic: dict, ic_tests: pd.DataFrame | None, gaps: dict) -> list[str]:
+    """The verdict on rank IC: the main model's, the best baseline's and the paired test
+    against it, on the days both cover; how many of the other models it beats, counted with
+    Holm-adjusted p-values over all of them."""
+    tests = ic_tests.set_index("baseline") if ic_tests is not None and len(ic_tests) else None
+    best = best_ic_baseline(model, ic, ic_tests)
+    mine = gaps.get(model, {})
+    if not np.isfinite(ic[model]["mean_ic"]):
+        line = f"{model} daily rank IC {stat_text(math.nan, '', mine.get('mean_ic'))}"
+    else:
+        line = (f"{model} daily rank IC {ic[model]['mean_ic']:+.4f} "
+                f"(ICIR {stat_text(ic[model]['icir'], '+.3f', mine.get('icir'))}, "
+                f"{ic[model]['n_days']} days)")
+    if best is not None:
+        theirs = gaps.get(best, {})
+        line += (f"; best baseline: {best} {ic[best]['mean_ic']:+.4f} "
+                 f"(ICIR {stat_text(ic[best]['icir'], '+.3f', theirs.get('icir'))}, "
+                 f"{ic[best]['n_days']} days)")
+    elif len(ic) > 1:
+        line += "; no baseline's rank IC could be computed either"
+    lines = [line]
+    if best is None or tests is None:
+        return lines
+    t = tests.loc[best]
+    if not np.isfinite(t["p_value"]):
+        lines.append(f"{model} vs the best baseline {best}: rank-IC difference test not computed "
+                     f"({mine.get('mean_ic') or 'too few days with both ICs'})")
+        return lines
+    if t["p_value"] < 0.05:
+        word = "significantly beats" if t["mean_diff"] > 0 else "is significantly WORSE than"
+    else:
+        word = "does NOT significantly beat" if t["mean_diff"] > 0 else "does NOT beat"
+    where = _coverage(model, best, ic[model]["n_days"], ic[best]["n_days"], t["n_days"])
+    means = (f" ({model} {t['mean_model']:+.4f}, {best} {t['mean_baseline']:+.4f})"
+             if where and "mean_model" in t else "")
+    lines.append(f"{model} {word} the best baseline {best}: {where}daily rank IC difference "
+                 f"{t['mean_diff']:+.4f}{means}, Newey-West t {t['t_stat']:+.2f}, {p_text(t['p_value'])}")
+    adjusted = ic_tests["p_holm"] if "p_holm" in ic_tests else ic_tests["p_value"]
+    wins = ic_tests[(ic_tests["mean_diff"] > 0) & (adjusted < 0.05)]
+    losses = ic_tests[(ic_tests["mean_diff"] < 0) & (adjusted < 0.05)]
+    line = (f"{model} beats {len(wins)} of {len(ic_tests)} other models significantly "
+            f"(rank IC on the days each pair shares; Holm-adjusted p < 0.05 over the {len(ic_tests)} "
+            "comparisons)")
+    if len(losses):
+        losses = losses.sort_values("mean_diff")
+        line += "; significantly better than it: " + ", ".join(
+            f"{b} ({-d:+.4f}, adjusted {p_text(p)})" for b, d, p in
+            zip(losses["baseline"], losses["mean_diff"], adjusted[losses.index], strict=True))
+    lines.append(line)
+    return lines

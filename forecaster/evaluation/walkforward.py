@@ -13,9 +13,10 @@ Folds run in parallel processes (joblib, ``n_jobs``); each task runs torch with
 ``checkpoint_dir``, each finished fold is written there at once (:mod:`forecaster.evaluation.fold_store`)
 and ``resume=True`` continues an interrupted run from its finished folds.
 
-A model that raises on a fold does not stop the run: a ``ValueError`` in ``fit`` (too little
-data for it) is recorded as *skipped*, any other exception as *failed* with a summary of
-where it was raised; the other models and folds go on.
+A model that raises on a fold does not stop the run: :class:`~forecaster.checks.NotEnoughData`
+in ``fit`` (too few rows, days or stocks for it) is recorded as *skipped*; any other exception
+(a bad parameter, a bug: a plain ``ValueError`` too) as *failed*, with its type, the first line
+of its message and where it was raised; the other models and folds go on.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from sklearn.base import clone
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
+from forecaster.checks import NotEnoughData
 from forecaster.data.panel import Panel
 from forecaster.evaluation.assembly import assemble, compact_codes, fold_part
 from forecaster.evaluation.backends import ray_session, release_freed_heap, run_local, run_ray, stop_local
@@ -68,8 +70,8 @@ class WalkForwardResult:
             taken from a resumed run have none).
         skipped: ``{(fold, name): reason}`` for models that could not be fit on a fold
             (``(fold, "name:stocks")`` for stocks a per-stock model left out).
-        failed: ``{(fold, name): "ExceptionType: message (at file:line in function)"}`` for
-            models that raised on a fold.
+        failed: ``{(fold, name): "ExceptionType: first line of its message (at file:line in
+            function)"}`` for models that raised anything but ``NotEnoughData`` on a fold.
         excluded: ``{(fold, name): [codes]}``, stocks a model left out of a fold it ran on.
         members: ``{fold: [codes]}``, the stocks with ``min_stock_days`` rows up to each
             fold's cut-off (the others were not given to the fold's models).
@@ -116,6 +118,7 @@ def _run_fold(fold: Fold, models: dict, train: dict, test: dict, threads: int, k
     :class:`FoldOutput` and ``{(fold, name): model}`` when ``keep``. ``warm``: ``None`` (no
     warm start) or ``{name: state}`` an earlier fold ended with (:mod:`.warm_start`); each
     warm-startable model then starts from its state and reports its own in the output."""
+    _one_off_imports()
     previous = torch.get_num_threads()
     if threads != previous:
         torch.set_num_threads(threads)
@@ -148,17 +151,26 @@ def _run_fold(fold: Fold, models: dict, train: dict, test: dict, threads: int, k
             torch.set_num_threads(previous)
 
 
+def _one_off_imports() -> None:
+    """What a process imports once, before the models' clocks start: torch's optimizers import
+    ``torch._dynamo`` (some 800 modules) on their first step, which would otherwise be timed as
+    the first fold's fit in every worker (and read by the progress estimate as per-fold work)."""
+    import torch._dynamo  # noqa: F401
+
+
 class _Skip(Exception):
-    """A model could not be fit on a fold for lack of data (its ``fit`` raised ValueError)."""
+    """A model could not be fit on a fold for lack of data (its ``fit`` raised NotEnoughData)."""
 
 
 def failure_summary(exc: BaseException) -> str:
-    """``"Type: message (at file:line in function)"``, the frame that raised."""
+    """``"Type: first line of the message (at file:line in function)"``, the frame that raised."""
+    lines = str(exc).strip().splitlines()
+    text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
     frames = traceback.extract_tb(exc.__traceback__)
     if not frames:
-        return f"{type(exc).__name__}: {exc}"
+        return text
     last = frames[-1]
-    return f"{type(exc).__name__}: {exc} (at {Path(last.filename).name}:{last.lineno} in {last.name})"
+    return f"{text} (at {Path(last.filename).name}:{last.lineno} in {last.name})"
 
 
 def _fit_and_forecast(fold: Fold, name: str, template, train: dict, test: dict, output: FoldOutput,
@@ -171,8 +183,8 @@ def _fit_and_forecast(fold: Fold, name: str, template, train: dict, test: dict, 
     panel_model = input_kind(model) == "panel"
     try:
         model.fit(train["panel"] if panel_model else train["frames"])
-    except ValueError as exc:  # e.g. too little history for this model on this fold
-        raise _Skip(str(exc)) from exc
+    except NotEnoughData as exc:  # too little history for this model on this fold; any other
+        raise _Skip(str(exc)) from exc  # error (a plain ValueError too) is the model's failure
     if panel_model:
         # One (date, code) Series for every stock; keep the fold's forecast days.
         long = model.predict(test["panel"])
@@ -288,8 +300,7 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
         # the one aligned panel: panel models' input and the labels
         grid = panel if panel is not None else Panel.from_frames(frames_in)
     if config.warm_start is None:  # by the market's breadth, as the experiment resolves it
-        config = dataclasses.replace(config, warm_start=SizeRules().warm_start(grid.n_stocks,
-                                                                               effective_n_jobs(config.n_jobs)))
+        config = dataclasses.replace(config, warm_start=SizeRules().warm_start(grid.n_stocks))
     folds = make_folds(grid.dates, config)
     if config.resume and checkpoint_dir is None and store is None:
         raise ValueError("resume needs a checkpoint folder (the report folder of the interrupted run)")
@@ -358,7 +369,8 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
             results = in_waves(run, tasks, config.warm_start, {k: o.states for k, o in done.items()})
         else:
             results = run(tasks)
-        clock = _fold_clock(grid.dates, [f for f in folds if members[f.fold]], config.warm_start)
+        clock = _fold_clock(grid.dates, [f for f in folds if members[f.fold]], config.warm_start,
+                            _workers(config, len(todo)))
         try:
             outputs, kept = _collect(results, store, done, len(todo), config.progress, clock)
             peaks.end("folds")
@@ -390,8 +402,8 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
     release_freed_heap()  # the parts' heap, for whatever the caller does next
     timings = {"folds": folds_seconds, "assembly": time.perf_counter() - started}
     peaks.end("assembly")
-    workers = (min(len(todo), os.cpu_count() or 1) if config.backend == "ray"
-               else 0 if effective_n_jobs(config.n_jobs) == 1 else effective_n_jobs(config.n_jobs))
+    in_process = config.backend != "ray" and effective_n_jobs(config.n_jobs) == 1
+    workers = 0 if in_process else _workers(config, len(todo))
     memory = {"main_process_gb": peaks.peaks, "workers": workers,
               "fold_worker_gb": fold_peaks}
     folds_table = pd.DataFrame([{**f.as_row(), "n_stocks": len(members[f.fold])} for f in folds])
@@ -399,14 +411,22 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
                              n_resumed=len(done), seconds=seconds, timings=timings, memory=memory)
 
 
-def _fold_clock(dates: pd.DatetimeIndex, folds: list[Fold], warm_start: int) -> FoldClock:
-    """The progress bar's clock: each fold's training days, and which folds start warm (fold
-    ``k`` from fold ``k - warm_start``, as :func:`in_waves` runs them)."""
+def _workers(config: WalkForwardConfig, n_todo: int) -> int:
+    """Folds that run at once: joblib's workers, or on Ray the folds up to this machine's
+    cores (how long the run takes and what it reports, never what it computes)."""
+    if config.backend == "ray":
+        return min(n_todo, os.cpu_count() or 1)
+    return effective_n_jobs(config.n_jobs)
+
+
+def _fold_clock(dates: pd.DatetimeIndex, folds: list[Fold], warm_start: int, workers: int = 1) -> FoldClock:
+    """The progress bar's clock: each fold's training days, which folds start warm (fold ``k``
+    from fold ``k - warm_start``, as :func:`in_waves` runs them) and ``workers`` at once."""
     numbers = {f.fold for f in folds}
     days = {f.fold: int(dates.searchsorted(f.cut, side="right") - dates.searchsorted(f.train_start))
             for f in folds}
     warm = {k for k in numbers if warm_start and k - warm_start in numbers}
-    return FoldClock(days, warm)
+    return FoldClock(days, warm, workers=workers, stride=warm_start or 0)
 
 
 def _collect(results, store: FoldStore | None, done: dict, n_todo: int, progress: bool,
@@ -417,7 +437,7 @@ def _collect(results, store: FoldStore | None, done: dict, n_todo: int, progress
     outputs, kept = list(done.values()), {}
     for fold in done:
         if clock is not None:
-            clock.finish(fold, 0.0)  # resumed: no time of this run
+            clock.finish(fold, 0.0)  # resumed: not one of this run's
     started = time.perf_counter()
     with tqdm(total=n_todo + len(done), initial=len(done), desc="walk-forward", unit="fold",
               disable=not progress, dynamic_ncols=True,
@@ -430,7 +450,8 @@ def _collect(results, store: FoldStore | None, done: dict, n_todo: int, progress
             kept.update(fold_kept)
             release_freed_heap()  # what unpickling the fold's output left in glibc's heap
             if clock is not None:
-                clock.finish(output.fold, sum(getattr(output, "seconds", {}).values()))
-                bar.set_postfix_str(clock.describe(time.perf_counter() - started), refresh=False)
+                now = time.perf_counter() - started
+                clock.finish(output.fold, sum(getattr(output, "seconds", {}).values()), at=now)
+                bar.set_postfix_str(clock.describe(now), refresh=False)
             bar.update(1)
     return outputs, kept

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from forecaster.checks import NotEnoughData
+
 
 def sliding_windows(values: torch.Tensor, length: int) -> torch.Tensor:
     """All windows of ``length`` consecutive rows, as a view (no copy).
@@ -18,7 +20,7 @@ def sliding_windows(values: torch.Tensor, length: int) -> torch.Tensor:
     if length < 1:
         raise ValueError(f"window length must be >= 1, got {length}")
     if values.size(0) < length:
-        raise ValueError(f"{values.size(0)} rows are fewer than one window of {length}")
+        raise NotEnoughData(f"{values.size(0)} rows are fewer than one window of {length}")
     # unfold puts the window dimension last; move it next to the window index.
     return values.unfold(0, length, 1).movedim(-1, 1)
 

@@ -19,7 +19,7 @@ from forecaster.metrics.forecast import (
     stat_text,
     summarise,
 )
-from forecaster.metrics.hac import diebold_mariano, hln_factor, newey_west_lags
+from forecaster.metrics.hac import diebold_mariano, hln_factor, holm, newey_west_lags
 
 __all__ = [
     "TRADING_DAYS",
@@ -28,6 +28,7 @@ __all__ = [
     "dm_table",
     "groups_of",
     "hln_factor",
+    "holm",
     "ic_by_horizon",
     "ic_difference_test",
     "ic_summary",

@@ -96,7 +96,8 @@ def ic_difference_test(ic_model: pd.Series, ic_baseline: pd.Series, lags: int | 
 
     Returns:
         ``mean_diff``, ``t_stat``, ``p_value`` (two-sided), ``p_value_greater`` (one-sided,
-        H1: model IC > baseline IC), ``n_days``, ``lags``. With fewer than 3 common days, or a
+        H1: model IC > baseline IC), ``n_days``, ``lags``, ``mean_model`` and ``mean_baseline``
+        (each series' mean over the common days). With fewer than 3 common days, or a
         constant difference (identical series give ``mean_diff = 0``), ``t_stat`` and the
         p-values are NaN (not 0: the variance is zero, the statistic undefined).
     """
@@ -105,7 +106,9 @@ def ic_difference_test(ic_model: pd.Series, ic_baseline: pd.Series, lags: int | 
     d = (both.iloc[:, 0] - both.iloc[:, 1]).to_numpy(dtype=float)
     res = hac_mean_test(d, lags, horizon)
     return {"mean_diff": res["mean"], "t_stat": res["t_stat"], "p_value": res["p_value"],
-            "p_value_greater": res["p_value_greater"], "n_days": res["n"], "lags": res["lags"]}
+            "p_value_greater": res["p_value_greater"], "n_days": res["n"], "lags": res["lags"],
+            "mean_model": float(both.iloc[:, 0].mean()) if len(both) else math.nan,
+            "mean_baseline": float(both.iloc[:, 1].mean()) if len(both) else math.nan}
 
 
 def quantile_returns(forecast: pd.DataFrame, actual: pd.DataFrame, n_quantiles: int = 5,

@@ -200,3 +200,20 @@ def hac_mean_test(d: np.ndarray, lags: int | None, horizon: int) -> dict[str, fl
     return out
 
 
+
+
+def holm(p_values) -> np.ndarray:
+    """Holm's step-down adjustment of a family of p-values (NaN kept as NaN, left out of the
+    family): the adjusted ``p_(i)`` of the ``i``-th smallest of ``m`` is the running maximum of
+    ``(m - i + 1) p_(i)``, capped at 1. Rejecting where the adjusted value is below ``alpha``
+    holds the family-wise error rate at ``alpha``. Returns an array in the input's order."""
+    p = np.asarray(p_values, dtype=float)
+    out = np.full(p.shape, np.nan)
+    ok = np.flatnonzero(np.isfinite(p))
+    if not len(ok):
+        return out
+    order = ok[np.argsort(p[ok], kind="stable")]
+    m = len(order)
+    scaled = (m - np.arange(m)) * p[order]
+    out[order] = np.minimum(np.maximum.accumulate(scaled), 1.0)
+    return out

@@ -162,6 +162,7 @@ def paired_return_test(returns: pd.Series, other: pd.Series, horizon: int = 1) -
 
     Returns:
         ``annual_return_diff`` (annual return of ``returns`` minus that of ``other`` over the
+        common days), ``annual_return_model`` and ``annual_return_baseline`` (each over the
         common days), ``mean_diff`` (per day), ``t_stat``, ``p_value`` (two-sided),
         ``n_days``; NaN statistics when the difference does not vary or fewer than 3 days.
     """
@@ -169,8 +170,10 @@ def paired_return_test(returns: pd.Series, other: pd.Series, horizon: int = 1) -
     ok = r.notna() & o.notna()
     r, o = r[ok].sort_index(), o[ok].sort_index()
     res = hac_mean_test((r - o).to_numpy(dtype=float), None, horizon)
-    return {"annual_return_diff": annual_return(r.to_numpy()) - annual_return(o.to_numpy()),
-            "mean_diff": res["mean"], "t_stat": res["t_stat"], "p_value": res["p_value"], "n_days": res["n"]}
+    mine, theirs = annual_return(r.to_numpy()), annual_return(o.to_numpy())
+    return {"annual_return_diff": mine - theirs, "annual_return_model": mine,
+            "annual_return_baseline": theirs, "mean_diff": res["mean"], "t_stat": res["t_stat"],
+            "p_value": res["p_value"], "n_days": res["n"]}
 
 
 __all__ = ["DRAWDOWN_COLUMNS", "active_stats", "annual_return", "drawdown", "drawdown_periods",

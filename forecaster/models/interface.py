@@ -14,6 +14,10 @@ gives each fold a fresh copy) with ``fit`` and ``predict``. Two input kinds exis
 ``fit`` sees rows up to the fold's cut-off only and must use nothing else; ``predict`` at a
 date may use rows before that date only. ``is_return_forecast`` says whether the output is a
 return (scored by error metrics and Diebold-Mariano) or a score (rank statistics only).
+
+``fit`` raises :class:`forecaster.checks.NotEnoughData` when the rows, days or stocks it was
+given are too few to fit it: the walk-forward then skips the model on that fold. Any other
+exception (a plain ``ValueError`` included) is the model's failure on the fold.
 """
 
 from __future__ import annotations

@@ -13,8 +13,10 @@ after day ``t-1``'s close. The target weights decided from row ``t`` are traded
   needed; the position earns day ``t``'s full close -> close return.
 
 Either way the trade date (price limits, suspension, stamp-duty regime) is the day whose open
-or close is used. Equity is marked at each day's close, from the first execution day through
-the last forecast date.
+or close is used, and a trade's ``signal_date`` is the day whose close the decision used (as in
+tomorrow's orders, :mod:`forecaster.portfolio.orders`): the trading day before the trade date
+(the data's calendar) under ``next_open``, the trade date itself under ``close``. Equity is
+marked at each day's close, from the first execution day through the last forecast date.
 
 Simulation
 ----------
@@ -97,6 +99,7 @@ import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -107,6 +110,7 @@ from forecaster.portfolio.benchmark import equal_weight_benchmark
 from forecaster.portfolio.broker import TRADE_COLUMNS, Broker, performance_metrics
 from forecaster.portfolio.delisted import EXIT_COLUMNS, Exits
 from forecaster.portfolio.execution import corporate_actions, trade_towards
+from forecaster.portfolio.index_weights import members_equity
 from forecaster.portfolio.rules import CostModel, MarketRules
 from forecaster.portfolio.strategy import (
     ST_BLOCK,
@@ -132,6 +136,7 @@ __all__ = [
 ]
 
 EXECUTIONS = ("next_open", "close")
+WEIGHT_SOURCES = ("float_mv", "equal")  # or a file (forecaster.portfolio.index_weights)
 PREDICTIONS_FORMATS = ("auto", "csv", "parquet")
 
 
@@ -155,6 +160,10 @@ class BacktestConfig:
         predictions_format: how the report folder stores every forecast: ``"csv"``
             (predictions.csv), ``"parquet"`` (predictions.parquet) or ``"auto"`` (Parquet
             above 1,000,000 rows, e.g. a whole-market run, CSV below).
+        benchmark_weights: the index's weights over its members (the enhanced book's benchmark,
+            and a benchmark line of an index universe): "float_mv" (the float market value at
+            the previous close; the default where the data carry it), "equal", or a CSV file
+            date,code,weight (:mod:`~forecaster.portfolio.index_weights`).
     """
 
     strategy: StrategyConfig = field(default_factory=StrategyConfig)
@@ -164,6 +173,7 @@ class BacktestConfig:
     costs: CostModel = field(default_factory=CostModel)
     rebalance_tolerance: float = 0.1
     predictions_format: str = "auto"
+    benchmark_weights: str | None = None
 
     def __post_init__(self):
         if not (isinstance(self.capital, (int, float)) and math.isfinite(self.capital) and self.capital > 0):
@@ -174,6 +184,10 @@ class BacktestConfig:
         if self.predictions_format not in PREDICTIONS_FORMATS:
             raise ValueError(f"predictions_format must be one of {PREDICTIONS_FORMATS}, "
                              f"got {self.predictions_format!r}")
+        spec = self.benchmark_weights
+        if spec is not None and spec not in WEIGHT_SOURCES and not Path(str(spec)).is_file():
+            raise ValueError(f"benchmark_weights must be one of {WEIGHT_SOURCES} or a CSV file "
+                             f"date,code,weight; {spec!r} is neither")
         for name, kind in (("strategy", StrategyConfig), ("market", MarketRules), ("costs", CostModel)):
             value = getattr(self, name)
             if not isinstance(value, kind):
@@ -223,6 +237,9 @@ class BacktestResult:
     index_equity: pd.Series | None = None
     index_metrics: dict | None = None
     index_name: str = ""
+    weighted_equity: pd.Series | None = None  # the members at the benchmark weights, no costs
+    weighted_name: str = ""
+    enhanced: object | None = None  # the enhanced book's diagnostics (portfolio.enhanced.EnhancedBook)
     delisted: pd.DataFrame = field(default_factory=pd.DataFrame)
     delisted_exits: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(EXIT_COLUMNS)))
 
@@ -314,18 +331,19 @@ def _simulate(panel: _Panel, weights: np.ndarray, rebalance: np.ndarray, start: 
         broker.new_day()
         if d and broker.shares.any():
             corporate_actions(broker, panel, j, config.market.corporate_actions)
-        if at_open:
+        if at_open:  # the signal date: the trading day before, whose close the decision used
+            signal = panel.dates[j - 1] if j else pd.NaT  # (none in the data before its first day)
             exits.before(broker)
             _trade_day(broker, panel, config, j, weights[j], panel.open[j], panel.open_val[j], rebalance[j],
-                       tolerance, panel.dates[j], None if no_buy is None else no_buy[j])
+                       tolerance, signal, None if no_buy is None else no_buy[j])
             exits.after(broker, panel.exclude[j])
-            exits.close_out(broker, j, panel.dates[j])  # at the close of a last trading day
-        else:
-            exits.close_out(broker, j, panel.dates[j])
+            exits.close_out(broker, j, panel.dates[j], signal)  # at the close of a last trading day
+        else:  # the signal date: the day itself, whose close the decision used and trades at
+            exits.close_out(broker, j, panel.dates[j], panel.dates[j])
             if j < end:  # at the close, for tomorrow's forecast row
                 exits.before(broker)
                 _trade_day(broker, panel, config, j, weights[j + 1], panel.close[j], panel.close_val[j],
-                           rebalance[j + 1], tolerance, panel.dates[j + 1],
+                           rebalance[j + 1], tolerance, panel.dates[j],
                            None if no_buy is None else no_buy[j + 1])
                 exits.after(broker, panel.exclude[j + 1])
         equity[d] = broker.cash + float(broker.shares @ panel.close_val[j])
@@ -389,7 +407,16 @@ def run_backtest(data: Panel | Mapping[str, pd.DataFrame], forecast: pd.DataFram
     no_buy = np.zeros_like(panel.st)  # by forecast row: ST on its signal day (the ST rule)
     no_buy[1:] = st_no_buy(panel.st[:-1], config.strategy)
     no_buy = no_buy if no_buy.any() else None
-    weights = target_weights(forecast, config.strategy, pit, None if no_buy is None else no_buy[rows_of])
+    book = bench = None
+    if config.strategy.rule == "enhanced":
+        from forecaster.portfolio.enhanced import enhanced_for_backtest
+
+        allowed = np.ones((len(rows_of), len(codes)), dtype=bool) if pit is None else pit
+        book, bench = enhanced_for_backtest(data, forecast, config, allowed,
+                                            None if no_buy is None else no_buy[rows_of])
+        weights = book.weights
+    else:
+        weights = target_weights(forecast, config.strategy, pit, None if no_buy is None else no_buy[rows_of])
     first, last = panel.dates.get_loc(forecast.index[0]), panel.dates.get_loc(forecast.index[-1])
     w_cal = np.zeros((len(panel.dates), len(codes)))
     w_cal[first:last + 1] = weights.reindex(panel.dates[first:last + 1]).ffill().to_numpy()
@@ -437,6 +464,10 @@ def run_backtest(data: Panel | Mapping[str, pd.DataFrame], forecast: pd.DataFram
                      f"equal-weight universe of the day's members ({len(codes)} stocks at some time), "
                      "daily rebalanced, no costs")
     benchmark_equity = pd.Series(b_eq, index=days, name="benchmark")
+    weighted, weighted_name = None, ""
+    if len(codes) > 1 and (book is not None or data.members is not None or config.benchmark_weights):
+        weighted, weighted_name = members_equity(data, bench or config.benchmark_weights, days,
+                                                 config.capital, config.execution == "next_open")
     metrics = performance_metrics(equity, trades, config.capital)
     metrics["delisted_exits"] = len(exits)
     metrics["delisting_loss"] = float(np.nansum(exits["loss"])) if len(exits) else 0.0
@@ -455,4 +486,8 @@ def run_backtest(data: Panel | Mapping[str, pd.DataFrame], forecast: pd.DataFram
         benchmark=benchmark,
         delisted=panel.delisted,
         delisted_exits=exits,
+        weighted_equity=weighted,
+        weighted_name=weighted_name,
+        enhanced=book,
     )
+

@@ -91,8 +91,9 @@ class Exits:
                 broker.trades[k] = tuple(row)
             self._record(row, self._cost[i] * row[5] / self._shares[i], SOLD_IN_PERIOD)
 
-    def close_out(self, broker, j: int, date) -> None:
-        """At day ``j``'s close: the positions in stocks whose last bar is day ``j``."""
+    def close_out(self, broker, j: int, date, signal_date=None) -> None:
+        """At day ``j``'s close: the positions in stocks whose last bar is day ``j``; their trade
+        rows carry ``signal_date`` (default ``date``)."""
         if not self.active:
             return
         p = self.panel
@@ -108,7 +109,8 @@ class Exits:
             traded = bool(p.has_bar[j, i] and not p.suspended[j, i])
             n = len(broker.trades)
             broker.order(date, i, -held, float(p.close[j, i]), limit_down=float(p.down[j, i]),
-                         suspended=not traded, signal_date=date, note=REASON)
+                         suspended=not traded, signal_date=date if signal_date is None else signal_date,
+                         note=REASON)
             sold = held - int(broker.shares[i])
             if sold > 0:
                 self._record(broker.trades[n], cost * sold / held, SOLD_LAST)

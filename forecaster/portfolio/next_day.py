@@ -17,14 +17,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from forecaster.data.market.calendar import next_trading_day
 from forecaster.data.panel import Panel
 from forecaster.portfolio.strategy import ST_REASON, StrategyConfig, st_no_buy
 
-COLUMNS = ("signal_date", "code", "score", "rank", "quantile", "buyable", "reason", "last_close", "last_date")
+COLUMNS = ("signal_date", "trade_date", "code", "score", "rank", "quantile", "buyable", "reason",
+           "last_close", "last_date")
 
 
 def ranked_list(model, panel: Panel, n_quantiles: int = 5, min_history: int | None = None,
-                strategy: StrategyConfig | None = None) -> pd.DataFrame:
+                strategy: StrategyConfig | None = None, trade_date=None) -> pd.DataFrame:
     """Every stock of ``panel`` ranked by ``model``'s score for the next trading day.
 
     Args:
@@ -35,11 +37,14 @@ def ranked_list(model, panel: Panel, n_quantiles: int = 5, min_history: int | No
             ``window``).
         strategy: its ``exclude_st`` decides whether ST is a reason not to buy (default: the
             default :class:`~forecaster.portfolio.strategy.StrategyConfig`'s, yes).
+        trade_date: the day the list is for (default: the exchange's next trading day after
+            the panel's last day, :func:`~forecaster.data.market.calendar.next_trading_day`).
 
     Returns:
         One row per stock (``COLUMNS``), best score first; stocks without a score come last
-        with NaN score, rank and quantile. ``signal_date`` is the panel's last day (the scores'
-        day, the same on every row); ``last_date``/``last_close`` each stock's own last bar.
+        with NaN score, rank and quantile. ``signal_date`` is the panel's last day (the day whose
+        close the scores use, the same on every row), ``trade_date`` the trading day whose open
+        they are for; ``last_date``/``last_close`` each stock's own last bar.
     """
     scores = model.predict_next(panel).reindex(panel.codes)
     last = panel.n_days - 1
@@ -63,6 +68,8 @@ def ranked_list(model, panel: Panel, n_quantiles: int = 5, min_history: int | No
         "quantile": quantile.to_numpy(), "buyable": [not r for r in reason], "reason": reason,
         "last_close": pd.DataFrame(panel["close"]).ffill().to_numpy()[last],
         "last_date": _last_bar_dates(panel), "signal_date": panel.dates[last].date(),
+        "trade_date": pd.Timestamp(next_trading_day(panel.dates[last]).date if trade_date is None
+                                   else trade_date).date(),
     }, columns=list(COLUMNS))
     table = table.sort_values(["rank", "code"], na_position="last", kind="stable").reset_index(drop=True)
     table["rank"] = table["rank"].astype("Int64")

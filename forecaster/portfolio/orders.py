@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.checks import check_choice
+from forecaster.data.market.calendar import next_trading_day
 from forecaster.data.market.exchange import canonical_code, limit_matrix
 from forecaster.data.panel import Panel
 from forecaster.portfolio.backtest import BacktestConfig, trade_towards
@@ -44,8 +45,9 @@ from forecaster.portfolio.strategy import ST_BLOCK, ST_REASON, st_no_buy, weight
 
 ORDER_COLUMNS = ("code", "side", "shares", "requested", "reference_price", "value", "est_costs",
                  "status", "reason", "score", "rank", "held_before", "held_after")
-# What book_orders_for_panel adds: the day the scores were made on and the next day's limits.
-NEXT_DAY_COLUMNS = ("signal_date", "limit_up", "limit_down")
+# What book_orders_for_panel adds: the day whose close the scores used, the trading day the
+# orders are for, and that day's limits.
+NEXT_DAY_COLUMNS = ("signal_date", "trade_date", "limit_up", "limit_down")
 AT_LIMIT = ("block", "limit_order")
 
 
@@ -188,7 +190,7 @@ def _reason(side: str, broker_reason: str, status: str, weight: float, held: int
 
 
 def book_orders_for_panel(scores: pd.Series, panel: Panel, book: Book, config: BacktestConfig,
-                          at_limit: str = "block") -> pd.DataFrame:
+                          at_limit: str = "block", trade_date=None) -> pd.DataFrame:
     """:func:`next_day_orders` for the trading day after ``panel``'s last day (see the module
     docstring); ``scores`` indexed by the panel's codes.
 
@@ -196,16 +198,19 @@ def book_orders_for_panel(scores: pd.Series, panel: Panel, book: Book, config: B
         at_limit: a buy of a stock that closed at limit-up on the signal day (a sell of one
             that closed at limit-down): ``"block"`` (status ``blocked``) or ``"limit_order"``
             (status ``limit_order``, at the limit price).
+        trade_date: the day the orders are for (default: the exchange's next trading day after
+            the signal day, :func:`~forecaster.data.market.calendar.next_trading_day`); its
+            stamp-duty regime and limit rules apply.
 
     Returns:
-        ``ORDER_COLUMNS`` plus ``NEXT_DAY_COLUMNS``: the signal day and each stock's limit
-        prices for the next day.
+        ``ORDER_COLUMNS`` plus ``NEXT_DAY_COLUMNS``: the signal day, the trade date and each
+        stock's limit prices on the trade date.
     """
     check_choice("at_limit", at_limit, AT_LIMIT)
     last = panel.n_days - 1
     close = pd.DataFrame(panel["close"]).ffill().to_numpy()[last]
     listed, suspended = panel.listed[last], panel.suspended[last]
-    next_day = panel.dates[-1] + pd.offsets.BDay(1)  # holidays unknown: the stamp-duty regime only
+    next_day = pd.Timestamp(next_trading_day(panel.dates[-1]).date if trade_date is None else trade_date)
     up, down = limit_matrix(list(panel.codes), pd.DatetimeIndex([next_day]), close[None],
                             panel.st[last][None])
     up, down = up[0], down[0]
@@ -251,6 +256,7 @@ def book_orders_for_panel(scores: pd.Series, panel: Panel, book: Book, config: B
     hit = why != ""
     table.loc[hit, "reason"] = [f"{w}; {r}" for w, r in zip(why[hit], table.loc[hit, "reason"], strict=True)]
     table.insert(0, "signal_date", panel.dates[-1].date())
+    table.insert(1, "trade_date", next_day.date())
     table["limit_up"] = up[where]
     table["limit_down"] = down[where]
     table.attrs["st_skipped"] = skipped

@@ -37,11 +37,15 @@ import pandas as pd
 
 from forecaster.checks import check_choice, check_int
 
-RULES = ("top_k", "dropout", "threshold")
+RULES = ("top_k", "dropout", "threshold", "enhanced")
 WEIGHTINGS = ("equal", "rank")
 MODES = ("long_flat", "long_short")
 ST_REASON = "ST (special treatment)"  # the ranked list's reason
 ST_BLOCK = "st"  # the trade reason of a blocked buy of an ST stock (backtest, orders)
+# The enhanced book's settings: (0 allowed, largest value).
+_ENHANCED_RANGES = {"tracking_error": (False, 1.0), "active_bound": (False, 1.0),
+                    "style_bound": (False, 10.0), "max_turnover": (False, 1.0), "alpha_ic": (False, 1.0),
+                    "risk_aversion": (True, 1e9)}
 
 
 @dataclass
@@ -69,6 +73,17 @@ class StrategyConfig:
             (the backtest counts them as st_buys_skipped); a holding that becomes ST is kept
             while the rule still wants it, never added to. False: ST stocks are picked like
             any other (Qlib's default; most A-share mandates exclude them).
+        tracking_error: ``enhanced``: the annual tracking-error budget against the benchmark
+            weights (the active variance the optimiser may spend).
+        active_bound: ``enhanced``: the most a stock's weight may differ from its benchmark weight.
+        style_bound: ``enhanced``: the largest active exposure to each style factor (in
+            cross-sectional sd).
+        max_turnover: ``enhanced``: the most of the book traded (one-sided) per rebalance.
+        alpha_ic: ``enhanced``: the information coefficient that turns a score into expected
+            return (alpha = alpha_ic x specific volatility x the score's z-score).
+        risk_aversion: ``enhanced``: the penalty on daily active variance in the objective; small
+            against a forecast's alpha, so the tracking-error budget limits risk, but it makes a
+            book without a view hold the benchmark (0: any book within the limits is as good).
     """
 
     rule: str = "top_k"
@@ -80,6 +95,12 @@ class StrategyConfig:
     top_k_above_threshold: bool = True
     rebalance_every: int = 1
     exclude_st: bool = True
+    tracking_error: float = 0.05
+    active_bound: float = 0.02
+    style_bound: float = 0.5
+    max_turnover: float = 0.05
+    alpha_ic: float = 0.05
+    risk_aversion: float = 10.0
 
     def __post_init__(self):
         check_choice("rule", self.rule, RULES)
@@ -93,6 +114,14 @@ class StrategyConfig:
         if not (isinstance(self.threshold, (int, float)) and not isinstance(self.threshold, bool)
                 and math.isfinite(self.threshold) and self.threshold >= 0):
             raise ValueError(f"threshold must be a finite number >= 0, got {self.threshold!r}")
+        for name, (zero_ok, high) in _ENHANCED_RANGES.items():
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+                    and (value > 0 or (zero_ok and value == 0)) and value <= high):
+                opening = "[" if zero_ok else "("
+                raise ValueError(f"{name} must be a number in {opening}0, {high:g}], got {value!r}")
+        if self.rule == "enhanced" and self.mode != "long_flat":
+            raise ValueError("rule 'enhanced' holds a long book only (mode 'long_flat')")
         if self.rule == "dropout":
             if self.top_k is None:
                 raise ValueError("rule 'dropout' needs top_k (the number of names held)")

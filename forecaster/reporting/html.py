@@ -160,7 +160,7 @@ def write_html(report, result, out: str | Path, shown: list[str] | None = None,
     caveats = [n for n in notes if "SYNTHETIC" in n or "survivorship" in n or "not scored" in n]
     other_notes = [n for n in notes if n not in caveats]
     backtests = report.backtests if isinstance(report.backtests, dict) else {}
-    best = best_strategy(backtests, report.model) if backtests else None
+    best = best_strategy(backtests, report.model, report.strategy.tests) if backtests else None
     has = {name: (out / name).is_file() for name, _ in FIGURES}
     captions = {name: _figure_caption(name, text, n_codes > 1, report.bars) for name, text in FIGURES}
     if shown:

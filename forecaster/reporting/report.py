@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.evaluation.scoring import Report
-from forecaster.evaluation.verdict import best_strategy
+from forecaster.evaluation.verdict import best_ic_baseline, best_strategy
 from forecaster.evaluation.walkforward import WalkForwardResult
 from forecaster.reporting.figures import model_styles
 from forecaster.reporting.html import write_html
@@ -95,17 +95,6 @@ def write_csv(frame: pd.DataFrame, path: Path, index: bool = False) -> Path:
     return path
 
 
-def best_ic_baseline(report: Report) -> str | None:
-    """The baseline the verdict compares forecasts with: the best daily rank IC (panels), else
-    the best pooled rank IC."""
-    if report.ic:
-        scores = {m: v["mean_ic"] for m, v in report.ic.items()}
-    else:
-        scores = report.overall.set_index("model")["rank_ic"].to_dict() if len(report.overall) else {}
-    scores = {m: v for m, v in scores.items() if m != report.model and np.isfinite(v)}
-    return max(scores, key=scores.get) if scores else None
-
-
 def shown_models(report: Report, n: int = 5) -> list[str]:
     """The models a line figure draws: the main model, the best baseline by rank IC, the best
     baseline strategy after costs, then the next best by rank IC, ``n`` at most (fifteen
@@ -117,7 +106,8 @@ def shown_models(report: Report, n: int = 5) -> list[str]:
         ic = report.overall.set_index("model")["rank_ic"].to_dict() if len(report.overall) else {}
     ranked = sorted((m for m, v in ic.items() if m != report.model and np.isfinite(v)), key=lambda m: -ic[m])
     first = [report.model] if report.model in ic or report.model in report.backtests else []
-    picks = [*first, best_ic_baseline(report), best_strategy(report.backtests, report.model), *ranked]
+    picks = [*first, best_ic_baseline(report.model, report.ic, report.ic_tests, report.overall),
+             best_strategy(report.backtests, report.model, report.strategy.tests), *ranked]
     out = []
     for m in picks:
         if m is not None and m not in out:
@@ -207,7 +197,7 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
         daily.index.name = "date"
         files.append(write_csv(daily, out / "strategy_curves.csv", index=True))
         drawn = {m: curves[m] for m in shown if m in curves and len(curves[m])}
-        rival = best_strategy(report.backtests, main_name)
+        rival = best_strategy(report.backtests, main_name, sheet_stats.tests)
         pair = {m: curves[m] for m in (main_name, rival) if m in curves and len(curves[m])}
         files.append(sheet.plot_equity_curves(drawn, styles, out / "equity.png", main_name, main.benchmark,
                                               index=main.index_equity,

@@ -127,7 +127,8 @@ def plot_history(history: list[dict], path: str | Path, loss: str | None = None,
 
 def ranked_list_title(table: pd.DataFrame, n: int = 10, signal_date=None, train_end=None) -> str:
     """The title of :func:`plot_ranked_list`: how many stocks it shows out of how many, and
-    the signal date and the model's training end when given."""
+    the signal date (with the table's ``trade_date``, the day whose open the list is for, where
+    it has one) and the model's training end when given."""
     scored = table.dropna(subset=["score"])
     n_scored = len(scored)
     n_shown = len(pd.concat([scored.head(n), scored.tail(n)]).drop_duplicates("code"))
@@ -138,7 +139,9 @@ def ranked_list_title(table: pd.DataFrame, n: int = 10, signal_date=None, train_
     lines = [f"{what}, ranked for the next open"]
     when = []
     if signal_date is not None:
-        when.append(f"signal date {_day(signal_date)}")
+        trade = table["trade_date"].dropna() if "trade_date" in table else ()
+        when.append(f"signal date {_day(signal_date)}"
+                    + (f", for the open of {_day(trade.iloc[0])}" if len(trade) else ""))
     if train_end is not None:
         when.append(f"model trained on data up to {_day(train_end)}")
     if when:

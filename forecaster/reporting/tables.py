@@ -13,6 +13,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from forecaster.evaluation.verdict import best_ic_baseline
 from forecaster.reporting.figures import plural
 
 NA = "–"
@@ -359,9 +360,7 @@ def skill_section(report) -> list[str]:
 
 
 def _best_ic(report) -> str | None:
-    from forecaster.reporting.report import best_ic_baseline
-
-    return best_ic_baseline(report)
+    return best_ic_baseline(report.model, report.ic, report.ic_tests, report.overall)
 
 
 def ic_breakdown_section(report) -> list[str]:

@@ -116,6 +116,12 @@ def ownership(folder: str | Path) -> Ownership:
     return Ownership(tuple(ours), tuple(changed), tuple(foreign))
 
 
+def in_claimed_folder(path: str | Path) -> bool:
+    """Whether ``path`` lies in a folder a run claimed (one with a manifest, at most one level
+    up), so that what was written there is known by digest."""
+    return _manifest_of(Path(path)) is not None
+
+
 def is_own_file(path: str | Path) -> bool:
     """Whether ``path`` is a file a run wrote into a folder with a manifest, unchanged since."""
     path = Path(path)

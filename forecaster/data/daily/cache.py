@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 CACHE_DIR = ".forecaster_cache"
 # 2: .csv.gz files, paths relative to the folder, trust_code_column, LoadReport.compression
-CACHE_VERSION = 2
+CACHE_VERSION = 3  # 3: a Qlib folder's float_mv and total_mv
 
 
 def cache_location(folder: Path) -> Path:

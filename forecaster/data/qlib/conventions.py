@@ -31,6 +31,9 @@ from forecaster.data.sources import DataError
 
 PRICE_FIELDS = ("open", "high", "low", "close")
 FIELDS = (*PRICE_FIELDS, "volume", "amount", "factor", "change")
+# Market values (yuan, never adjusted), read where a stock has them: they may cover fewer days
+# than its prices (a second source that ends earlier), NaN on the days they lack.
+VALUE_FIELDS = ("float_mv", "total_mv")
 MIN_DAYS = 5  # moving days a stock needs for its $change to be checked
 MIN_EVENTS = 3  # factor steps the folder needs for its $volume to be checked
 MIN_STEP = 1e-4  # a factor step (log) counted as a corporate action (float32 noise is ~1e-7)

@@ -33,6 +33,7 @@ from forecaster.data.daily.cache import CACHE_DIR, cache_location, manifest_of, 
 from forecaster.data.qlib.conventions import (
     FIELDS,
     PRICE_FIELDS,
+    VALUE_FIELDS,
     change_scale,
     convention_notes,
     from_qlib_code,
@@ -183,6 +184,12 @@ def _read_qlib(folder: Path, instruments, start, end) -> QlibLoad:
             spans.append((fname, span))
             columns[fname] = pd.Series(values, index=calendar[first:first + len(values)])
         table = pd.DataFrame(columns)
+        for fname in VALUE_FIELDS:  # over their own span, laid on the prices' days
+            path = fdir / f"{fname}.day.bin"
+            if path.is_file():
+                first, values = _read_bin(path, len(calendar))
+                own = pd.Series(values, index=calendar[first:first + len(values)])
+                table[fname] = own.reindex(table.index)
         if "change" in table:
             scales[code] = change_scale(table["close"], table["change"], str(fdir / "change.day.bin"))
         if "volume" in table:
@@ -229,6 +236,9 @@ def _add_frame(frames: dict, code: str, fdir: Path, table: pd.DataFrame, scale: 
         out["volume"] = (table["volume"] * factor).round(0)
     if "amount" in table:
         out["amount"] = table["amount"]
+    for fname in VALUE_FIELDS:
+        if fname in table:
+            out[fname] = table[fname]
     out["_factor"] = factor
     bar = table["close"].notna() & table["open"].notna()  # NaN prices: Qlib's no-bar days
     partial = int((table["close"].notna() != table["open"].notna()).sum())

@@ -18,7 +18,7 @@ from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import Ridge
 
-from forecaster.checks import check_choice
+from forecaster.checks import NotEnoughData, check_choice
 from forecaster.features.factors import (
     FACTORS,
     available_features,
@@ -163,7 +163,7 @@ class FeatureRegressor(BaseEstimator):
         # A training row's label ends horizon (+1 for the next-open entry) days after it.
         train = days < first_valid - self.horizon - 1
         if train.sum() < 50 or valid.sum() < 10:
-            raise ValueError(f"too little data for lightgbm's validation split: {int(train.sum())} "
+            raise NotEnoughData(f"too little data for lightgbm's validation split: {int(train.sum())} "
                              f"training and {int(valid.sum())} validation stock-days")
         params = {**LIGHTGBM_PARAMS, "seed": int(self.random_state), "deterministic": True,
                   "force_row_wise": True, "num_threads": int(self.n_jobs or 0), "verbosity": -1}
@@ -199,7 +199,7 @@ class FeatureRegressor(BaseEstimator):
         Z = self._design(panel, fit=True)
         rows = np.flatnonzero(ok.ravel())[-self.max_rows:]  # the latest rows
         if len(rows) < 50:
-            raise ValueError(f"too little data: {len(rows)} labelled stock-days")
+            raise NotEnoughData(f"too little data: {len(rows)} labelled stock-days")
         X, target = Z.reshape(-1, Z.shape[-1])[rows], y.ravel()[rows]
         weight = panel.learn_weights()  # a training universe's: rows weighted in the fit
         weight = None if weight is None else weight.ravel()[rows]

@@ -18,7 +18,7 @@ import torch
 from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
 
-from forecaster.checks import check_choice, check_int
+from forecaster.checks import NotEnoughData, check_choice, check_int
 from forecaster.data.panel import Panel
 from forecaster.features.factors import (
     available_features,
@@ -330,7 +330,7 @@ class PanelTransformer(BaseEstimator):
         n_val = int(round(val_fraction * len(days)))
         gap = max((self.horizon, *self.aux_horizons)) + 1  # no training label reaches a validation day
         if len(days) - n_val - gap < 2 or (val_fraction > 0 and n_val < 2):
-            raise ValueError(f"too little data: {len(days)} days with at least two labelled stocks "
+            raise NotEnoughData(f"too little data: {len(days)} days with at least two labelled stocks "
                              f"(window={self.window}, horizon={self.horizon}); need more history")
         val_days = days[len(days) - n_val:] if n_val else days[:0]
         fit_days = days[: len(days) - n_val - (gap if n_val else 0)]

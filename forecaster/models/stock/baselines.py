@@ -21,6 +21,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import Ridge
 from sklearn.preprocessing import StandardScaler
 
+from forecaster.checks import NotEnoughData
 from forecaster.features.series import log_returns, mask_suspended
 
 
@@ -116,7 +117,7 @@ class ARForecast(_Baseline):
         r, ok = _returns(frame)
         p, h = self.p, self.horizon
         if len(r) < p + h + 2:
-            raise ValueError(f"AR({p}) needs more than {p + h + 1} days, got {len(r)}")
+            raise NotEnoughData(f"AR({p}) needs more than {p + h + 1} days, got {len(r)}")
         X = self._design(r)[: len(r) - p - h + 1]  # rows end at days p-1 .. n-h-1
         y, use = r[p - 1 + h :], ok[p - 1 + h :]
         coef, *_ = np.linalg.lstsq(X[use], y[use], rcond=None)
@@ -143,7 +144,7 @@ class RidgeForecast(_Baseline):
         r, ok = _returns(frame)
         L, h = self.window, self.horizon
         if len(r) < L + h + 2:
-            raise ValueError(f"ridge on {L}-day windows needs more than {L + h + 1} days, got {len(r)}")
+            raise NotEnoughData(f"ridge on {L}-day windows needs more than {L + h + 1} days, got {len(r)}")
         X = sliding_window_view(r, L)[: len(r) - L - h + 1]
         y, use = r[L - 1 + h :], ok[L - 1 + h :]
         scaler = StandardScaler().fit(X[use])

@@ -19,7 +19,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.preprocessing import StandardScaler
 
-from forecaster.checks import check_choice, check_int
+from forecaster.checks import NotEnoughData, check_choice, check_int
 from forecaster.features.series import FEATURES, make_features, mask_suspended
 from forecaster.features.windows import shift_targets, sliding_windows
 from forecaster.models.persistence import content_errors, load_model, save_model
@@ -116,7 +116,9 @@ class CausalTransformerForecaster(BaseEstimator):
         feats = tuple(self.features) if not isinstance(self.features, str) else (self.features,)
         bad = [f for f in feats if f not in FEATURES]
         if bad or not feats or len(set(feats)) != len(feats):
-            raise ValueError(f"features must be distinct names from {FEATURES}, got {self.features!r}")
+            raise ValueError(f"{self.features!r} is not a set of distinct features of one stock's model; "
+                             f"expected some of {', '.join(FEATURES)} (named sets such as alpha158 are "
+                             "computed across a folder of stocks)")
         check_choice("loss", self.loss, LOSSES)
         if self.loss == "quantile":
             qs = tuple(self.quantiles)
@@ -222,7 +224,7 @@ class CausalTransformerForecaster(BaseEstimator):
         total = len(target_days)
         n_val = int(round(self.val_fraction * total)) if self.val_fraction > 0 else 0
         if total - n_val < 2 or (self.val_fraction > 0 and n_val < 1):
-            raise ValueError(
+            raise NotEnoughData(
                 f"too little data: {sum(len(s.y) for s in series)} usable days give {total} training "
                 f"windows (window={L}, horizon={H}); need more rows or a shorter window"
             )
@@ -256,7 +258,7 @@ class CausalTransformerForecaster(BaseEstimator):
             log.warning("left out %d stock(s) with no training days before %s: %s",
                         len(self.excluded_), cut_day.date(), ", ".join(self.excluded_))
         if not xs:
-            raise ValueError("no stock has training data")
+            raise NotEnoughData("no stock has training data")
         self.panel_ = isinstance(data, Mapping)
         self.train_end_ = cut_day
         self.n_features_in_ = series[0].x.shape[1]

@@ -22,6 +22,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.preprocessing import MinMaxScaler
 from torch import nn
 
+from forecaster.checks import NotEnoughData
 from seq2seq.core import sinusoidal_table
 
 log = logging.getLogger(__name__)
@@ -92,7 +93,7 @@ class SeedRecipe(BaseEstimator):
         seed = 0 if self.random_state is None else int(self.random_state)
         levels = self._levels(frame).to_numpy()
         if len(levels) <= self.window + 1:
-            raise ValueError(f"{len(levels)} days are too few for window={self.window}")
+            raise NotEnoughData(f"{len(levels)} days are too few for window={self.window}")
         self.scaler_ = MinMaxScaler(feature_range=(-1, 1)).fit(levels[:, None])
         scaled = self.scaler_.transform(levels[:, None])[:, 0]
         pairs = self._sequences(scaled)

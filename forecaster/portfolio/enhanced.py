@@ -1,0 +1,288 @@
+"""The enhanced-index book (指数增强): the index's own weights, leaned toward the forecast
+under a tracking-error budget.
+
+At each rebalance row ``t`` (a forecast known after day ``t-1``'s close, traded at day ``t``'s
+execution) one convex problem is solved over the day's investable members (a bar at ``t-1``, a
+risk estimate, not known to delist):
+
+    maximise    alpha' w  -  risk_aversion * a' V a  -  cost * |w - w_prev|_1
+    subject to  sum w = 1,  w >= 0                          (long-only, fully invested)
+                |a_i| <= active_bound                        (a = w - b, per stock)
+                |X_style' a| <= style_bound                  (active style exposure, in sd)
+                |w - w_prev|_1 / 2 <= max_turnover           (one-sided, per rebalance)
+                a' V a <= tracking_error^2 / 252             (the daily active variance budget)
+                w_i <= w_prev_i where stock i may not be bought (ST on the signal day)
+
+``b``: the benchmark weights (:mod:`forecaster.portfolio.index_weights`) renormalised over the
+investable members; ``V = X F X' + diag(D)``: the point-in-time risk model's snapshot at
+``t-1``'s close (:mod:`forecaster.risk`); ``w_prev``: the previous target drifted by the
+prices since. ``alpha_i = ic * sigma_i * z_i`` (Grinold's rule: ``z`` the forecast's
+cross-sectional z-score winsorised at 3, ``sigma`` the stock's specific daily sd, ``ic`` a
+stated information coefficient). The solver is Clarabel through cvxpy. A day it cannot solve
+is solved again without the turnover limit; a day that still fails holds the benchmark ``b``
+(counted, and named in the report).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+log = logging.getLogger(__name__)
+
+TRADING_DAYS = 252
+_SOLVER = "CLARABEL"
+
+
+@dataclass
+class EnhancedBook:
+    """What :func:`enhanced_weights` decided.
+
+    Attributes:
+        weights: ``[date x code]`` target weights by forecast row (held between rebalances).
+        diagnostics: one row per rebalance: ``date``, ``status`` (``optimal``,
+            ``no_turnover_limit``: solved without the turnover limit, ``benchmark``: the
+            fallback), ``predicted_te`` (annual), ``factor_te``, ``style_te``, ``specific_te``
+            (annual; the active risk split: all factors, the style factors alone, specific),
+            ``turnover`` (one-sided), ``n_stocks``, ``missing_weight`` (benchmark weight of
+            members without a risk estimate or a bar, left out).
+        active: ``[date x code]`` active weights ``w - b`` on rebalance rows.
+        predicted_sd: ``[date]`` the book's predicted daily active sd in force on each row.
+    """
+
+    weights: pd.DataFrame
+    diagnostics: pd.DataFrame
+    active: pd.DataFrame
+    predicted_sd: pd.Series
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def fallbacks(self) -> int:
+        return int((self.diagnostics["status"] == "benchmark").sum()) if len(self.diagnostics) else 0
+
+
+def alpha_of(scores: np.ndarray, specific_sd: np.ndarray, ic: float) -> np.ndarray:
+    """``[n]`` expected daily active returns from scores ``[n]`` (NaN: no view, alpha 0):
+    ``ic * specific_sd * z`` with ``z`` the scores' z-score winsorised at +-3."""
+    ok = np.isfinite(scores)
+    z = np.zeros_like(scores, dtype=float)
+    if ok.sum() > 1 and np.nanstd(scores[ok]) > 0:
+        z[ok] = (scores[ok] - scores[ok].mean()) / scores[ok].std()
+        z = np.clip(z, -3.0, 3.0)
+    return ic * specific_sd * z
+
+
+def solve_book(alpha: np.ndarray, bench: np.ndarray, prev: np.ndarray, exposures: np.ndarray,
+               factor_cov: np.ndarray, specific_var: np.ndarray, n_style: int, strategy,
+               no_buy: np.ndarray | None = None, cost: float = 0.0,
+               turnover_limit: bool = True) -> np.ndarray | None:
+    """The optimal weights ``[n]`` of one rebalance (module docstring), or None when the
+    solver finds none. ``exposures`` ``[n, k]`` (the first ``n_style`` columns styles),
+    ``factor_cov`` ``[k, k]``, ``specific_var`` ``[n]`` (daily); ``prev`` ``[n]`` the weights
+    held now; ``cost``: cost per unit traded (one way)."""
+    import cvxpy as cp
+
+    n = len(alpha)
+    w = cp.Variable(n)
+    a = w - bench
+    chol = np.linalg.cholesky(factor_cov + 1e-12 * np.eye(len(factor_cov)))
+    y = chol.T @ (exposures.T @ a)
+    risk = cp.hstack([y, cp.multiply(np.sqrt(specific_var), a)])
+    budget = strategy.tracking_error / math.sqrt(TRADING_DAYS)
+    constraints = [cp.sum(w) == 1, w >= 0, cp.abs(a) <= strategy.active_bound,
+                   cp.norm(risk, 2) <= budget]
+    if n_style:
+        constraints.append(cp.abs(exposures[:, :n_style].T @ a) <= strategy.style_bound)
+    if turnover_limit and prev.sum() > 0:
+        constraints.append(cp.norm(w - prev, 1) <= 2 * strategy.max_turnover)
+    if no_buy is not None and no_buy.any():
+        constraints.append(w[no_buy] <= prev[no_buy])
+    objective = alpha @ w - strategy.risk_aversion * cp.sum_squares(risk) - cost * cp.norm(w - prev, 1)
+    problem = cp.Problem(cp.Maximize(objective), constraints)
+    try:
+        problem.solve(solver=_SOLVER)
+    except cp.error.SolverError as exc:
+        log.debug("solver failed: %s", exc)
+        return None
+    if problem.status not in ("optimal", "optimal_inaccurate") or w.value is None:
+        return None
+    out = np.clip(np.asarray(w.value, dtype=float), 0.0, None)
+    return out / out.sum() if out.sum() > 0 else None
+
+
+def _risk_split(active, exposures, factor_cov, specific_var, n_style) -> tuple[float, float, float, float]:
+    """Annual active sd: total, from all factors, from the style factors alone, specific."""
+    x = exposures.T @ active
+    factor = float(x @ factor_cov @ x)
+    xs = x[:n_style]
+    style = float(xs @ factor_cov[:n_style, :n_style] @ xs) if n_style else 0.0
+    specific = float((active ** 2 * specific_var).sum())
+    year = math.sqrt(TRADING_DAYS)
+    return (math.sqrt(max(factor + specific, 0.0)) * year, math.sqrt(max(factor, 0.0)) * year,
+            math.sqrt(max(style, 0.0)) * year, math.sqrt(specific) * year)
+
+
+def enhanced_weights(forecast: pd.DataFrame, rows_of: np.ndarray, bench: np.ndarray, risk, growth: np.ndarray,
+                     strategy, investable: np.ndarray, no_buy: np.ndarray | None = None,
+                     cost: float = 0.0, progress=None) -> EnhancedBook:
+    """The enhanced book of ``forecast`` ``[rows x stocks]`` (module docstring).
+
+    Args:
+        forecast: scores by forecast row, the panel's stocks as columns.
+        rows_of: ``[rows]`` each forecast row's index in the panel's calendar.
+        bench: ``[days, stocks]`` benchmark weights (row ``t`` held over day ``t``).
+        risk: a fitted :class:`forecaster.risk.RiskModel` of the panel (``snapshot(t)``).
+        growth: ``[days, stocks]`` price return factors (drifting the held weights).
+        strategy: the :class:`~forecaster.portfolio.strategy.StrategyConfig` (rule ``enhanced``).
+        investable: ``[rows, stocks]`` bool, the members a book may hold on each forecast row.
+        no_buy: ``[rows, stocks]`` bool, not to be bought on that row (held ones may stay).
+        cost: cost per unit traded (commission and half the stamp duty, one way).
+        progress: an optional callable ``(done, total)``.
+    """
+    from forecaster.portfolio.strategy import rebalance_rows
+
+    f = forecast.to_numpy(dtype=float)
+    n_rows, n_stocks = f.shape
+    decide = np.zeros(n_rows, dtype=bool)
+    decide[np.unique(rebalance_rows(n_rows, strategy.rebalance_every))] = True
+    out = np.zeros_like(f)
+    active_rows = np.full_like(f, np.nan)
+    sd = np.full(n_rows, np.nan)
+    held = np.zeros(n_stocks)
+    diag, missing_risk = [], 0
+    n_style = None
+    total = int(decide.sum())
+    for i in range(n_rows):
+        t = int(rows_of[i])
+        if i:  # yesterday's target drifted by the prices since
+            held = held * growth[t - 1] if t >= 1 else held
+            held = held / held.sum() if held.sum() > 0 else held
+        if not decide[i]:
+            out[i], sd[i] = held, sd[i - 1] if i else np.nan
+            continue
+        snap = risk.snapshot(t - 1) if t >= 1 else None
+        day = investable[i] & (bench[t] > 0)
+        if snap is None:
+            missing_risk += 1
+            held = np.where(day, bench[t], 0.0)
+            held = held / held.sum() if held.sum() > 0 else held
+            out[i] = held
+            diag.append({"date": forecast.index[i], "status": "benchmark", "predicted_te": math.nan,
+                         "n_stocks": int(day.sum())})
+            continue
+        if n_style is None:
+            n_style = sum(not name.startswith("stat") for name in snap.factor_names)
+        cover = np.zeros(n_stocks, dtype=bool)
+        cover[snap.stocks] = True
+        use = day & cover
+        idx = np.flatnonzero(use)
+        pos = np.full(n_stocks, -1)
+        pos[snap.stocks] = np.arange(len(snap.stocks))
+        x, dvar = snap.exposures[pos[idx]], snap.specific_var[pos[idx]]
+        x = np.nan_to_num(x)
+        b = bench[t, idx]
+        missing = float(bench[t][day & ~cover].sum()) / max(float(bench[t][day].sum()), 1e-12)
+        b = b / b.sum()
+        prev = held[idx]
+        nb = None if no_buy is None else no_buy[i, idx]
+        # over the holding period: the rebalance's days of daily alpha against one trade's cost
+        alpha = alpha_of(f[i, idx], np.sqrt(dvar), strategy.alpha_ic) * strategy.rebalance_every
+        status = "optimal"
+        w = solve_book(alpha, b, prev, x, snap.factor_cov, dvar, n_style, strategy, nb, cost)
+        if w is None:
+            status = "no_turnover_limit"
+            w = solve_book(alpha, b, prev, x, snap.factor_cov, dvar, n_style, strategy, nb, cost, False)
+        if w is None:
+            status, w = "benchmark", b.copy()
+        total_te, factor_te, style_te, specific_te = _risk_split(w - b, x, snap.factor_cov, dvar, n_style)
+        new = np.zeros(n_stocks)
+        new[idx] = w
+        diag.append({"date": forecast.index[i], "status": status, "predicted_te": total_te,
+                     "factor_te": factor_te, "style_te": style_te, "specific_te": specific_te,
+                     "turnover": float(np.abs(new - held).sum() / 2), "n_stocks": len(idx),
+                     "missing_weight": missing})
+        active_rows[i, idx] = w - b
+        held = new
+        out[i], sd[i] = held, total_te / math.sqrt(TRADING_DAYS)
+        if progress is not None:
+            progress(len(diag), total)
+    notes = []
+    fallbacks = [d for d in diag if d["status"] == "benchmark"]
+    if fallbacks:
+        notes.append(f"the optimiser held the benchmark on {len(fallbacks)} of {len(diag)} rebalance(s) "
+                     f"({missing_risk} before the risk model had enough history, "
+                     f"{len(fallbacks) - missing_risk} the solver could not solve; first: "
+                     f"{pd.Timestamp(fallbacks[0]['date']).date()})")
+    relaxed = sum(d["status"] == "no_turnover_limit" for d in diag)
+    if relaxed:
+        notes.append(f"{relaxed} rebalance(s) solved only without the turnover limit")
+    index, columns = forecast.index, forecast.columns
+    return EnhancedBook(pd.DataFrame(out, index=index, columns=columns), pd.DataFrame(diag),
+                        pd.DataFrame(active_rows, index=index, columns=columns), pd.Series(sd, index=index),
+                        notes)
+
+
+def risk_model_of(data):
+    """The point-in-time risk model of the Panel ``data`` (fitted once per panel): style
+    exposures from its prices, volumes and (carried) float market values over the day's
+    members, the daily regressions and their residuals (:mod:`forecaster.risk`)."""
+    from forecaster.portfolio.index_weights import carried_float_mv, growth
+    from forecaster.risk import RiskModel, style_exposures
+
+    def fit():
+        returns = np.where(data.listed, growth(data) - 1.0, np.nan)
+        mv = carried_float_mv(data)
+        universe = data.listed if data.members is None else (data.members & data.listed)
+        x = style_exposures(returns, data.fields["close"], data.fields.get("volume", np.ones_like(returns)),
+                            mv, universe)
+        return RiskModel().fit(returns, x, universe, data.dates, weights=mv)
+
+    return data.derived(("risk_model",), fit)
+
+
+class _Columns:
+    """A risk model whose snapshots name the forecast's columns (not the panel's stocks)."""
+
+    def __init__(self, model, column_of: np.ndarray):
+        self.model, self.column_of = model, column_of
+
+    def snapshot(self, t: int):
+        snap = self.model.snapshot(t)
+        if snap is None:
+            return None
+        cols = self.column_of[snap.stocks]
+        keep = cols >= 0
+        return dataclasses.replace(snap, stocks=cols[keep], exposures=snap.exposures[keep],
+                                   specific_var=snap.specific_var[keep])
+
+
+def enhanced_for_backtest(data, forecast: pd.DataFrame, config, investable: np.ndarray,
+                          no_buy: np.ndarray | None) -> tuple[EnhancedBook, object]:
+    """The enhanced book of ``forecast`` (columns: codes of the Panel ``data``) under
+    ``config`` (:class:`~forecaster.portfolio.backtest.BacktestConfig`), with ``investable``
+    and ``no_buy`` ``[rows, codes]`` as the backtest decides them; also the benchmark weights
+    (:class:`~forecaster.portfolio.index_weights.BenchmarkWeights`) on the panel's stocks."""
+    from forecaster.portfolio.index_weights import benchmark_weights, growth
+
+    bench = benchmark_weights(data, config.benchmark_weights)
+    index = {str(c): j for j, c in enumerate(data.codes)}
+    cols = np.array([index[str(c)] for c in forecast.columns])
+    column_of = np.full(len(data.codes), -1)
+    column_of[cols] = np.arange(len(cols))
+    rows_of = data.dates.get_indexer(forecast.index)
+    listed_before = np.zeros((len(rows_of), len(cols)), dtype=bool)
+    ok = rows_of >= 1
+    listed_before[ok] = data.listed[rows_of[ok] - 1][:, cols]
+    investable = investable & listed_before
+    c = config.costs  # one way: commission, transfer fee, slippage and half the (current) stamp duty
+    cost = float(c.commission_rate + c.transfer_fee_rate + c.slippage_bps / 1e4 + c.stamp_duty_after / 2)
+    risk = _Columns(risk_model_of(data), column_of)
+    book = enhanced_weights(forecast, rows_of, bench.weights[:, cols], risk, growth(data)[:, cols],
+                            config.strategy, investable, no_buy, cost)
+    book.notes[0:0] = bench.notes
+    return book, bench

@@ -1,0 +1,267 @@
+"""The weights of an index's members: the benchmark an enhanced-index book is held against.
+
+:func:`benchmark_weights` gives ``[days, stocks]`` weights, row ``t`` the book the index holds
+over day ``t`` (decided at ``t-1``'s close, so known when a strategy decides at that close),
+over the day's members (all stocks when the run has no universe), summing to 1. Three sources,
+one option (``--benchmark-weights``, :attr:`~forecaster.portfolio.backtest.BacktestConfig.benchmark_weights`):
+
+* ``float_mv``: each member's float market value at the previous close, the usual stand-in for
+  a cap-weighted index's free-float weights. Past a stock's last value (a source that ends
+  early) its float shares are held: the value is carried forward by the stock's price return
+  (``close / preclose``, so splits and bonus issues do not move it), and the notes say from
+  which day. A member that never had a value gets the day's median member value (counted).
+* ``equal``: the members with a bar, equally.
+* a file ``date,code,weight`` (a vendor's export of an index's weights): on each of its dates
+  the given weights (fractions summing to 1 a date); between dates each weight drifts with its
+  stock's price return and the row is renormalised. Codes in any form the loaders read.
+
+:func:`weights_tracking` says how closely the members so weighted follow the index's own
+series (a check that the weights are right).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from forecaster.data.panel import Panel
+from forecaster.data.qlib.conventions import from_qlib_code
+from forecaster.data.sources import DataError
+
+SOURCES = ("float_mv", "equal")
+SUM_TOLERANCE = 0.02  # a file's date whose weights sum further from 1 is refused
+
+
+@dataclass
+class BenchmarkWeights:
+    """``weights``: ``[days, stocks]`` (row ``t`` held over day ``t``; rows sum to 1 where the
+    day has members, else 0); ``source``: what they are (``"float_mv"``, ``"equal"`` or the
+    file); ``carried_from``: the first day a float market value was carried forward (None: not
+    needed); ``notes``: what the report says of them."""
+
+    weights: np.ndarray
+    source: str
+    carried_from: pd.Timestamp | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def default_source(panel: Panel) -> str:
+    """``float_mv`` where the data carry a float market value, else ``equal``."""
+    mv = panel.fields.get("float_mv")
+    return "float_mv" if mv is not None and np.isfinite(mv).any() else "equal"
+
+
+def growth(panel: Panel) -> np.ndarray:
+    """``[days, stocks]`` each day's price return factor ``close / preclose`` (1 without a bar)."""
+    close = panel.fields["close"]
+    pre = panel.fields.get("preclose")
+    if pre is None:
+        pre = np.vstack([np.full((1, close.shape[1]), np.nan), close[:-1]])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        g = close / pre
+    return np.where(np.isfinite(g) & (g > 0), g, 1.0)
+
+
+def _members(panel: Panel) -> np.ndarray:
+    return panel.listed if panel.members is None else (panel.members & panel.listed)
+
+
+def _normalise(raw: np.ndarray, members: np.ndarray) -> np.ndarray:
+    raw = np.where(members & np.isfinite(raw) & (raw > 0), raw, 0.0)
+    total = raw.sum(axis=1, keepdims=True)
+    return np.divide(raw, total, out=np.zeros_like(raw), where=total > 0)
+
+
+def _held_over(values_at_close: np.ndarray) -> np.ndarray:
+    """Row ``t`` from row ``t-1`` (what is known at the previous close); row 0 from itself."""
+    out = np.empty_like(values_at_close)
+    out[1:] = values_at_close[:-1]
+    out[0] = values_at_close[0]
+    return out
+
+
+def carried_float_mv(panel: Panel) -> np.ndarray | None:
+    """``[days, stocks]`` each stock's float market value at each close where it has a bar,
+    carried past a missing value by its price return (float shares held); None when the data
+    carry none."""
+    mv = panel.fields.get("float_mv")
+    if mv is None or not np.isfinite(mv).any():
+        return None
+    return panel.derived(("carried_float_mv",), lambda: _carry(mv, growth(panel), panel.listed))
+
+
+def _carry(mv: np.ndarray, g: np.ndarray, listed: np.ndarray) -> np.ndarray:
+    carried = mv.copy()
+    last = np.full(mv.shape[1], np.nan)
+    for t in range(len(mv)):  # one pass over days, vectorised over stocks
+        known = np.isfinite(mv[t]) & (mv[t] > 0)
+        last = np.where(known, mv[t], last * g[t])
+        carried[t] = np.where(known, mv[t], np.where(listed[t], last, np.nan))
+    return carried
+
+
+def float_mv_weights(panel: Panel) -> BenchmarkWeights:
+    """Weights by the previous close's float market value, carried past its last day by price."""
+    carried = carried_float_mv(panel)
+    if carried is None:
+        raise DataError("--benchmark-weights float_mv: the data carry no float market value (float_mv, "
+                        "流通市值); use equal or a weights file")
+    mv = panel.fields["float_mv"]
+    members = _members(panel)
+    before = _held_over(carried)  # row t: the value at t-1's close
+    has = members & np.isfinite(before) & (before > 0)
+    never = members & ~has
+    with np.errstate(all="ignore"):
+        median = np.nanmedian(np.where(has, before, np.nan), axis=1, keepdims=True)
+    weights = _normalise(np.where(has, before, np.where(never, median, np.nan)), members)
+    notes = []
+    carried_from = None
+    end = int(np.flatnonzero(np.isfinite(mv).any(axis=1))[-1])  # the field's last day
+    filled = members & ~np.isfinite(mv) & np.isfinite(carried)
+    if end + 1 < len(mv):
+        carried_from = panel.dates[end + 1]
+        notes.append(f"float market values end on {panel.dates[end].date()}: from {carried_from.date()} each "
+                     "member's float shares are held at their last value and its value moves with its price "
+                     f"({int(filled[end + 1:].sum()):,} member-days)")
+    if filled[: end + 1].any():
+        notes.append(f"{int(filled[: end + 1].sum()):,} member-day(s) before then without a value (a stock's "
+                     "gap) carried the same way")
+    n_never = int((never & ~np.isfinite(carried)).sum())
+    if n_never:
+        codes = sorted({str(panel.codes[j]) for j in np.flatnonzero(never.any(axis=0))})
+        notes.append(f"{n_never:,} member-days of {len(codes)} stock(s) without any float market value "
+                     f"weighted at the day's median member value: {', '.join(codes[:8])}"
+                     + (" ..." if len(codes) > 8 else ""))
+    return BenchmarkWeights(weights, "float_mv", carried_from, notes)
+
+
+def equal_weights(panel: Panel) -> BenchmarkWeights:
+    """The day's members with a bar, equally."""
+    members = _members(panel)
+    return BenchmarkWeights(_normalise(members.astype(float), members), "equal")
+
+
+def file_weights(panel: Panel, path: str | Path) -> BenchmarkWeights:
+    """Weights from a CSV ``date,code,weight`` (module docstring); a bad file raises
+    :class:`DataError` in one line naming what is wrong."""
+    path = Path(path)
+    at = f"--benchmark-weights {path}"
+    try:
+        table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except Exception as exc:  # noqa: BLE001 - the file's fault, in one line
+        raise DataError(f"{at}: cannot be read as CSV ({exc})") from None
+    table.columns = [str(c).strip().lower() for c in table.columns]
+    if not {"date", "code", "weight"} <= set(table.columns):
+        raise DataError(f"{at}: expected columns date, code, weight; found "
+                        f"{', '.join(table.columns) or 'none'}")
+    dates = pd.to_datetime(table["date"], errors="coerce", format="mixed")
+    weights = pd.to_numeric(table["weight"], errors="coerce")
+    for name, bad in (("date", dates.isna()), ("weight", weights.isna() | (weights < 0))):
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            wanted = "date" if name == "date" else "weight >= 0"
+            raise DataError(f"{at}: line {i + 2}, column {name}: {table[name].iloc[i]!r} is not a {wanted} "
+                            f"({int(bad.sum())} such row(s))")
+    codes = table["code"].map(from_qlib_code)
+    index = {str(c): j for j, c in enumerate(panel.codes)}
+    unknown = sorted(set(codes) - set(index))
+    if unknown:
+        raise DataError(f"{at}: {len(unknown)} code(s) the data do not hold: "
+                        f"{', '.join(unknown[:10])}" + (" ..." if len(unknown) > 10 else ""))
+    outside = (dates < panel.dates[0]) | (dates > panel.dates[-1])
+    if outside.any():
+        i = int(np.flatnonzero(outside.to_numpy())[0])
+        span = f"{panel.dates[0].date()}..{panel.dates[-1].date()}"
+        raise DataError(f"{at}: line {i + 2}: {dates.iloc[i].date()} is outside the data's days {span} "
+                        f"({int(outside.sum())} such row(s))")
+    sums = weights.groupby(dates).sum()
+    far = sums[(sums - 1).abs() > SUM_TOLERANCE]
+    if len(far):
+        hint = " (percentages? give fractions)" if abs(far.iloc[0] - 100) < 100 * SUM_TOLERANCE else ""
+        raise DataError(f"{at}: the weights of {far.index[0].date()} sum to {far.iloc[0]:.4f}, expected 1 "
+                        f"(within {SUM_TOLERANCE}){hint}; {len(far)} such date(s)")
+    rows = panel.dates.searchsorted(dates.to_numpy())  # a date off the calendar: the next trading day
+    given = np.full((len(panel.dates), len(panel.codes)), np.nan)
+    given_rows = np.unique(rows)
+    given[given_rows] = 0.0
+    np.add.at(given, (rows, codes.map(index).to_numpy()), weights.to_numpy(dtype=float))
+    g = growth(panel)
+    at_close = np.zeros_like(given)
+    current = np.zeros(len(panel.codes))
+    dated = set(given_rows.tolist())
+    for t in range(int(given_rows[0]), len(given)):
+        current = np.nan_to_num(given[t]) if t in dated else current * g[t]
+        at_close[t] = current
+    members = _members(panel)
+    before = panel.dates[: given_rows[0]]
+    weights = _normalise(_held_over(at_close), members)
+    notes = [f"index weights from {path} ({len(given_rows)} date(s), drifting with prices between them)"]
+    if len(before):
+        notes.append(f"no weights before {panel.dates[given_rows[0]].date()}: no benchmark weight on the "
+                     f"{len(before)} earlier day(s)")
+    return BenchmarkWeights(weights, f"file {path}", None, notes)
+
+
+def benchmark_weights(panel: Panel, spec: str | None = None) -> BenchmarkWeights:
+    """The benchmark weights ``spec`` names (``None``: :func:`default_source`)."""
+    spec = spec or default_source(panel)
+    if spec == "float_mv":
+        return float_mv_weights(panel)
+    if spec == "equal":
+        return equal_weights(panel)
+    if not Path(spec).is_file():
+        raise DataError(f"--benchmark-weights: {spec!r} is neither float_mv, equal nor a file")
+    return file_weights(panel, spec)
+
+
+def weighted_returns(panel: Panel, weights: np.ndarray) -> np.ndarray:
+    """``[days]`` the close-to-close return of the members held at ``weights`` (row ``t`` held
+    over day ``t``); NaN on a day without weights."""
+    r = growth(panel) - 1.0
+    out = (weights * r).sum(axis=1)
+    return np.where(weights.sum(axis=1) > 0, out, np.nan)
+
+
+def weights_tracking(members_returns: pd.Series, index_returns: pd.Series) -> dict:
+    """How closely weighted members follow an index: ``te`` (annualised sd of the daily
+    difference), ``corr`` (daily correlation), ``drift`` (annualised mean difference),
+    ``n_days``, on the days both have."""
+    a, b = members_returns.align(index_returns, join="inner")
+    ok = np.isfinite(a.to_numpy()) & np.isfinite(b.to_numpy())
+    a, b = a[ok].to_numpy(dtype=float), b[ok].to_numpy(dtype=float)
+    if len(a) < 3:
+        return {"te": math.nan, "corr": math.nan, "drift": math.nan, "n_days": int(len(a))}
+    d = a - b
+    return {"te": float(d.std(ddof=1) * math.sqrt(252)), "corr": float(np.corrcoef(a, b)[0, 1]),
+            "drift": float(d.mean() * 252), "n_days": int(len(a))}
+
+
+def weighted_equity(panel: Panel, weights: np.ndarray, start: int, end: int, capital: float,
+                    next_open: bool) -> np.ndarray:
+    """``[end - start + 1]`` the cost-free value of ``capital`` held at ``weights`` (row ``t``
+    held over day ``t``) from day ``start`` to each close through ``end``, entered at the first
+    day's open (``next_open``) or its close. A day without weights earns nothing."""
+    r = weighted_returns(panel, weights)[start:end + 1]
+    if next_open and end >= start:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            first = panel.fields["close"][start] / panel.fields["open"][start] - 1
+        w = weights[start]
+        ok = np.isfinite(first) & (w > 0)
+        r[0] = float((w[ok] * first[ok]).sum() / w[ok].sum()) if ok.any() else 0.0
+    return capital * np.cumprod(1 + np.nan_to_num(r))
+
+
+def members_equity(data: Panel, bench: BenchmarkWeights | str | None, days: pd.DatetimeIndex, capital: float,
+                   next_open: bool) -> tuple[pd.Series, str]:
+    """The members held at the benchmark weights (``bench``, or the source it names) over
+    ``days`` (a backtest's), cost-free, and what it is."""
+    if not isinstance(bench, BenchmarkWeights):
+        bench = benchmark_weights(data, bench)
+    start, end = data.dates.get_loc(days[0]), data.dates.get_loc(days[-1])
+    eq = weighted_equity(data, bench.weights, start, end, capital, next_open)
+    eq = pd.Series(eq, index=data.dates[start:end + 1], name="weighted").reindex(days).ffill()
+    return eq, f"the members at {bench.source} weights (no costs)"
