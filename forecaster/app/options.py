@@ -9,6 +9,10 @@ import click
 _ALIASES = {"n_jobs": "jobs", "commission_rate": "commission", "transfer_fee_rate": "transfer-fee",
             "random_state": "seed", "n_heads": "heads", "n_layers": "layers", "max_epochs": "epochs",
             "names": "features", "blend": "blend-features"}
+# Second spellings: the rule of the book is also asked for as --strategy (--strategy enhanced).
+_ALSO = {"rule": ("strategy",)}
+
+
 def option_flag(name: str) -> str:
     """The command-line option of a config field (``max_epochs`` -> ``--epochs``)."""
     return "--" + _ALIASES.get(name, name.replace("_", "-"))
@@ -105,7 +109,8 @@ def experiment_options(sections=_OPTION_SECTIONS, only: dict | None = None):
                 text += " (comma-separated)"
             shown = "" if section == "model" else f" [{'' if default is None else default}]"
             decl = f"--{flag}/--no-{flag}" if kind is bool else f"--{flag}"
-            params.append(click.option(decl, f"{section}__{name}", type=None if kind is bool else kind,
+            more = [f"--{other}" for other in _ALSO.get(name, ())]  # a second spelling of the same option
+            params.append(click.option(decl, *more, f"{section}__{name}", type=None if kind is bool else kind,
                                        default=None, help=f"[{section}] {text}{shown}"))
     def decorate(command):
         for option in reversed(params):  # decorators apply bottom-up

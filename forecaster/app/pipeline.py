@@ -32,6 +32,7 @@ from forecaster.data.minute.session import is_bar_frame
 from forecaster.data.panel import Panel
 from forecaster.data.qlib.reader import read_qlib
 from forecaster.data.sources import is_qlib_folder
+from forecaster.evaluation.index_book import index_book
 from forecaster.evaluation.memory import memory_summary, peak_gb, reset_peak
 from forecaster.evaluation.scoring import Report, score_run
 from forecaster.evaluation.universe import restrict_to_members
@@ -268,6 +269,19 @@ def index_benchmark(report: Report, exp: Experiment, loaded: Loaded) -> None:
                                   f"Sharpe {m['sharpe']:.2f} against {i['sharpe']:.2f}")
 
 
+def _index_book(report: Report, exp: Experiment, loaded: Loaded, result: WalkForwardResult, grid) -> dict:
+    """The main model's book against its universe's index series, in the verdict
+    (:mod:`forecaster.evaluation.index_book`); its figures for ``metrics.json``."""
+    code = index_for(loaded.universe.name, loaded.indices) if loaded.universe is not None else None
+    if code is None or report.model not in report.backtests:
+        return {}
+    mine = result.predictions[result.predictions["model"] == report.model]
+    forecast = mine.pivot_table(index=mine.index, columns="code", values="forecast", aggfunc="first")
+    lines, facts = index_book(report, forecast.sort_index(), grid, exp.backtest, code, loaded.indices[code])
+    report.verdict.extend(lines)
+    return facts
+
+
 def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: bool = False
                    ) -> tuple[WalkForwardResult, Report, list[Path]]:
     """Walk forward, score and backtest; write the report folder ``out`` (finished folds in
@@ -313,6 +327,7 @@ def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: 
               for line in u.warnings]  # the lists' checks, after the coverage line
     report.notes[int(bool(universe)):int(bool(universe))] = list(dict.fromkeys(warned))
     index_benchmark(report, exp, loaded)
+    book_facts = _index_book(report, exp, loaded, result, grid)
     if loaded.features_note:
         report.notes.append(loaded.features_note)
     if loaded.train_universe is not None:
@@ -325,5 +340,7 @@ def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: 
                                       result.memory.get("workers", 0))}
     if universe:
         extra["index_universe"] = universe
+    if book_facts:
+        extra["index_book"] = book_facts
     files = write_report(report, result, out, extra=extra)
     return result, report, [out / EXPERIMENT_FILE, *files]

@@ -36,6 +36,7 @@ import pandas as pd
 log = logging.getLogger(__name__)
 
 TRADING_DAYS = 252
+_RISK = ("predicted_te", "factor_te", "style_te", "specific_te")
 _SOLVER = "CLARABEL"
 
 
@@ -172,8 +173,8 @@ def enhanced_weights(forecast: pd.DataFrame, rows_of: np.ndarray, bench: np.ndar
             held = np.where(day, bench[t], 0.0)
             held = held / held.sum() if held.sum() > 0 else held
             out[i] = held
-            diag.append({"date": forecast.index[i], "status": "benchmark", "predicted_te": math.nan,
-                         "n_stocks": int(day.sum())})
+            diag.append({"date": forecast.index[i], "status": "benchmark", **dict.fromkeys(_RISK, math.nan),
+                         "turnover": math.nan, "n_stocks": int(day.sum()), "missing_weight": math.nan})
             continue
         if n_style is None:
             n_style = sum(not name.startswith("stat") for name in snap.factor_names)
@@ -196,7 +197,8 @@ def enhanced_weights(forecast: pd.DataFrame, rows_of: np.ndarray, bench: np.ndar
         w = solve_book(alpha, b, prev, x, snap.factor_cov, dvar, n_style, strategy, nb, cost)
         if w is None:
             status = "no_turnover_limit"
-            w = solve_book(alpha, b, prev, x, snap.factor_cov, dvar, n_style, strategy, nb, cost, False)
+            w = solve_book(alpha, b, prev, x, snap.factor_cov, dvar, n_style, strategy, nb, cost,
+                           turnover_limit=False)
         if w is None:
             status, w = "benchmark", b.copy()
         total_te, factor_te, style_te, specific_te = _risk_split(w - b, x, snap.factor_cov, dvar, n_style)
@@ -222,7 +224,9 @@ def enhanced_weights(forecast: pd.DataFrame, rows_of: np.ndarray, bench: np.ndar
     if relaxed:
         notes.append(f"{relaxed} rebalance(s) solved only without the turnover limit")
     index, columns = forecast.index, forecast.columns
-    return EnhancedBook(pd.DataFrame(out, index=index, columns=columns), pd.DataFrame(diag),
+    columns_of_diag = ["date", "status", *_RISK, "turnover", "n_stocks", "missing_weight"]
+    diagnostics = pd.DataFrame(diag, columns=columns_of_diag)
+    return EnhancedBook(pd.DataFrame(out, index=index, columns=columns), diagnostics,
                         pd.DataFrame(active_rows, index=index, columns=columns), pd.Series(sd, index=index),
                         notes)
 

@@ -54,8 +54,10 @@ class StrategyConfig:
 
     Attributes:
         rule: ``"top_k"`` (hold the ``top_k`` best scores), ``"dropout"`` (the same, replacing at
-            most ``n_drop`` names a rebalance) or ``"threshold"`` (long every stock scored above
-            ``threshold``); ``"top_k"`` without a ``top_k`` value behaves as ``"threshold"``.
+            most ``n_drop`` names a rebalance), ``"threshold"`` (long every stock scored above
+            ``threshold``) or ``"enhanced"`` (the index's weights leaned toward the scores under a
+            ``tracking_error`` budget, :mod:`~forecaster.portfolio.enhanced`); ``"top_k"`` without
+            a ``top_k`` value behaves as ``"threshold"``.
         top_k: the number of names held (rules ``"top_k"`` and ``"dropout"``); a walk-forward report's
             default: a third of the stocks, at most 10.
         n_drop: ``dropout``: most names replaced per rebalance.
@@ -258,6 +260,9 @@ def target_weights(forecast: pd.DataFrame, strategy: StrategyConfig | None = Non
     s = strategy or StrategyConfig()
     if not isinstance(forecast, pd.DataFrame):
         raise TypeError(f"forecast must be a DataFrame [date x code], got {type(forecast).__name__}")
+    if s.rule == "enhanced":
+        raise ValueError("rule 'enhanced' needs the panel's risk model and benchmark weights: "
+                         "run_backtest builds that book (forecaster.portfolio.enhanced)")
     if no_buy is not None and np.asarray(no_buy, dtype=bool).any():
         return _weights_without(forecast, s, members, np.asarray(no_buy, dtype=bool))
     f = forecast.to_numpy(dtype=float)
