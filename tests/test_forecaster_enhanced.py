@@ -165,3 +165,29 @@ def test_an_enhanced_run_is_judged_against_the_index_beside_the_top_k_book(tmp_p
     assert set(book["enhanced"]["topk"]) >= {"excess", "te", "ir", "years"}
     assert book["enhanced"]["rebalances"] > book["enhanced"]["fallbacks"]  # the optimiser ran
     assert "largest average active weights: syn." in verdict
+
+
+def test_predict_gives_the_enhanced_books_orders_in_lots(tmp_path):
+    """``predict --strategy enhanced``: tomorrow's orders of the optimised book, by the same
+    order code (whole lots), with its predicted tracking error on the console."""
+    from click.testing import CliRunner
+
+    from forecaster.app.cli import main
+    from forecaster.data import write_synthetic_panel
+
+    data, run = tmp_path / "syn", tmp_path / "run"
+    write_synthetic_panel(data, n_stocks=31, n_days=400, seed=2)
+    tiny = ["--window", "8", "--d-model", "8", "--heads", "2", "--layers", "1", "--epochs", "1"]
+    assert CliRunner().invoke(main, ["train", str(data), "--out", str(run), *tiny]).exit_code == 0
+    res = CliRunner().invoke(main, ["predict", "--run", str(run), str(data), "--capital", "100000000",
+                                    "--strategy", "enhanced", "--tracking-error", "0.03"])
+    assert res.exit_code == 0, res.output
+    line = next(x for x in res.output.splitlines() if x.startswith("orders for the next open"))
+    assert "enhanced, tracking-error budget 3.0%, book predicted tracking error" in line
+    assert "(optimal)" in line
+    te = float(line.split("predicted tracking error ")[1].split("%")[0]) / 100
+    assert 0.005 < te <= 0.0301
+    orders = pd.read_csv(run / "orders.csv")
+    buys = orders[orders["side"] == "buy"]
+    assert len(buys) > 10 and (buys["shares"] % 100 == 0).all() and (orders["status"] != "blocked").all()
+    assert buys["value"].sum() == pytest.approx(1e8, rel=0.02)  # fully invested, less lots and costs

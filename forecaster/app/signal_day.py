@@ -119,9 +119,15 @@ def next_open_orders(table: pd.DataFrame, grid, holdings: str | None, raw: dict,
     book = read_holdings(holdings, grid.codes, capital) if holdings else Book({}, float(config.capital))
     scores = table.set_index("code")["score"]
     orders = book_orders_for_panel(scores, grid, book, config, at_limit=at_limit, trade_date=trade_date)
-    orders.attrs["summary"] = (f"{strategy.rule}, top {strategy.top_k}; cash {book.cash:,.0f}, "
-                               f"{sum(1 for v in book.shares.values() if v)} position(s)")
-    orders.attrs["warning"] = top_k_warning(strategy, len(table))
+    held = f"cash {book.cash:,.0f}, {sum(1 for v in book.shares.values() if v)} position(s)"
+    if strategy.rule == "enhanced":
+        e = orders.attrs.get("enhanced", {})
+        orders.attrs["summary"] = (f"enhanced, tracking-error budget {strategy.tracking_error:.1%}, book "
+                                   f"predicted tracking error {e.get('predicted_te', float('nan')):.2%} "
+                                   f"({e.get('status', 'not solved')}); {held}")
+    else:
+        orders.attrs["summary"] = f"{strategy.rule}, top {strategy.top_k}; {held}"
+        orders.attrs["warning"] = top_k_warning(strategy, len(table))
     return orders
 
 

@@ -112,7 +112,8 @@ def solve_book(alpha: np.ndarray, bench: np.ndarray, prev: np.ndarray, exposures
         return None
     if problem.status not in ("optimal", "optimal_inaccurate") or w.value is None:
         return None
-    out = np.clip(np.asarray(w.value, dtype=float), 0.0, None)
+    out = np.asarray(w.value, dtype=float)
+    out[out < 1e-6] = 0.0  # an interior-point solver's dust is not a position
     return out / out.sum() if out.sum() > 0 else None
 
 
@@ -126,6 +127,51 @@ def _risk_split(active, exposures, factor_cov, specific_var, n_style) -> tuple[f
     year = math.sqrt(TRADING_DAYS)
     return (math.sqrt(max(factor + specific, 0.0)) * year, math.sqrt(max(factor, 0.0)) * year,
             math.sqrt(max(style, 0.0)) * year, math.sqrt(specific) * year)
+
+
+def rebalance(scores: np.ndarray, held: np.ndarray, bench: np.ndarray, snap, investable: np.ndarray,
+              no_buy: np.ndarray | None, strategy, cost: float) -> tuple[np.ndarray, dict, np.ndarray]:
+    """One rebalance (module docstring) over ``[stocks]`` arrays: the scores, the weights held
+    now, the benchmark weights, the investable members and the ST rule's mask; ``snap``: the
+    risk model's snapshot at the signal day's close, its ``stocks`` indexing these arrays (None:
+    not enough history, the benchmark is held). Returns the new weights ``[stocks]``, the
+    diagnostics row (:class:`EnhancedBook`) and the active weights (NaN outside the book)."""
+    n_stocks = len(scores)
+    day = investable & (bench > 0)
+    active = np.full(n_stocks, np.nan)
+    if snap is None or not day.any():
+        new = np.where(day, bench, 0.0)
+        new = new / new.sum() if new.sum() > 0 else new
+        return new, {"status": "benchmark", **dict.fromkeys(_RISK, math.nan), "turnover": math.nan,
+                     "n_stocks": int(day.sum()), "missing_weight": math.nan}, active
+    n_style = sum(not name.startswith("stat") for name in snap.factor_names)
+    cover = np.zeros(n_stocks, dtype=bool)
+    cover[snap.stocks] = True
+    idx = np.flatnonzero(day & cover)
+    pos = np.full(n_stocks, -1)
+    pos[snap.stocks] = np.arange(len(snap.stocks))
+    x, dvar = np.nan_to_num(snap.exposures[pos[idx]]), snap.specific_var[pos[idx]]
+    missing = float(bench[day & ~cover].sum()) / max(float(bench[day].sum()), 1e-12)
+    b = bench[idx] / bench[idx].sum()
+    prev = held[idx]
+    nb = None if no_buy is None else no_buy[idx]
+    # over the holding period: the rebalance's days of daily alpha against one trade's cost
+    alpha = alpha_of(scores[idx], np.sqrt(dvar), strategy.alpha_ic) * strategy.rebalance_every
+    status = "optimal"
+    w = solve_book(alpha, b, prev, x, snap.factor_cov, dvar, n_style, strategy, nb, cost)
+    if w is None:
+        status = "no_turnover_limit"
+        w = solve_book(alpha, b, prev, x, snap.factor_cov, dvar, n_style, strategy, nb, cost,
+                       turnover_limit=False)
+    if w is None:
+        status, w = "benchmark", b.copy()
+    total_te, factor_te, style_te, specific_te = _risk_split(w - b, x, snap.factor_cov, dvar, n_style)
+    new = np.zeros(n_stocks)
+    new[idx] = w
+    active[idx] = w - b
+    return new, {"status": status, "predicted_te": total_te, "factor_te": factor_te, "style_te": style_te,
+                 "specific_te": specific_te, "turnover": float(np.abs(new - held).sum() / 2),
+                 "n_stocks": len(idx), "missing_weight": missing}, active
 
 
 def enhanced_weights(forecast: pd.DataFrame, rows_of: np.ndarray, bench: np.ndarray, risk, growth: np.ndarray,
@@ -156,61 +202,22 @@ def enhanced_weights(forecast: pd.DataFrame, rows_of: np.ndarray, bench: np.ndar
     sd = np.full(n_rows, np.nan)
     held = np.zeros(n_stocks)
     diag, missing_risk = [], 0
-    n_style = None
     total = int(decide.sum())
     for i in range(n_rows):
         t = int(rows_of[i])
-        if i:  # yesterday's target drifted by the prices since
-            held = held * growth[t - 1] if t >= 1 else held
+        if i:  # the previous row's book drifted by the prices of the day it was held
+            held = held * growth[int(rows_of[i - 1])]
             held = held / held.sum() if held.sum() > 0 else held
         if not decide[i]:
             out[i], sd[i] = held, sd[i - 1] if i else np.nan
             continue
         snap = risk.snapshot(t - 1) if t >= 1 else None
-        day = investable[i] & (bench[t] > 0)
-        if snap is None:
-            missing_risk += 1
-            held = np.where(day, bench[t], 0.0)
-            held = held / held.sum() if held.sum() > 0 else held
-            out[i] = held
-            diag.append({"date": forecast.index[i], "status": "benchmark", **dict.fromkeys(_RISK, math.nan),
-                         "turnover": math.nan, "n_stocks": int(day.sum()), "missing_weight": math.nan})
-            continue
-        if n_style is None:
-            n_style = sum(not name.startswith("stat") for name in snap.factor_names)
-        cover = np.zeros(n_stocks, dtype=bool)
-        cover[snap.stocks] = True
-        use = day & cover
-        idx = np.flatnonzero(use)
-        pos = np.full(n_stocks, -1)
-        pos[snap.stocks] = np.arange(len(snap.stocks))
-        x, dvar = snap.exposures[pos[idx]], snap.specific_var[pos[idx]]
-        x = np.nan_to_num(x)
-        b = bench[t, idx]
-        missing = float(bench[t][day & ~cover].sum()) / max(float(bench[t][day].sum()), 1e-12)
-        b = b / b.sum()
-        prev = held[idx]
-        nb = None if no_buy is None else no_buy[i, idx]
-        # over the holding period: the rebalance's days of daily alpha against one trade's cost
-        alpha = alpha_of(f[i, idx], np.sqrt(dvar), strategy.alpha_ic) * strategy.rebalance_every
-        status = "optimal"
-        w = solve_book(alpha, b, prev, x, snap.factor_cov, dvar, n_style, strategy, nb, cost)
-        if w is None:
-            status = "no_turnover_limit"
-            w = solve_book(alpha, b, prev, x, snap.factor_cov, dvar, n_style, strategy, nb, cost,
-                           turnover_limit=False)
-        if w is None:
-            status, w = "benchmark", b.copy()
-        total_te, factor_te, style_te, specific_te = _risk_split(w - b, x, snap.factor_cov, dvar, n_style)
-        new = np.zeros(n_stocks)
-        new[idx] = w
-        diag.append({"date": forecast.index[i], "status": status, "predicted_te": total_te,
-                     "factor_te": factor_te, "style_te": style_te, "specific_te": specific_te,
-                     "turnover": float(np.abs(new - held).sum() / 2), "n_stocks": len(idx),
-                     "missing_weight": missing})
-        active_rows[i, idx] = w - b
-        held = new
-        out[i], sd[i] = held, total_te / math.sqrt(TRADING_DAYS)
+        missing_risk += snap is None
+        held, row, active = rebalance(f[i], held, bench[t], snap, investable[i],
+                                      None if no_buy is None else no_buy[i], strategy, cost)
+        diag.append({"date": forecast.index[i], **row})
+        active_rows[i] = active
+        out[i], sd[i] = held, row["predicted_te"] / math.sqrt(TRADING_DAYS)
         if progress is not None:
             progress(len(diag), total)
     notes = []
@@ -229,6 +236,13 @@ def enhanced_weights(forecast: pd.DataFrame, rows_of: np.ndarray, bench: np.ndar
     return EnhancedBook(pd.DataFrame(out, index=index, columns=columns), diagnostics,
                         pd.DataFrame(active_rows, index=index, columns=columns), pd.Series(sd, index=index),
                         notes)
+
+
+def one_way_cost(costs) -> float:
+    """Cost per unit of value traded one way: commission, transfer fee, slippage and half the
+    current stamp duty (paid on sells)."""
+    return float(costs.commission_rate + costs.transfer_fee_rate + costs.slippage_bps / 1e4
+                 + costs.stamp_duty_after / 2)
 
 
 def risk_model_of(data):
@@ -283,10 +297,24 @@ def enhanced_for_backtest(data, forecast: pd.DataFrame, config, investable: np.n
     ok = rows_of >= 1
     listed_before[ok] = data.listed[rows_of[ok] - 1][:, cols]
     investable = investable & listed_before
-    c = config.costs  # one way: commission, transfer fee, slippage and half the (current) stamp duty
-    cost = float(c.commission_rate + c.transfer_fee_rate + c.slippage_bps / 1e4 + c.stamp_duty_after / 2)
+    cost = one_way_cost(config.costs)
     risk = _Columns(risk_model_of(data), column_of)
     book = enhanced_weights(forecast, rows_of, bench.weights[:, cols], risk, growth(data)[:, cols],
                             config.strategy, investable, no_buy, cost)
     book.notes[0:0] = bench.notes
     return book, bench
+
+
+def enhanced_target(panel, scores: np.ndarray, held: np.ndarray, config, investable: np.ndarray,
+                    no_buy: np.ndarray | None) -> tuple[np.ndarray, dict]:
+    """Tomorrow's enhanced book ``[stocks]`` of the Panel ``panel`` (its stocks' order) from
+    today's ``scores`` and the weights ``held`` now: the benchmark weights for the next day,
+    the risk model at the last close, one :func:`rebalance`; also its diagnostics row
+    (``predicted_te`` annual)."""
+    from forecaster.portfolio.index_weights import next_weights
+
+    bench = next_weights(panel, config.benchmark_weights)
+    snap = risk_model_of(panel).snapshot(panel.n_days - 1)
+    new, row, _ = rebalance(np.asarray(scores, float), held, bench, snap, investable, no_buy, config.strategy,
+                            one_way_cost(config.costs))
+    return new, row

@@ -265,3 +265,22 @@ def members_equity(data: Panel, bench: BenchmarkWeights | str | None, days: pd.D
     eq = weighted_equity(data, bench.weights, start, end, capital, next_open)
     eq = pd.Series(eq, index=data.dates[start:end + 1], name="weighted").reindex(days).ffill()
     return eq, f"the members at {bench.source} weights (no costs)"
+
+
+def next_weights(panel: Panel, spec: str | None = None) -> np.ndarray:
+    """``[stocks]`` the benchmark weights for the trading day after the panel's last, over the
+    last day's members: the values at its close (float_mv), equal, or a file's last weights
+    drifted by that day's prices."""
+    bw = benchmark_weights(panel, spec)
+    last = len(panel.dates) - 1
+    members = _members(panel)[last]
+    if bw.source == "float_mv":
+        values = carried_float_mv(panel)[last]
+        has = members & np.isfinite(values) & (values > 0)
+        fill = np.nanmedian(values[has]) if has.any() else 1.0
+        raw = np.where(has, values, np.where(members, fill, 0.0))
+    elif bw.source == "equal":
+        raw = members.astype(float)
+    else:
+        raw = bw.weights[last] * growth(panel)[last]
+    return _normalise(raw[None], members[None])[0]

@@ -105,7 +105,7 @@ def read_holdings(path, codes, capital: float | None = None) -> Book:
 
 def next_day_orders(scores: pd.Series, book: Book, config: BacktestConfig, *, date, price, value_price,
                     up, down, suspended, signal_date=None, reasons: dict | None = None,
-                    members=None, no_buy=None) -> pd.DataFrame:
+                    members=None, no_buy=None, target=None) -> pd.DataFrame:
     """Orders for one trading day from ``book``, by the backtest's rules.
 
     Args:
@@ -121,6 +121,8 @@ def next_day_orders(scores: pd.Series, book: Book, config: BacktestConfig, *, da
             A non-member is not bought, and one held is sold.
         no_buy: ``[stocks]`` bool, the ST rule's mask (:func:`~forecaster.portfolio.strategy.st_no_buy`):
             not bought, a holding kept but not added to; ``None``: none.
+        target: ``[stocks]`` the target weights when decided elsewhere (the enhanced book,
+            :func:`~forecaster.portfolio.enhanced.enhanced_target`); ``None``: by the rule.
 
     Returns:
         One row per stock with an order, a blocked wish or a position (``ORDER_COLUMNS``):
@@ -133,9 +135,9 @@ def next_day_orders(scores: pd.Series, book: Book, config: BacktestConfig, *, da
     f = scores.to_numpy(dtype=float)
     before = np.array([book.shares.get(c, 0) for c in codes], dtype=np.int64)
     strategy = config.strategy
-    w = weights_for_book(f, before > 0, strategy, members, no_buy)
+    w = weights_for_book(f, before > 0, strategy, members, no_buy) if target is None else np.asarray(target)
     skipped = []
-    if no_buy is not None and np.any(no_buy):  # what the rule would have bought but for the ST mark
+    if no_buy is not None and np.any(no_buy) and target is None:  # what the rule wanted but for ST
         free = weights_for_book(f, before > 0, strategy, members)
         kept_out = (free > 0) & (w == 0) & np.asarray(no_buy, bool) & (before <= 0)
         skipped = [codes[i] for i in np.flatnonzero(kept_out)]
@@ -233,11 +235,20 @@ def book_orders_for_panel(scores: pd.Series, panel: Panel, book: Book, config: B
     members = None if panel.members is None else np.asarray(panel.members[last], dtype=bool)
     if (gone != "").any():
         members = (np.ones(panel.n_stocks, dtype=bool) if members is None else members) & (gone == "")
+    no_buy = st_no_buy(panel.st[last], config.strategy)
+    target, enhanced = None, None
+    if config.strategy.rule == "enhanced":  # the optimised book: its own target, by the same orders
+        from forecaster.portfolio.enhanced import enhanced_target
+
+        held = np.array([book.shares.get(str(c), 0) for c in panel.codes], dtype=float) * np.nan_to_num(close)
+        nav = held.sum() + book.cash
+        investable = listed & (np.ones(panel.n_stocks, dtype=bool) if members is None else members)
+        target, enhanced = enhanced_target(panel, scores.reindex(panel.codes).to_numpy(dtype=float),
+                                           held / nav if nav > 0 else held, config, investable, no_buy)
     table = next_day_orders(scores.reindex(panel.codes), book, config, date=next_day, price=price,
                             value_price=np.nan_to_num(close), up=broker_up, down=broker_down,
                             suspended=suspended | ~listed, signal_date=panel.dates[-1],
-                            reasons=_AT_LIMIT_REASONS, members=members,
-                            no_buy=st_no_buy(panel.st[last], config.strategy))
+                            reasons=_AT_LIMIT_REASONS, members=members, no_buy=no_buy, target=target)
     skipped = table.attrs.get("st_skipped", [])
     where = pd.Index(panel.codes).get_indexer(table["code"])
     at_limit_rows = (((table["side"] == "buy") & closed_up[where]) | ((table["side"] == "sell")
@@ -260,6 +271,8 @@ def book_orders_for_panel(scores: pd.Series, panel: Panel, book: Book, config: B
     table["limit_up"] = up[where]
     table["limit_down"] = down[where]
     table.attrs["st_skipped"] = skipped
+    if enhanced is not None:
+        table.attrs["enhanced"] = enhanced  # the book's predicted tracking error and how it was solved
     return table
 
 
