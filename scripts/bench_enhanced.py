@@ -95,6 +95,60 @@ def _report(args) -> Path:
     return out
 
 
+def qlib_book(args, panel, forecast: pd.DataFrame, config, out: Path) -> pd.DataFrame | None:
+    """Qlib's EnhancedIndexingOptimizer on the same forecasts, alpha rule, risk model and
+    benchmark weights as the enhanced book (``scripts/qlib_enhanced_worker.py`` in
+    ``--qlib-python``): its weights ``[date x code]`` on the rebalance rows, held between."""
+    from forecaster.portfolio.enhanced import alpha_of, risk_model_of
+    from forecaster.portfolio.strategy import rebalance_rows
+
+    s = config.strategy
+    risk = risk_model_of(panel)
+    bench = benchmark_weights(panel, config.benchmark_weights).weights
+    g = growth(panel)
+    cols = np.array([{str(c): j for j, c in enumerate(panel.codes)}[c] for c in forecast.columns])
+    column = {int(u): k for k, u in enumerate(cols)}
+    rows_of = panel.dates.get_indexer(forecast.index)
+    decide = np.unique(rebalance_rows(len(forecast), s.rebalance_every))
+    arrays, kept, last_t, n_style = {}, [], None, 0
+    for i in decide:
+        t = int(rows_of[i])
+        snap = risk.snapshot(t - 1) if t >= 1 else None
+        if snap is None:
+            continue
+        n_style = sum(not name.startswith("stat") for name in snap.factor_names)
+        pos = np.full(len(panel.codes), -1)
+        pos[snap.stocks] = np.arange(len(snap.stocks))
+        use = cols[(panel.members[t, cols] & panel.listed[t - 1, cols] & (bench[t, cols] > 0)
+                    & (pos[cols] >= 0))]
+        k = len(kept)
+        grow = np.prod(g[last_t:t, use], axis=0) if last_t is not None else np.ones(len(use))
+        var = snap.specific_var[pos[use]]
+        scores = forecast.to_numpy(dtype=float)[i, [column[u] for u in use]]
+        arrays.update({f"codes_{k}": np.array([str(panel.codes[u]) for u in use]), f"growth_{k}": grow,
+                       f"r_{k}": alpha_of(scores, np.sqrt(var), s.alpha_ic) * s.rebalance_every,
+                       f"F_{k}": np.nan_to_num(snap.exposures[pos[use]]), f"cov_{k}": snap.factor_cov,
+                       f"var_{k}": var, f"wb_{k}": bench[t, use] / bench[t, use].sum()})
+        kept.append(i)
+        last_t = t
+    out.mkdir(parents=True, exist_ok=True)
+    np.savez(out / "inputs.npz", n=len(kept), **arrays)
+    worker = Path(__file__).with_name("qlib_enhanced_worker.py")
+    cmd = [args.qlib_python, str(worker), str(out), "--delta", str(2 * s.max_turnover), "--b-dev",
+           str(s.active_bound), "--f-dev", str(s.style_bound), "--n-style", str(n_style)]
+    print("# " + " ".join(cmd), flush=True)
+    if subprocess.run(cmd, stdout=sys.stderr).returncode != 0:
+        print("# qlib_enhanced: the worker failed (see above)")
+        return None
+    got = np.load(out / "qlib_weights.npz")
+    frame = pd.DataFrame(np.nan, index=forecast.index, columns=forecast.columns)
+    for k, i in enumerate(kept):
+        frame.iloc[i] = 0.0
+        frame.loc[forecast.index[i], [str(c) for c in arrays[f"codes_{k}"]]] = got[f"w_{k}"]
+    print(f"# qlib_enhanced: {int(got['failed'])} of {len(kept)} rebalances returned the holdings unchanged")
+    return frame.ffill()
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default=str(REPO.parent / "shared/data/cn_qlib"))
@@ -108,6 +162,8 @@ def main() -> None:
     p.add_argument("--rebalance-every", type=int, default=5)
     p.add_argument("--max-turnover", type=float, default=StrategyConfig.max_turnover)
     p.add_argument("--benchmark-weights", default=None)
+    p.add_argument("--qlib-python", default=None,
+                   help="a Python with pyqlib and ecos (a side venv): Qlib's enhanced-index optimiser")
     p.add_argument("forecaster_args", nargs="*", help="after --: more options of the backtest run")
     args = p.parse_args()
 
@@ -136,7 +192,13 @@ def main() -> None:
         t0 = time.perf_counter()
         books[name] = run_backtest(panel, forecast, config)
         seconds[name] = time.perf_counter() - t0
-    code = index_for(args.universe, loaded.indices)
+    if args.qlib_python:
+        t0 = time.perf_counter()
+        weights = qlib_book(args, panel, forecast, enhanced, Path(args.out))
+        if weights is not None:
+            books["qlib_enhanced"] = run_backtest(panel, weights, enhanced, given=True)
+        seconds["qlib_enhanced"] = time.perf_counter() - t0
+    code = index_for(loaded.universe.name, loaded.indices)
     if code is None:
         raise SystemExit(f"the data hold no series of {args.universe}'s index")
     books = attach_index(books, code, loaded.indices[code], base.execution, base.capital)

@@ -353,7 +353,7 @@ def _simulate(panel: _Panel, weights: np.ndarray, rebalance: np.ndarray, start: 
 
 
 def run_backtest(data: Panel | Mapping[str, pd.DataFrame], forecast: pd.DataFrame | pd.Series,
-                 config: BacktestConfig | None = None) -> BacktestResult:
+                 config: BacktestConfig | None = None, given: bool = False) -> BacktestResult:
     """Trade forecasts ``[date x code]`` against prices under A-share rules.
 
     Args:
@@ -366,6 +366,8 @@ def run_backtest(data: Panel | Mapping[str, pd.DataFrame], forecast: pd.DataFram
             any bar are dropped with a warning; trading days missing between the first and last
             row keep the previous weights.
         config: :class:`BacktestConfig`.
+        given: ``forecast`` holds target weights decided elsewhere (another optimiser's book),
+            traded as they are: the strategy's rule is not applied, its rebalance period is.
 
     Returns:
         :class:`BacktestResult`; equity runs from the first execution day to the last forecast
@@ -408,7 +410,9 @@ def run_backtest(data: Panel | Mapping[str, pd.DataFrame], forecast: pd.DataFram
     no_buy[1:] = st_no_buy(panel.st[:-1], config.strategy)
     no_buy = no_buy if no_buy.any() else None
     book = bench = None
-    if config.strategy.rule == "enhanced":
+    if given:
+        weights = forecast.fillna(0.0)
+    elif config.strategy.rule == "enhanced":
         from forecaster.portfolio.enhanced import enhanced_for_backtest
 
         allowed = np.ones((len(rows_of), len(codes)), dtype=bool) if pit is None else pit
