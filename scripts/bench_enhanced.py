@@ -26,6 +26,14 @@ years the book beat the index. ``risk bias``: the enhanced book's realised daily
 predicted active sd: 1 when the risk model is calibrated. ``#`` lines add each book's excess by
 year, the weighted members' and the equal weight's lines, the solver's fallbacks and timings.
 
+With ``--qlib-python PY`` (the side venv of ``bench_qlib_zoo.py``, with ``ecos``), Qlib's own
+``EnhancedIndexingOptimizer`` solves each rebalance on the same alpha, risk model and benchmark
+weights (its turnover, per-stock and style limits set to this book's; its objective has no
+tracking-error budget, only its risk aversion ``lamb`` = 1) and the same backtest trades its
+weights: a line ``book name=qlib_enhanced ...``. Its solver is hard-coded to ECOS, which current
+cvxpy no longer installs: without ``ecos`` every solve fails and it returns the holdings, so a
+book started from cash stays in cash (the worker starts it from the index instead).
+
 Targets (issue 72), after costs, against SH000300: IR >= 2.0 at a realised tracking error
 <= 6 %; excess >= +10 %/yr; every calendar year positive; risk bias in [0.8, 1.2]; proxy
 tracking error <= 4 %. The data hold only stocks delisted before 2022-01-10 (later ones are

@@ -3,11 +3,13 @@
 Runs Qlib's benchmark pipelines (LightGBM on Alpha158; MLP, GRU, ALSTM, Transformer and
 Localformer on Alpha360, each with its benchmark configuration: ``scripts/qlib_zoo_worker.py``)
 in a second Python with ``pyqlib`` and ``torch`` (``--qlib-python``; never this project's
-environment, whose numpy/pandas Qlib does not share)::
+environment: Qlib pins packages of its own, such as mlflow 1.27 and gym), made by one command
+without this project's constraints (checked from a fresh clone: it resolves pandas 3.1.1 and
+numpy 2.4.6, and Qlib reads ``../shared/data/cn_qlib`` and builds Alpha158 with them; ``ecos``
+is for ``bench_enhanced.py``'s peer, whose optimiser hard-codes that solver)::
 
-    python3 -m venv /tmp/qlibvenv
-    /tmp/qlibvenv/bin/pip install -c constraints.txt pyqlib==0.9.7 torch scikit-learn
-    /tmp/qlibvenv/bin/pip install 'protobuf<4' 'setuptools<81'   # mlflow 1.27 imports pkg_resources
+    python3 -m venv /tmp/qlibvenv && /tmp/qlibvenv/bin/pip install pyqlib==0.9.7 torch \
+        scikit-learn 'protobuf<4' 'setuptools<81' ecos
 
 on the Qlib folder and point-in-time universe of a ``bench_index`` report (``--report DIR``, a
 ``forecaster backtest`` report folder; without it this script runs ``bench_index.py --runs wide

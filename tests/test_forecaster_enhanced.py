@@ -151,11 +151,18 @@ def test_an_enhanced_run_is_judged_against_the_index_beside_the_top_k_book(tmp_p
     universe.write_text("".join(f"{c.upper()}\t2010-01-04\t2099-12-31\n" for c in codes[:-1]))
     out = tmp_path / "r"
     enhanced_options = ["--strategy", "enhanced", "--tracking-error", "0.03", "--rebalance-every", "5",
-                        "--active-bound", "0.1"]
+                        "--active-bound", "0.1", "--style-bound", "0.6", "--max-turnover", "0.2",
+                        "--alpha-ic", "0.04", "--risk-aversion", "5", "--benchmark-weights", "float_mv"]
     res = CliRunner().invoke(main, ["backtest", str(data), "--out", str(out), "--universe", str(universe),
                                     *enhanced_options, *QUICK])
     assert res.exit_code == 0, res.output
     metrics = json.loads((out / "metrics.json").read_text())
+    resolved = metrics["experiment"]
+    strategy = resolved["strategy"]
+    assert (strategy["rule"], strategy["tracking_error"], strategy["active_bound"], strategy["style_bound"],
+            strategy["max_turnover"], strategy["alpha_ic"], strategy["risk_aversion"]) == (
+        "enhanced", 0.03, 0.1, 0.6, 0.2, 0.04, 5.0)
+    assert resolved["backtest"]["benchmark_weights"] == "float_mv"
     verdict = " | ".join(metrics["verdict"])
     assert "transformer's enhanced book after costs against sh.000300 (the index's own series, a" in verdict
     assert "the members at float_mv weights (no costs) follow the index at a tracking error of" in verdict
@@ -180,7 +187,10 @@ def test_predict_gives_the_enhanced_books_orders_in_lots(tmp_path):
     tiny = ["--window", "8", "--d-model", "8", "--heads", "2", "--layers", "1", "--epochs", "1"]
     assert CliRunner().invoke(main, ["train", str(data), "--out", str(run), *tiny]).exit_code == 0
     res = CliRunner().invoke(main, ["predict", "--run", str(run), str(data), "--capital", "100000000",
-                                    "--strategy", "enhanced", "--tracking-error", "0.03"])
+                                    "--strategy", "enhanced", "--tracking-error", "0.03",
+                                    "--active-bound", "0.05", "--style-bound", "0.6", "--max-turnover", "0.3",
+                                    "--alpha-ic", "0.04",
+                                    "--risk-aversion", "5", "--benchmark-weights", "equal"])
     assert res.exit_code == 0, res.output
     line = next(x for x in res.output.splitlines() if x.startswith("orders for the next open"))
     assert "enhanced, tracking-error budget 3.0%, book predicted tracking error" in line

@@ -68,7 +68,12 @@ ONE_STOCK = {
     "walk_forward__retrain_every": "120", "data__strict": True,  # (generated minute bars break limits)
 }
 # Options no real run here can take, and where they are run instead.
+ENHANCED = ("strategy__tracking_error", "strategy__active_bound", "strategy__style_bound",
+            "strategy__max_turnover", "strategy__alpha_ic", "strategy__risk_aversion",
+            "backtest__benchmark_weights")
 ELSEWHERE = {
+    **dict.fromkeys(ENHANCED, "the enhanced book's backtest and predict (tests/test_forecaster_enhanced.py "
+                              "runs each: a book of an index needs its series and weights)"),
     "walk_forward__address": "an existing Ray cluster (tests/test_forecaster_backends.py runs backend "
                              "'ray' on a local one)",
     "data__intraday": "set by the folder run below (a folder of minute bars, not a fixed value)",
@@ -196,7 +201,8 @@ def test_every_predict_option_is_run(tmp_path, one_thread):
     given = {p.name for p in predict.params for o in p.opts + p.secondary_opts if o in args}
     # --intraday: tests/test_forecaster_intraday.py predicts with a run trained on minute bars;
     # --universe: tests/test_forecaster_universe.py predicts for an index's members
-    assert given | {"data", "data__intraday", "data__universe"} == names, names - given
+    # the enhanced book's options: tests/test_forecaster_enhanced.py predicts with them
+    assert given | {"data", "data__intraday", "data__universe", *ENHANCED} == names, names - given
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
     assert "Warning" in res.output and "--stale-after" in res.output  # 5 < the days after 2018-10-31

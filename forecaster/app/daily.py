@@ -311,7 +311,7 @@ def train(data, out, overwrite, end, **options):
                    "limit-down) likely opens there and would queue: block it, or place it as a limit "
                    "order at the limit price (status limit_order).")
 @experiment_options(("strategy", "costs", "market", "backtest", "data"),
-                    only={"backtest": ("capital", "rebalance_tolerance"),
+                    only={"backtest": ("capital", "rebalance_tolerance", "benchmark_weights"),
                           "data": ("on_bad", "intraday", "universe", "cache")})
 @click.option("--overwrite", is_flag=True,
               help="Replace an output file that this command did not write (by default only its own "
