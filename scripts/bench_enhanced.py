@@ -167,7 +167,7 @@ def main() -> None:
     p.add_argument("--out", default=str(REPO / "runs/bench_enhanced"))
     p.add_argument("--model", default="transformer")
     p.add_argument("--tracking-error", type=float, default=0.05)
-    p.add_argument("--rebalance-every", type=int, default=5)
+    p.add_argument("--rebalance-every", type=int, default=1)
     p.add_argument("--max-turnover", type=float, default=StrategyConfig.max_turnover)
     p.add_argument("--benchmark-weights", default=None)
     p.add_argument("--qlib-python", default=None,

@@ -100,7 +100,7 @@ class StrategyConfig:
     tracking_error: float = 0.05
     active_bound: float = 0.02
     style_bound: float = 0.5
-    max_turnover: float = 0.05
+    max_turnover: float = 0.1
     alpha_ic: float = 0.05
     risk_aversion: float = 10.0
 
