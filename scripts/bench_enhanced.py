@@ -56,38 +56,13 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 
 from forecaster.app.pipeline import prepare  # noqa: E402
+from forecaster.evaluation.index_book import against_index, daily_returns  # noqa: E402
 from forecaster.portfolio.backtest import BacktestConfig, run_backtest  # noqa: E402
 from forecaster.portfolio.index_series import attach_index, index_for  # noqa: E402
 from forecaster.portfolio.index_weights import benchmark_weights, growth, weights_tracking  # noqa: E402
 from forecaster.portfolio.strategy import StrategyConfig  # noqa: E402
 from forecaster.reporting.report import read_predictions  # noqa: E402
 from forecaster.risk import bias_statistic  # noqa: E402
-
-
-def _daily(equity: pd.Series, capital: float) -> pd.Series:
-    return equity / equity.shift(1).fillna(capital) - 1.0
-
-
-def against(book: pd.Series, index: pd.Series) -> dict:
-    """A book's daily returns against the index's, on their common days."""
-    a, b = book.align(index, join="inner")
-    d = (a - b).dropna()
-    n = len(d)
-    ann = (lambda r: float(np.prod(1 + r) ** (252 / len(r)) - 1)) if n else (lambda r: math.nan)
-    te = float(d.std(ddof=1) * math.sqrt(252)) if n > 2 else math.nan
-    years = pd.DataFrame({"a": a, "b": b}).dropna().groupby(lambda t: t.year).apply(
-        lambda g: np.prod(1 + g["a"]) - np.prod(1 + g["b"]))
-    return {"excess_ann": ann(a.loc[d.index]) - ann(b.loc[d.index]), "te": te,
-            "ir": float(d.mean() * 252 / te) if te and te > 0 else math.nan,
-            "years": years, "n_days": n}
-
-
-def turnover(result, capital: float) -> float:
-    """One-sided turnover a year: value traded over twice the mean equity, annualised."""
-    filled = result.trades[result.trades["status"] != "blocked"]
-    traded = float((filled["shares"].abs() * filled["price"]).sum()) if len(filled) else 0.0
-    years = len(result.equity) / 252
-    return traded / 2 / float(result.equity.mean()) / years if years else math.nan
 
 
 def _report(args) -> Path:
@@ -210,19 +185,19 @@ def main() -> None:
     if code is None:
         raise SystemExit(f"the data hold no series of {args.universe}'s index")
     books = attach_index(books, code, loaded.indices[code], base.execution, base.capital)
-    index = _daily(books["enhanced"].index_equity, base.capital)
+    index = daily_returns(books["enhanced"].index_equity, base.capital)
 
     bench = benchmark_weights(panel, args.benchmark_weights)
-    weighted = _daily(books["enhanced"].weighted_equity, base.capital)
+    weighted = daily_returns(books["enhanced"].weighted_equity, base.capital)
     proxy = weights_tracking(weighted, index)
     print(f"benchmark index={code} weights={bench.source} proxy_te={proxy['te']:.4f} "
           f"proxy_corr={proxy['corr']:.3f}")
     for name, result in books.items():
-        stats = against(result.returns, index)
+        stats = against_index(result.returns, index)
         years = stats["years"]
-        print(f"book name={name} excess_ann={stats['excess_ann']:+.3f} te={stats['te']:.3f} "
-              f"ir={stats['ir']:.2f} turnover={turnover(result, base.capital):.1f} "
-              f"years_positive={int((years > 0).sum())} of {len(years)}")
+        print(f"book name={name} excess_ann={stats['excess']:+.3f} te={stats['te']:.3f} "
+              f"ir={stats['ir']:.2f} turnover={result.metrics['turnover'] / 2:.1f} "
+              f"years_positive={sum(v > 0 for v in years.values())} of {len(years)}")
         print(f"# {name} by year: " + ", ".join(f"{y} {v:+.3f}" for y, v in years.items())
               + f"; backtest {seconds[name]:.0f} s; after costs {result.metrics['annual_return']:+.3f}/yr")
     book = books["enhanced"].enhanced
@@ -238,10 +213,10 @@ def main() -> None:
           f"style {d['style_te'].mean():.4f}, specific {d['specific_te'].mean():.4f}), "
           "realised target-weight te "
           f"{np.nanstd(active) * math.sqrt(252):.4f}; notes: {' | '.join(book.notes)}")
-    equal = _daily(books["enhanced"].benchmark_equity, base.capital)
+    equal = daily_returns(books["enhanced"].benchmark_equity, base.capital)
     for label, series in (("weighted members", weighted), ("equal weight", equal)):
-        s = against(series, index)
-        print(f"# {label} against the index: excess_ann={s['excess_ann']:+.3f} te={s['te']:.3f}")
+        s = against_index(series, index)
+        print(f"# {label} against the index: excess_ann={s['excess']:+.3f} te={s['te']:.3f}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     d.to_csv(out / "enhanced_rebalances.csv", index=False)

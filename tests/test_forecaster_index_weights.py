@@ -90,6 +90,8 @@ def test_a_weights_file_and_the_float_mv_proxy_agree(panel, tmp_path):
      "1 code(s) the data do not hold: sh.600000"),
     ([("2030-03-01", "syn.000001", 1.0)], "2030-03-01 is outside the data's days"),
     ([("2018-03-01", "syn.000001", "x")], "line 2, column weight: 'x' is not a weight >= 0"),
+    ([("2018-03-01", "syn.000001", 0.5), ("2018-03-01", "SYN.000001", 0.5)],
+     "2 rows weight a stock twice on one date, e.g. syn.000001 on 2018-03-01 (line 2)"),
 ])
 def test_a_bad_weights_file_gets_one_line(panel, tmp_path, rows, message):
     path = tmp_path / "bad.csv"

@@ -14,14 +14,13 @@ figures to ``metrics.json`` (``index_book``).
 from __future__ import annotations
 
 import dataclasses
-import math
 
-import numpy as np
 import pandas as pd
 
 from forecaster.metrics.returns import active_stats, period_returns
 from forecaster.portfolio.backtest import run_backtest
 from forecaster.portfolio.index_series import attach_index
+from forecaster.portfolio.index_weights import weights_tracking
 from forecaster.portfolio.strategy import StrategyConfig
 
 TOP_ACTIVE = 5  # largest average active weights named
@@ -68,12 +67,9 @@ def index_book(report, forecast: pd.DataFrame, grid, backtest, index_code: str, 
     out = {"index": index_code, "book": mine}
     if main.weighted_equity is not None:
         weighted = daily_returns(main.weighted_equity, capital)
-        proxy = active_stats(weighted, index)
-        a, b = weighted.align(index, join="inner")
-        corr = float(np.corrcoef(a.to_numpy(), b.to_numpy())[0, 1]) if len(a) > 2 else math.nan
-        out["proxy"] = {"weights": main.weighted_name, "te": proxy["tracking_error"], "corr": corr,
-                        "drift": proxy["excess_annual_return"]}
-        te, drift = proxy["tracking_error"], proxy["excess_annual_return"]
+        proxy = weights_tracking(weighted, index)
+        out["proxy"] = {"weights": main.weighted_name, **proxy}
+        te, corr, drift = proxy["te"], proxy["corr"], proxy["drift"]
         lines.append(f"{main.weighted_name} follow the index at a tracking error of {te:.2%} "
                      f"(daily correlation {corr:.3f}, {drift:+.2%}/yr, dividends the index lacks included); "
                      + _line(f"the {label} against them", against_index(main.returns, weighted)))

@@ -176,7 +176,7 @@ def rebalance(scores: np.ndarray, held: np.ndarray, bench: np.ndarray, snap, inv
 
 def enhanced_weights(forecast: pd.DataFrame, rows_of: np.ndarray, bench: np.ndarray, risk, growth: np.ndarray,
                      strategy, investable: np.ndarray, no_buy: np.ndarray | None = None,
-                     cost: float = 0.0, progress=None) -> EnhancedBook:
+                     cost: float = 0.0) -> EnhancedBook:
     """The enhanced book of ``forecast`` ``[rows x stocks]`` (module docstring).
 
     Args:
@@ -188,8 +188,7 @@ def enhanced_weights(forecast: pd.DataFrame, rows_of: np.ndarray, bench: np.ndar
         strategy: the :class:`~forecaster.portfolio.strategy.StrategyConfig` (rule ``enhanced``).
         investable: ``[rows, stocks]`` bool, the members a book may hold on each forecast row.
         no_buy: ``[rows, stocks]`` bool, not to be bought on that row (held ones may stay).
-        cost: cost per unit traded (commission and half the stamp duty, one way).
-        progress: an optional callable ``(done, total)``.
+        cost: cost per unit traded one way (:func:`one_way_cost`).
     """
     from forecaster.portfolio.strategy import rebalance_rows
 
@@ -202,7 +201,6 @@ def enhanced_weights(forecast: pd.DataFrame, rows_of: np.ndarray, bench: np.ndar
     sd = np.full(n_rows, np.nan)
     held = np.zeros(n_stocks)
     diag, missing_risk = [], 0
-    total = int(decide.sum())
     for i in range(n_rows):
         t = int(rows_of[i])
         if i:  # the previous row's book drifted by the prices of the day it was held
@@ -218,8 +216,6 @@ def enhanced_weights(forecast: pd.DataFrame, rows_of: np.ndarray, bench: np.ndar
         diag.append({"date": forecast.index[i], **row})
         active_rows[i] = active
         out[i], sd[i] = held, row["predicted_te"] / math.sqrt(TRADING_DAYS)
-        if progress is not None:
-            progress(len(diag), total)
     notes = []
     fallbacks = [d for d in diag if d["status"] == "benchmark"]
     if fallbacks:
@@ -227,6 +223,11 @@ def enhanced_weights(forecast: pd.DataFrame, rows_of: np.ndarray, bench: np.ndar
                      f"({missing_risk} before the risk model had enough history, "
                      f"{len(fallbacks) - missing_risk} the solver could not solve; first: "
                      f"{pd.Timestamp(fallbacks[0]['date']).date()})")
+    missing = [d["missing_weight"] for d in diag if d["missing_weight"] > 0]
+    if missing:  # members without a risk estimate (too little history) are left out of the book
+        notes.append(f"on {len(missing)} of {len(diag)} rebalance(s) members without a risk estimate were "
+                     f"left out of the book: {np.mean(missing):.2%} of the benchmark weight on average, "
+                     f"{max(missing):.2%} at most")
     relaxed = sum(d["status"] == "no_turnover_limit" for d in diag)
     if relaxed:
         notes.append(f"{relaxed} rebalance(s) solved only without the turnover limit")

@@ -167,6 +167,12 @@ def file_weights(panel: Panel, path: str | Path) -> BenchmarkWeights:
             raise DataError(f"{at}: line {i + 2}, column {name}: {table[name].iloc[i]!r} is not a {wanted} "
                             f"({int(bad.sum())} such row(s))")
     codes = table["code"].map(from_qlib_code)
+    twice = pd.DataFrame({"d": dates, "c": codes}).duplicated(keep=False).to_numpy()
+    if twice.any():
+        i = int(np.flatnonzero(twice)[0])
+        raise DataError(f"{at}: {int(twice.sum())} rows weight a stock twice on one date, e.g. "
+                        f"{codes.iloc[i]} on {dates.iloc[i].date()} (line {i + 2}); expected one weight "
+                        "per code and date")
     index = {str(c): j for j, c in enumerate(panel.codes)}
     unknown = sorted(set(codes) - set(index))
     if unknown:
