@@ -82,36 +82,28 @@ def qlib_book(args, panel, forecast: pd.DataFrame, config, out: Path) -> pd.Data
     """Qlib's EnhancedIndexingOptimizer on the same forecasts, alpha rule, risk model and
     benchmark weights as the enhanced book (``scripts/qlib_enhanced_worker.py`` in
     ``--qlib-python``): its weights ``[date x code]`` on the rebalance rows, held between."""
-    from forecaster.portfolio.enhanced import alpha_of, risk_model_of
+    from forecaster.portfolio.enhanced import problem_inputs, risk_model_of
     from forecaster.portfolio.strategy import rebalance_rows
 
     s = config.strategy
     risk = risk_model_of(panel)
     bench = benchmark_weights(panel, config.benchmark_weights).weights
     g = growth(panel)
-    cols = np.array([{str(c): j for j, c in enumerate(panel.codes)}[c] for c in forecast.columns])
-    column = {int(u): k for k, u in enumerate(cols)}
+    scores = forecast.reindex(columns=[str(c) for c in panel.codes]).to_numpy(dtype=float)
     rows_of = panel.dates.get_indexer(forecast.index)
-    decide = np.unique(rebalance_rows(len(forecast), s.rebalance_every))
     arrays, kept, last_t, n_style = {}, [], None, 0
-    for i in decide:
+    for i in np.unique(rebalance_rows(len(forecast), s.rebalance_every)):
         t = int(rows_of[i])
         snap = risk.snapshot(t - 1) if t >= 1 else None
         if snap is None:
             continue
-        n_style = sum(not name.startswith("stat") for name in snap.factor_names)
-        pos = np.full(len(panel.codes), -1)
-        pos[snap.stocks] = np.arange(len(snap.stocks))
-        use = cols[(panel.members[t, cols] & panel.listed[t - 1, cols] & (bench[t, cols] > 0)
-                    & (pos[cols] >= 0))]
+        day = panel.members[t] & panel.listed[t - 1] & (bench[t] > 0)
+        use, alpha, wb, x, var, n_style, _ = problem_inputs(scores[i], bench[t], snap, day, s)
         k = len(kept)
         grow = np.prod(g[last_t:t, use], axis=0) if last_t is not None else np.ones(len(use))
-        var = snap.specific_var[pos[use]]
-        scores = forecast.to_numpy(dtype=float)[i, [column[u] for u in use]]
         arrays.update({f"codes_{k}": np.array([str(panel.codes[u]) for u in use]), f"growth_{k}": grow,
-                       f"r_{k}": alpha_of(scores, np.sqrt(var), s.alpha_ic) * s.rebalance_every,
-                       f"F_{k}": np.nan_to_num(snap.exposures[pos[use]]), f"cov_{k}": snap.factor_cov,
-                       f"var_{k}": var, f"wb_{k}": bench[t, use] / bench[t, use].sum()})
+                       f"r_{k}": alpha, f"F_{k}": x, f"cov_{k}": snap.factor_cov, f"var_{k}": var,
+                       f"wb_{k}": wb})
         kept.append(i)
         last_t = t
     out.mkdir(parents=True, exist_ok=True)

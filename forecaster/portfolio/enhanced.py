@@ -129,6 +129,26 @@ def _risk_split(active, exposures, factor_cov, specific_var, n_style) -> tuple[f
             math.sqrt(max(style, 0.0)) * year, math.sqrt(specific) * year)
 
 
+def problem_inputs(scores: np.ndarray, bench: np.ndarray, snap, day: np.ndarray, strategy):
+    """What one rebalance's problem is made of, over ``[stocks]`` arrays: ``idx`` the stocks in
+    it (``day``'s investable members the risk model covers), their alpha over the holding
+    period, benchmark weights renormalised over them, exposures ``[n, k]``, specific variances,
+    the number of style columns, and the share of ``day``'s benchmark weight left out."""
+    n_stocks = len(scores)
+    n_style = sum(not name.startswith("stat") for name in snap.factor_names)
+    cover = np.zeros(n_stocks, dtype=bool)
+    cover[snap.stocks] = True
+    idx = np.flatnonzero(day & cover)
+    pos = np.full(n_stocks, -1)
+    pos[snap.stocks] = np.arange(len(snap.stocks))
+    x, dvar = np.nan_to_num(snap.exposures[pos[idx]]), snap.specific_var[pos[idx]]
+    missing = float(bench[day & ~cover].sum()) / max(float(bench[day].sum()), 1e-12)
+    b = bench[idx] / bench[idx].sum()
+    # over the holding period: the rebalance's days of daily alpha against one trade's cost
+    alpha = alpha_of(scores[idx], np.sqrt(dvar), strategy.alpha_ic) * strategy.rebalance_every
+    return idx, alpha, b, x, dvar, n_style, missing
+
+
 def rebalance(scores: np.ndarray, held: np.ndarray, bench: np.ndarray, snap, investable: np.ndarray,
               no_buy: np.ndarray | None, strategy, cost: float) -> tuple[np.ndarray, dict, np.ndarray]:
     """One rebalance (module docstring) over ``[stocks]`` arrays: the scores, the weights held
@@ -144,19 +164,9 @@ def rebalance(scores: np.ndarray, held: np.ndarray, bench: np.ndarray, snap, inv
         new = new / new.sum() if new.sum() > 0 else new
         return new, {"status": "benchmark", **dict.fromkeys(_RISK, math.nan), "turnover": math.nan,
                      "n_stocks": int(day.sum()), "missing_weight": math.nan}, active
-    n_style = sum(not name.startswith("stat") for name in snap.factor_names)
-    cover = np.zeros(n_stocks, dtype=bool)
-    cover[snap.stocks] = True
-    idx = np.flatnonzero(day & cover)
-    pos = np.full(n_stocks, -1)
-    pos[snap.stocks] = np.arange(len(snap.stocks))
-    x, dvar = np.nan_to_num(snap.exposures[pos[idx]]), snap.specific_var[pos[idx]]
-    missing = float(bench[day & ~cover].sum()) / max(float(bench[day].sum()), 1e-12)
-    b = bench[idx] / bench[idx].sum()
+    idx, alpha, b, x, dvar, n_style, missing = problem_inputs(scores, bench, snap, day, strategy)
     prev = held[idx]
     nb = None if no_buy is None else no_buy[idx]
-    # over the holding period: the rebalance's days of daily alpha against one trade's cost
-    alpha = alpha_of(scores[idx], np.sqrt(dvar), strategy.alpha_ic) * strategy.rebalance_every
     status = "optimal"
     w = solve_book(alpha, b, prev, x, snap.factor_cov, dvar, n_style, strategy, nb, cost)
     if w is None:
