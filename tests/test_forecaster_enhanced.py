@@ -201,3 +201,20 @@ def test_predict_gives_the_enhanced_books_orders_in_lots(tmp_path):
     buys = orders[orders["side"] == "buy"]
     assert len(buys) > 10 and (buys["shares"] % 100 == 0).all() and (orders["status"] != "blocked").all()
     assert buys["value"].sum() == pytest.approx(1e8, rel=0.02)  # fully invested, less lots and costs
+
+
+def test_a_bad_weights_file_stops_the_run_before_anything_is_written(tmp_path):
+    from click.testing import CliRunner
+    from test_forecaster_universe import QUICK
+
+    from forecaster.app.cli import main
+    from forecaster.data import write_synthetic_panel
+
+    data = tmp_path / "syn"
+    write_synthetic_panel(data, n_stocks=6, n_days=200, seed=1)
+    bad = tmp_path / "w.csv"
+    bad.write_text("date,code,weight\n2018-03-01,syn.000001,60\n2018-03-01,syn.000002,40\n")
+    res = CliRunner().invoke(main, ["backtest", str(data), "--out", str(tmp_path / "r"),
+                                    "--strategy", "enhanced", "--benchmark-weights", str(bad), *QUICK])
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    assert "sum to 100.0000, expected 1" in res.output and not (tmp_path / "r").exists()

@@ -40,6 +40,7 @@ from forecaster.evaluation.walkforward import WalkForwardResult, fold_store, mak
 from forecaster.features.factors import check_available, inputs_note
 from forecaster.models.panel.model import PanelTransformer
 from forecaster.portfolio.index_series import attach_index, index_for, split_indices
+from forecaster.portfolio.index_weights import benchmark_weights
 from forecaster.portfolio.strategy import top_k_warning
 from forecaster.reporting.report import write_report
 from seq2seq.core import atomic_write
@@ -300,6 +301,8 @@ def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: 
              if loaded.train_universe is not None else None)
     store = fold_store(loaded.frames, models, exp.walk_forward, folder.path / "folds", learn)
     store.check(exp.walk_forward.resume)
+    if exp.panel and (exp.backtest.benchmark_weights or exp.backtest.strategy.rule == "enhanced"):
+        benchmark_weights(grid, exp.backtest.benchmark_weights)  # a bad weights file: said before any work
     out = folder.claim()
     with atomic_write(out / EXPERIMENT_FILE, "w") as f:  # first: the run is reproducible even if cut
         f.write(to_toml(exp))
