@@ -90,13 +90,8 @@ class PanelTransformer(BaseEstimator):
             correlation and 5/60-day abnormal turnover; on the Shenzhen market +0.003 of mean
             rank IC over four test years, on the 60 CSI 300 stocks -0.010, docs/results.md).
         blend_features: a second set of inputs, named as ``features`` (e.g. ``("alpha158",)``):
-            ``n_seeds`` more networks are trained on them (seeds after the first set's), and the
-            forecast is the mean of the two sets' per-day standardised scores; empty: one set.
-            Networks that read different inputs err differently: one network on the default
-            features and one on Alpha158 (``n_seeds=1``, the default's two networks) lifted CSI
-            300's members from rank IC 0.0571 to 0.0626 over 2019-2026 (p = 0.001) and the
-            Shenzhen market from 0.0966 to 0.1017, but cut the Shenzhen top-10 book's return
-            (p = 0.026) and cost memory and time (docs/results.md), so it is not the default.
+            ``blend_seeds`` more networks are trained on them (seeds after the first set's), and
+            the forecast is the mean of the two sets' per-day standardised scores; empty: one set.
         norm: ``"robust"`` (pooled robust z-score fitted on training days, clipped at 3) or
             ``"rank"`` (per-day ranks across stocks).
         label_norm: per-day label normalisation for training (``"rank"``, ``"zscore"``).
@@ -144,6 +139,7 @@ class PanelTransformer(BaseEstimator):
             one network's four-year rank IC moves by 0.006 with its seed and the pair scores
             above either member; on the 60 CSI 300 stocks the pair lifted the walk-forward from
             0.0587 / 0.256 to 0.0647 / 0.283 (docs/results.md), for twice the training time.
+        blend_seeds: the networks trained on ``blend_features`` (``None``: ``n_seeds``).
         epoch_stock_days: a budget for an epoch, in stock-days: an epoch takes that many
             (rounded to whole batches, at least one), drawn at random from all training days
             anew each epoch, so a fold's training cost stays bounded whatever the number of
@@ -179,7 +175,8 @@ class PanelTransformer(BaseEstimator):
                  d_ff: int | None = None, dropout=0.1, positional="rotary", cross_stock=False, market="auto",
                  loss: str | None = None, icir_floor=0.3, max_epochs: int | None = None, days_per_batch=8,
                  lr=1e-3, weight_decay=1e-2, patience=4, val_fraction: float | None = None,
-                 average_last: int | None = None, n_seeds=2, epoch_stock_days: int | None = None,
+                 average_last: int | None = None, n_seeds=2, blend_seeds: int | None = None,
+                 epoch_stock_days: int | None = None,
                  stocks_per_batch: int | None = None, warm_epochs=3, device="auto", precision="float32",
                  random_state=0,
                  progress=False):
@@ -210,6 +207,7 @@ class PanelTransformer(BaseEstimator):
         self.val_fraction = val_fraction
         self.average_last = average_last
         self.n_seeds = n_seeds
+        self.blend_seeds = blend_seeds
         self.epoch_stock_days = epoch_stock_days
         self.stocks_per_batch = stocks_per_batch
         self.warm_epochs = warm_epochs
@@ -257,6 +255,7 @@ class PanelTransformer(BaseEstimator):
     def _validate_params(self) -> None:
         for name in ("window", "horizon", "n_seeds"):
             check_int(name, getattr(self, name))
+        check_int("blend_seeds", self.blend_seeds, allow_none=True)
         for h in self.aux_horizons:
             check_int("aux_horizons", h)
         if self.horizon in self.aux_horizons or len(set(self.aux_horizons)) < len(self.aux_horizons):
@@ -376,6 +375,7 @@ class PanelTransformer(BaseEstimator):
         """The second set's model: these parameters, ``blend_features`` as its features, and
         the seeds after this one's."""
         return clone(self).set_params(features=tuple(self.blend_features), blend_features=(),
+                                      n_seeds=self.blend_seeds or self.n_seeds, blend_seeds=None,
                                       random_state=int(self.random_state or 0) + int(self.n_seeds))
 
     def _fit_blend(self, panel: Panel, warm: dict | None) -> PanelTransformer:
