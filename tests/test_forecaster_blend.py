@@ -154,3 +154,28 @@ def test_a_single_stock_run_refuses_blend_features(tmp_path):
     res = CliRunner().invoke(main, ["train", str(path), "--out", str(tmp_path / "o"),
                                     "--blend-features", "gap"])
     assert res.exit_code != 0 and "--blend-features" in res.output and "panel" in res.output
+
+
+def test_blend_seeds_sets_the_second_sets_networks(panel, one_thread):
+    train = panel.slice(end=panel.dates[179])
+    model = PanelTransformer(**{**TINY, "n_seeds": 2}, features=FIRST, blend_features=SECOND,
+                             blend_seeds=1).fit(train)
+    assert len(model.nets_) == 2 and len(model.blend_.nets_) == 1
+    alone = PanelTransformer(**{**TINY, "random_state": 2}, features=SECOND).fit(train)  # the seed after the first set's
+    for v, w in zip(model.blend_.nets_[0].state_dict().values(), alone.nets_[0].state_dict().values(), strict=True):
+        assert np.array_equal(v.numpy(), w.numpy())
+    with pytest.raises(ValueError, match="blend_seeds must be None or a positive integer"):
+        PanelTransformer(blend_seeds=0)._validate_params()
+
+
+def test_blend_seeds_option_runs_and_is_recorded(tmp_path):
+    folder = tmp_path / "syn"
+    write_synthetic_panel(folder, n_stocks=8, n_days=240, signal_ic=0.05, seed=1)
+    res = CliRunner().invoke(main, ["backtest", str(folder), "--out", str(tmp_path / "r"), "--window", "8",
+                                    "--d-model", "8", "--heads", "2", "--layers", "1", "--epochs", "1",
+                                    "--n-seeds", "1", "--blend-seeds", "2", "--train-days", "150",
+                                    "--retrain-every", "60", "--jobs", "1", "--no-baselines",
+                                    "--features", ",".join(FIRST), "--blend-features", ",".join(SECOND)])
+    assert res.exit_code == 0, res.output
+    written = tomllib.loads((tmp_path / "r" / "experiment.toml").read_text())
+    assert written["model"]["blend_seeds"] == 2 and written["model"]["n_seeds"] == 1

@@ -82,6 +82,9 @@ ELSEWHERE = {
     "data__train_outside_weight": "a universe file the test writes (tests/test_forecaster_train_weights.py)",
     "features__blend": "a second set of inputs beside a first (tests/test_forecaster_blend.py runs backtest "
                        "with and without it)",
+    "model__blend_seeds": "the second set's networks (tests/test_forecaster_blend.py runs backtest with it)",
+    "model__name": "another model under test (tests/test_forecaster_registry.py runs backtest, run, "
+                   "score and export-qlib with it)",
 }
 
 

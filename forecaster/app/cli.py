@@ -259,7 +259,7 @@ def compare(reports, out, overwrite):
 
 @main.command("export-qlib")
 @click.argument("report", type=click.Path(exists=True, file_okay=False))
-@click.option("--model", default="transformer", show_default=True, help="Which model's scores.")
+@click.option("--model", default=None, help="Which model's scores (default: the run's model under test).")
 @click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
               help="Pickle to write (default REPORT/qlib_pred.pkl).")
 @click.option("--dates", type=click.Choice(["signal", "target"]), default="signal", show_default=True,
@@ -275,6 +275,7 @@ def export_qlib(report, model, out, dates, overwrite):
 
     out = Path(out) if out else Path(report) / "qlib_pred.pkl"
     check_output_file(out, overwrite=overwrite)
+    model = model or _model_under_test(Path(report))
     starts = _signal_starts(Path(report)) if dates == "signal" else None
     frame = qlib_predictions(read_predictions(report), model, signal_starts=starts)
     with atomic_write(out) as f:
@@ -284,6 +285,17 @@ def export_qlib(report, model, out, dates, overwrite):
                f"{frame.index.get_level_values('instrument').nunique()} instruments) to {out}, dated "
                + ("by signal day (Qlib's convention: made after that close, traded the next day)"
                   if starts is not None else "by the day forecast (read back with score --dates target)"))
+
+
+def _model_under_test(report: Path) -> str:
+    """The report's model under test (``metrics.json``'s ``model``; a report without one: the
+    Transformer)."""
+    from forecaster.models.registry import DEFAULT_MODEL
+
+    try:
+        return json.loads((report / "metrics.json").read_text()).get("model") or DEFAULT_MODEL
+    except (OSError, ValueError):
+        return DEFAULT_MODEL  # the predictions' own check names what is missing
 
 
 def _signal_starts(report: Path) -> list:

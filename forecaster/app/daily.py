@@ -176,6 +176,11 @@ def train(data, out, overwrite, end, **options):
     from forecaster.models.presets import single_stock_transformer
 
     raw = raw_sections(options)
+    name = raw.get("model", {}).pop("name", "transformer")
+    if name != "transformer":  # predict reads back the Transformer's checkpoint
+        raise click.ClickException(f"--model {name}: train fits the Transformer, the model predict "
+                                   "reads back; other models are compared by backtest and run "
+                                   "(--model NAME there)")
     horizon = raw.get("walk_forward", {}).get("horizon", 1)
     on_bad = raw.get("data", {}).get("on_bad", "raise")
     intraday = raw.get("data", {}).get("intraday") or ""

@@ -40,6 +40,7 @@ from forecaster.app.fields import (
     check_device,
     check_features,
     check_model_params,
+    check_named_model,
     config_error,
     field_help,
     model_fields,
@@ -47,6 +48,7 @@ from forecaster.app.fields import (
     type_ok,
 )
 from forecaster.evaluation.folds import WalkForwardConfig
+from forecaster.models.registry import DEFAULT_MODEL, registered
 from forecaster.portfolio.backtest import BacktestConfig
 from forecaster.portfolio.rules import CostModel, MarketRules
 from forecaster.portfolio.strategy import StrategyConfig
@@ -202,6 +204,7 @@ class Experiment:
     backtest: BacktestConfig
     panel: bool = False
     source: str = "<options>"
+    model_name: str = DEFAULT_MODEL  # the model under test; ``model`` holds its parameters
 
     def sections(self) -> dict[str, dict]:
         """``{section: {key: value}}`` as an experiment file holds them."""
@@ -210,7 +213,7 @@ class Experiment:
             return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if f.name not in skip}
 
         return {"data": plain(self.data, "data"), "features": plain(self.features, "features"),
-                "model": dict(self.model), "models": plain(self.models, "models"),
+                "model": {"name": self.model_name, **self.model}, "models": plain(self.models, "models"),
                 # resume says how this run started, not what it computes: a re-run starts afresh
                 "walk_forward": {k: v for k, v in plain(self.walk_forward, "walk_forward").items()
                                  if k != "resume"},
@@ -314,8 +317,13 @@ def resolve(raw: Mapping[str, Mapping], n_stocks: int, source: str = "<options>"
     wf_raw.setdefault("label", "tradeable" if panel else "close")
     # from the data alone (never n_jobs or the machine): the same experiment forecasts alike anywhere
     wf_raw.setdefault("warm_start", PanelTransformer.rules.warm_start(n_stocks) if panel else 0)
-    model = {**model_params(panel), **check_model_params(raw.get("model", {}), panel, source)}
-    window = model["window"]
+    model_raw = dict(raw.get("model", {}))
+    name = model_raw.pop("name", DEFAULT_MODEL)
+    if name == DEFAULT_MODEL:
+        model = {**model_params(panel), **check_model_params(model_raw, panel, source)}
+    else:  # another model under test: [model] holds its parameters; the Transformer's defaults
+        model = check_named_model(name, model_raw, panel, source)
+    window = (model if name == DEFAULT_MODEL else model_params(panel))["window"]
     wf_raw.setdefault("margin_days", max(130, 2 * int(window) + 10))
     walk = build_section("walk_forward", wf_raw, source)
     walk.execution = execution
@@ -329,16 +337,19 @@ def resolve(raw: Mapping[str, Mapping], n_stocks: int, source: str = "<options>"
                                    market=market, costs=costs)
     if not features.names and not panel:
         features = FeaturesConfig(("log_return",))
-    return Experiment(data, features, model, models, walk, backtest, panel, source)
+    return Experiment(data, features, model, models, walk, backtest, panel, source, name)
 
 
 def build_models(exp: Experiment) -> dict:
-    """``{name: estimator}``: the Transformer (named ``transformer``) and the baselines."""
+    """``{name: estimator}``: the model under test first (``[model] name``, by default the
+    Transformer, named ``transformer``), then the baselines; the Transformer is one of them
+    when another model is under test (with its defaults)."""
     from forecaster.models.presets import panel_models, single_stock_transformer
     from forecaster.models.stock.baselines import PerStock, default_baselines
 
     horizon = exp.walk_forward.horizon
-    params = {**exp.model, "features": exp.features.names or None}
+    own = exp.model_name == DEFAULT_MODEL
+    params = {**(exp.model if own else {}), "features": exp.features.names or None}
     if exp.panel:
         if exp.features.blend:
             params["blend_features"] = exp.features.blend
@@ -363,8 +374,16 @@ def build_models(exp: Experiment) -> dict:
         models["transformer"]._validate_params()
     except ValueError as exc:
         raise config_error(exp.source, "model", str(exc), model_fields()) from exc
-    check_device(exp.model.get("device", "auto"), exp.source)
-    return models
+    if own:
+        check_device(exp.model.get("device", "auto"), exp.source)
+        main = models.pop(DEFAULT_MODEL)
+    else:
+        run = {"horizon": horizon, "execution": exp.backtest.execution, "features": exp.features.names or None}
+        main = registered(exp.model_name, exp.panel).build(exp.panel, run, **exp.model)
+        models.pop(exp.model_name, None)  # its baseline twin: the model under test replaces it
+        if not exp.models.baselines:
+            models.pop(DEFAULT_MODEL)
+    return {exp.model_name: main, **models}
 
 
 # ------------------------------------------------------------------ writing

@@ -152,6 +152,38 @@ def check_model_params(values: Mapping, panel: bool, source: str = "<options>") 
     return out
 
 
+def check_named_model(name, values: Mapping, panel: bool, source: str = OPTIONS) -> dict:
+    """``[model] name`` other than the Transformer, with ``values`` as its keyword parameters:
+    ``{parameter: value}`` with every default filled in (unknown keys and wrong types name the
+    key; lists become tuples)."""
+    from forecaster.models.registry import registered
+
+    if not isinstance(name, str):
+        raise config_error(source, "model", f"name = {name!r}: expected a model's name (a string)", ("name",))
+    try:
+        entry = registered(name, panel)
+    except ValueError as exc:
+        raise config_error(source, "model", f"name = {name!r}: {exc}", ("name",)) from None
+    params = entry.parameters(panel)
+    for key, value in values.items():
+        if key not in params:
+            theirs = ("; the Transformer's parameters apply when it is the model under test"
+                      if key in model_fields() else "")
+            raise config_error(source, "model", f"unknown key {key!r} for {name}; expected one of: "
+                               f"{', '.join(sorted(params)) or 'none (it takes no parameters)'}{theirs}")
+        default = params[key]
+        hint = type(default).__name__ if default is not None else entry.annotation(key, panel)
+        if hint is not None and not type_ok(value, hint):
+            raise config_error(source, "model", f"{key} = {value!r}: expected {hint}"
+                               + (f" like the default {default!r}" if default is not None else ""))
+    given = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+    try:
+        entry.build(panel, **given)
+    except (ValueError, TypeError) as exc:
+        raise config_error(source, "model", f"{name}: {exc}") from None
+    return {**params, **given}
+
+
 def check_features(names, panel: bool, source: str = "<options>", key: str = "names") -> None:
     """``[features] names`` (or ``blend``) against the features the model knows (an error
     names that key, not ``[model]``)."""

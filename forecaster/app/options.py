@@ -8,7 +8,7 @@ import click
 # CLI spellings of a few fields (the field names are the config file's keys).
 _ALIASES = {"n_jobs": "jobs", "commission_rate": "commission", "transfer_fee_rate": "transfer-fee",
             "random_state": "seed", "n_heads": "heads", "n_layers": "layers", "max_epochs": "epochs",
-            "names": "features", "blend": "blend-features"}
+            "names": "features", "blend": "blend-features", "name": "model"}
 # Second spellings: the rule of the book is also asked for as --strategy (--strategy enhanced).
 _ALSO = {"rule": ("strategy",)}
 
@@ -32,9 +32,15 @@ def _model_option_fields():
     def annotation(name):
         return model_annotation(name) or "str"
 
+    from forecaster.models.registry import DEFAULT_MODEL, model_names
+
     panel, single = model_params(True), model_params(False)
     helps = {**field_help(model_class(False)), **field_help(model_class(True))}
-    out = []
+    out = [("name", None, "str", f"the model under test, by name: {', '.join(model_names(True))} "
+            f"(one stock: {', '.join(model_names(False))}); the others run beside it as baselines. "
+            "Another model than the Transformer takes its keyword parameters from [model] of an "
+            "experiment file; the options below are the Transformer's, for when it is under test "
+            f"[{DEFAULT_MODEL}]")]
     for name in [*panel, *(k for k in single if k not in panel)]:
         p, s1 = panel.get(name, "-"), single.get(name, "-")
         value = next((v for v in (p, s1) if v not in (None, "-")), None)

@@ -321,7 +321,7 @@ def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: 
         days = pd.DatetimeIndex(result.predictions.index.unique()).sort_values()
         universe = loaded.universe.coverage(days, grid.codes)
         universe["forecast_rows_outside"] = n_outside
-    report = score_run(result, grid, models, "transformer", exp.backtest,
+    report = score_run(result, grid, models, exp.model_name, exp.backtest,
                           exp.walk_forward.horizon, index_constituents=exp.data.index_constituents)
     if universe:
         report.notes.insert(0, coverage_line(universe) + f"; {universe['forecast_rows_outside']} forecast "

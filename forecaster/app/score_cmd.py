@@ -22,7 +22,6 @@ import pandas as pd
 from forecaster.app.options import experiment_options, raw_sections
 from forecaster.evaluation.external import DATE_CONVENTIONS, DATES_MEANING
 
-MAIN = "transformer"  # the run's model the paired tests compare with
 # The options of `score PRED DATA`: how the data are read, which stocks are scored, the label,
 # and the backtest (each defined once on its config dataclass, as backtest's).
 _DATA_OPTIONS = {
@@ -39,7 +38,7 @@ _DATA_OPTIONS = {
     "report_dir",
     type=click.Path(exists=True, file_okay=False),
     help="A run's report folder: score PRED beside its models, on its data, label, universe and "
-    "days, with the paired tests against its transformer (instead of DATA).",
+    "days, with the paired tests against its model under test (instead of DATA).",
 )
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Report folder to write.")
 @click.option(
@@ -104,6 +103,7 @@ def _from_report(report_dir: str, name: str):
     """The run in ``report_dir``: its experiment, data (loaded again), stock-days and result."""
     from forecaster.app.experiment import read_toml
     from forecaster.app.pipeline import EXPERIMENT_FILE, prepare
+    from forecaster.models.registry import DEFAULT_MODEL
     from forecaster.evaluation.walkforward import WalkForwardResult
     from forecaster.reporting.report import read_predictions
 
@@ -117,9 +117,11 @@ def _from_report(report_dir: str, name: str):
         )
     pred = read_predictions(folder)
     models = set(pred["model"].unique())
-    if MAIN not in models:
+    raw = read_toml(folder / EXPERIMENT_FILE)
+    main = raw.get("model", {}).get("name", DEFAULT_MODEL)  # the run's model under test
+    if main not in models:
         raise click.ClickException(
-            f"--report {folder}: its predictions hold no {MAIN} (models: "
+            f"--report {folder}: its predictions hold no {main}, its model under test (models: "
             f"{', '.join(sorted(models))}); the paired tests compare with it"
         )
     if name in models:
@@ -127,7 +129,7 @@ def _from_report(report_dir: str, name: str):
             f"--name {name}: the run already has a model of that name; choose another --name"
         )
     metrics = json.loads((folder / "metrics.json").read_text())
-    exp, loaded = prepare(read_toml(folder / EXPERIMENT_FILE), str(folder / EXPERIMENT_FILE))
+    exp, loaded = prepare(raw, str(folder / EXPERIMENT_FILE))
     if not exp.panel:
         raise click.ClickException(
             f"--report {folder}: a run of one stock; external predictions are scored "
@@ -150,7 +152,7 @@ def _from_report(report_dir: str, name: str):
         failed=keyed(metrics.get("failed", {})),
         members=members,
     )
-    mine = pred[pred["model"] == MAIN]
+    mine = pred[pred["model"] == exp.model_name]
     run = pd.MultiIndex.from_arrays([mine.index, mine["code"].to_numpy()])
     return exp, loaded, run, result
 
@@ -204,7 +206,7 @@ def _score(pred, scores, name, dates, exp, loaded, run, result, out, overwrite, 
         )
     rows = aligned.rows.assign(model=name)
     if report_dir:  # each row in the fold the run forecast its stock-day in
-        mine = result.predictions[result.predictions["model"] == MAIN]
+        mine = result.predictions[result.predictions["model"] == exp.model_name]
         fold = pd.Series(
             mine["fold"].to_numpy(), index=pd.MultiIndex.from_arrays([mine.index, mine["code"].to_numpy()])
         )
@@ -238,7 +240,7 @@ def _score(pred, scores, name, dates, exp, loaded, run, result, out, overwrite, 
     )
     if loaded.universe is not None:
         grid.members = loaded.universe.mask(grid.dates, grid.codes)
-    main = MAIN if report_dir else name
+    main = exp.model_name if report_dir else name
     folder = check_output(
         out, overwrite=overwrite, resume_with=None
     )  # again, just before writing: nothing written yet
@@ -301,7 +303,7 @@ def _check_same_data(pred: pd.DataFrame, grid, frames, exp, report_dir) -> None:
     changed since the run would score the two models on different labels."""
     from forecaster.evaluation.assembly import assemble
 
-    mine = pred[pred["model"] == MAIN]
+    mine = pred[pred["model"] == exp.model_name]
     again = assemble([mine[["code", "model", "fold", "forecast"]]], grid, frames, exp.walk_forward)
     stored = mine.sort_values("code", kind="stable").sort_index(kind="stable")
     again = again.sort_values("code", kind="stable").sort_index(kind="stable")
