@@ -10,7 +10,10 @@ a child process whose resident memory (fold workers included) is sampled every s
 
 Then it prints, for each variant::
 
-    blend name=NAME networks=N rank_ic=+0.0000 icir=+0.000 diff=+0.0000 p=0.000 book_ann=+0.000 book_diff=+0.000 book_p=0.000 wall_minutes=M cpu_minutes=M peak_rss_gb=G
+    blend name=NAME networks=N rank_ic=+0.0000 icir=+0.000 diff=+0.0000 p=0.000 \
+        book_ann=+0.000 book_diff=+0.000 book_p=0.000 wall_minutes=M cpu_minutes=M peak_rss_gb=G
+
+(one line each; wrapped here)
 
 ``diff``/``p``: the paired Newey-West test of its daily rank IC against ``one_set``'s on the
 same days; ``book_ann``: its default book (the report's strategy after costs) a year;

@@ -161,8 +161,10 @@ def test_blend_seeds_sets_the_second_sets_networks(panel, one_thread):
     model = PanelTransformer(**{**TINY, "n_seeds": 2}, features=FIRST, blend_features=SECOND,
                              blend_seeds=1).fit(train)
     assert len(model.nets_) == 2 and len(model.blend_.nets_) == 1
-    alone = PanelTransformer(**{**TINY, "random_state": 2}, features=SECOND).fit(train)  # the seed after the first set's
-    for v, w in zip(model.blend_.nets_[0].state_dict().values(), alone.nets_[0].state_dict().values(), strict=True):
+    # the second set's one network: the seed after the first set's two
+    alone = PanelTransformer(**{**TINY, "random_state": 2}, features=SECOND).fit(train)
+    pairs = zip(model.blend_.nets_[0].state_dict().values(), alone.nets_[0].state_dict().values(), strict=True)
+    for v, w in pairs:
         assert np.array_equal(v.numpy(), w.numpy())
     with pytest.raises(ValueError, match="blend_seeds must be None or a positive integer"):
         PanelTransformer(blend_seeds=0)._validate_params()

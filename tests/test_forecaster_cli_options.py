@@ -200,7 +200,8 @@ def test_every_train_option_reaches_the_run(tmp_path):
     write_synthetic_panel(folder, n_stocks=8, n_days=260, seed=1)
     # (--intraday needs a folder of minute bars: tests/test_forecaster_intraday.py runs it)
     # (--model other than transformer is refused by train: tests/test_forecaster_registry.py)
-    names = {n for n in _options(train) if n.split("__")[1] not in ONE_STOCK_ONLY} - {"data__intraday", "model__name"}
+    names = {n for n in _options(train) if n.split("__")[1] not in ONE_STOCK_ONLY}
+    names -= {"data__intraday", "model__name"}
     members = tmp_path / "members.txt"  # a list of codes: always members
     members.write_text("\n".join(sorted(p.name[:-4] for p in folder.glob("*.csv"))[:5]) + "\n")
     quick = {

@@ -39,9 +39,11 @@ def folder(tmp_path_factory):
 
 
 def test_the_registry_knows_the_runs_models():
-    assert {"transformer", "gbm", "lightgbm", "ridge_features", "composite", "ar5", "seed"} <= set(model_names(True))
+    panel = {"transformer", "gbm", "lightgbm", "ridge_features", "composite", "ar5", "seed"}
+    assert panel <= set(model_names(True))
     assert set(model_names(False)) == {"transformer", "zero", "hist_mean", "ar5", "ridge", "seed"}
-    assert registered("lightgbm", True).build(True, {"horizon": 2, "features": None}).get_params()["horizon"] == 2
+    built = registered("lightgbm", True).build(True, {"horizon": 2, "features": None})
+    assert built.get_params()["horizon"] == 2 and built.estimator == "lightgbm"
     with pytest.raises(ValueError, match="unknown model 'lgbm'; expected one of: transformer, gbm"):
         registered("lgbm", True)
     with pytest.raises(ValueError, match="'gbm' is not a model for one stock's file"):
@@ -53,7 +55,8 @@ def test_another_model_under_test_makes_the_transformer_a_baseline():
     models = build_models(exp)
     assert list(models)[0] == "ridge_features" and models["ridge_features"].norm == "rank"
     assert "transformer" in models and models["transformer"].window == 20  # its defaults
-    assert list(build_models(resolve({"model": {"name": "gbm"}, "models": {"baselines": False}}, 30))) == ["gbm"]
+    alone = resolve({"model": {"name": "gbm"}, "models": {"baselines": False}}, 30)
+    assert list(build_models(alone)) == ["gbm"]
     assert list(build_models(resolve({"models": {"baselines": False}}, 30))) == ["transformer"]
     with pytest.raises(ConfigError, match="unknown key 'window' for gbm.*the Transformer's parameters apply"):
         resolve({"model": {"name": "gbm", "window": 10}}, 30)
@@ -63,8 +66,8 @@ def test_another_model_under_test_makes_the_transformer_a_baseline():
 
 def test_backtest_model_names_the_report_verdict_and_export(tmp_path, one_thread):
     out = tmp_path / "rep"
-    res = CliRunner().invoke(main, ["backtest", "--synthetic-stocks", "20", *QUICK, "--model", "ridge_features",
-                                    "--no-time-series", "--out", str(out)])
+    res = CliRunner().invoke(main, ["backtest", "--synthetic-stocks", "20", *QUICK, "--model",
+                                    "ridge_features", "--no-time-series", "--out", str(out)])
     assert res.exit_code == 0, res.output
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["model"] == "ridge_features"
@@ -116,8 +119,8 @@ def test_a_new_model_is_one_class_and_one_line(tmp_path, one_thread):
     register("one_day_reversal", OneDayReversal)
     try:
         out = tmp_path / "rep"
-        res = CliRunner().invoke(main, ["backtest", "--synthetic-stocks", "12", *QUICK, "--model", "one_day_reversal",
-                                        "--no-baselines", "--out", str(out)])
+        res = CliRunner().invoke(main, ["backtest", "--synthetic-stocks", "12", *QUICK, "--model",
+                                        "one_day_reversal", "--no-baselines", "--out", str(out)])
         assert res.exit_code == 0, res.output
         pred = read_predictions(out)
         assert set(pred["model"]) == {"one_day_reversal"}
@@ -141,6 +144,7 @@ def test_bad_model_names_are_refused_before_any_output(tmp_path, folder):
                                     "--out", str(tmp_path / "b")])
     assert res.exit_code != 0 and "unknown key 'window' for gbm" in res.output
     assert "Traceback" not in res.output and not (tmp_path / "b").exists()
-    res = CliRunner().invoke(main, ["train", str(folder), "--model", "lightgbm", "--out", str(tmp_path / "c")])
+    res = CliRunner().invoke(main, ["train", str(folder), "--model", "lightgbm",
+                                    "--out", str(tmp_path / "c")])
     assert res.exit_code != 0 and "--model lightgbm: train fits the Transformer" in res.output
     assert not (tmp_path / "c").exists()

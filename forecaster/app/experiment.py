@@ -378,7 +378,8 @@ def build_models(exp: Experiment) -> dict:
         check_device(exp.model.get("device", "auto"), exp.source)
         main = models.pop(DEFAULT_MODEL)
     else:
-        run = {"horizon": horizon, "execution": exp.backtest.execution, "features": exp.features.names or None}
+        run = {"horizon": horizon, "execution": exp.backtest.execution,
+               "features": exp.features.names or None}
         main = registered(exp.model_name, exp.panel).build(exp.panel, run, **exp.model)
         models.pop(exp.model_name, None)  # its baseline twin: the model under test replaces it
         if not exp.models.baselines:

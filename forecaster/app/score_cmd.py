@@ -103,8 +103,8 @@ def _from_report(report_dir: str, name: str):
     """The run in ``report_dir``: its experiment, data (loaded again), stock-days and result."""
     from forecaster.app.experiment import read_toml
     from forecaster.app.pipeline import EXPERIMENT_FILE, prepare
-    from forecaster.models.registry import DEFAULT_MODEL
     from forecaster.evaluation.walkforward import WalkForwardResult
+    from forecaster.models.registry import DEFAULT_MODEL
     from forecaster.reporting.report import read_predictions
 
     folder = Path(report_dir)

@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 from forecaster.features.factors import FACTORS
 from forecaster.models.panel.baselines import FactorScore, FeatureRegressor
 from forecaster.models.panel.model import PanelTransformer
-from forecaster.models.stock.baselines import ARForecast, HistoricalMean, PerStock, RidgeForecast, ZeroForecast
+from forecaster.models.stock.baselines import (
+    ARForecast,
+    HistoricalMean,
+    PerStock,
+    RidgeForecast,
+    ZeroForecast,
+)
 
 DEFAULT_MODEL = "transformer"
 # What a run hands a model (where its constructor takes them and the user did not set them).
@@ -45,7 +51,8 @@ class Registered:
     def factory(self, panel: bool) -> Callable:
         built = self.panel if panel else self.one_stock
         if built is None:
-            raise ValueError(f"{self.name} is not a model for {'a folder of stocks' if panel else 'one stock'}")
+            kind = "a folder of stocks" if panel else "one stock"
+            raise ValueError(f"{self.name} is not a model for {kind}")
         return built
 
     def parameters(self, panel: bool) -> dict[str, object]:
