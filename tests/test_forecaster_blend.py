@@ -163,7 +163,8 @@ def test_blend_seeds_sets_the_second_sets_networks(panel, one_thread):
     assert len(model.nets_) == 2 and len(model.blend_.nets_) == 1
     # the second set's one network: the seed after the first set's two
     alone = PanelTransformer(**{**TINY, "random_state": 2}, features=SECOND).fit(train)
-    pairs = zip(model.blend_.nets_[0].state_dict().values(), alone.nets_[0].state_dict().values(), strict=True)
+    ours, theirs = model.blend_.nets_[0].state_dict(), alone.nets_[0].state_dict()
+    pairs = zip(ours.values(), theirs.values(), strict=True)
     for v, w in pairs:
         assert np.array_equal(v.numpy(), w.numpy())
     with pytest.raises(ValueError, match="blend_seeds must be None or a positive integer"):
