@@ -136,6 +136,54 @@ def test_the_checker_catches_a_broken_rule(tmp_path):
     assert any("reporting/report.py:2: reporting imports forecaster.models" in v for v in found)
 
 
+def import_cycles(root: Path = ROOT, package: str = "forecaster") -> list[list[str]]:
+    """Circles of imports between the package's modules (imports inside functions included:
+    an import moved into a function to dodge a circle is still one), each as its modules in
+    order; a package's ``__init__`` (which re-exports) is left out."""
+    modules = {}
+    for path in sorted(root.rglob("*.py")):
+        if path.name != "__init__.py":
+            modules[".".join((package, *path.relative_to(root).with_suffix("").parts))] = path
+    edges = {name: set() for name in modules}
+    for name, path in modules.items():
+        names = [target for _, target in _imports(path, root, package)]
+        names += [f"{node.module}.{alias.name}" for node in ast.walk(ast.parse(path.read_text()))
+                  if isinstance(node, ast.ImportFrom) and node.module and not node.level
+                  for alias in node.names]  # ``from a.b import c``: the module a.b.c, if it is one
+        edges[name] = {target for target in names if target in modules and target != name}
+    cycles, state, stack = [], {}, []
+
+    def visit(node):  # depth-first search: a back edge closes a circle
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges[node]):
+            if state.get(nxt) == 1:
+                cycles.append(stack[stack.index(nxt):])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node)
+    return cycles
+
+
+def test_no_module_imports_itself_round_a_circle():
+    assert import_cycles() == []
+
+
+def test_the_circle_checker_finds_a_circle_hidden_in_a_function(tmp_path):
+    pkg = tmp_path / "forecaster"
+    (pkg / "app").mkdir(parents=True)
+    (pkg / "app" / "__init__.py").write_text("")
+    (pkg / "app" / "cli.py").write_text("from forecaster.app.score import score\n")
+    (pkg / "app" / "score.py").write_text("def score():\n    from forecaster.app.cli import echo\n")
+    (pkg / "app" / "alone.py").write_text("from forecaster.app import cli\n")
+    assert import_cycles(pkg) == [["forecaster.app.cli", "forecaster.app.score"]]
+
+
 def test_each_room_of_data_imports_only_the_rooms_it_may():
     data = ROOT / "data"
     rooms = {p.name for p in data.iterdir() if (p / "__init__.py").is_file()}

@@ -185,7 +185,7 @@ def test_cells_not_computed_are_named_with_their_reason():
     import numpy as np
     import pandas as pd
 
-    from forecaster.app.cli import _not_computed_lines
+    from forecaster.app.console import _not_computed_lines
 
     table = pd.DataFrame({"rank_ic": [0.05, np.nan], "dm_p(transformer vs)": [np.nan, 0.2]},
                          index=pd.Index(["transformer", "zero"], name="model"))

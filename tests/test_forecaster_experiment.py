@@ -242,3 +242,17 @@ def test_named_features_reach_every_feature_regression(tmp_path):
     assert res.exit_code == 0, res.output
     pred = pd.read_csv(tmp_path / "r" / "predictions.csv")
     assert {"gbm", "ridge_features", "transformer"} <= set(pred["model"])
+
+
+def test_the_written_experiment_reads_back_whatever_its_strings_hold(tmp_path):
+    import tomllib as toml_reader
+
+    from forecaster.app.experiment import resolve, to_toml
+
+    odd = 'a "quoted" \\ back\nslash, tab\t, é and 股'
+    exp = resolve({"data": {"universe": odd, "train_universe": "x'y"}}, 30, source="e\n[data]\nz.toml")
+    text = to_toml(exp)
+    back = toml_reader.loads(text)
+    assert back["data"]["universe"] == odd and back["data"]["train_universe"] == "x'y"
+    assert "[data]\nz.toml" not in text  # the source stays inside its comment line
+    assert to_toml(resolve(back, 30, source="e\n[data]\nz.toml")) == text

@@ -149,7 +149,7 @@ def test_a_date_out_of_the_data_names_the_option_typed(tmp_path):
 def test_a_panel_summary_has_no_columns_it_never_fills_and_a_dated_universe_no_survivorship_guess():
     import numpy as np
 
-    from forecaster.app.cli import _not_computed_lines
+    from forecaster.app.console import _not_computed_lines
     from forecaster.evaluation.scoring import score_run
     from forecaster.evaluation.universe import restrict_to_members
 

@@ -15,6 +15,7 @@ import click
 import pandas as pd
 
 from forecaster.app import daily, plot_run, score_cmd
+from forecaster.app.console import echo_report, exit_status
 from forecaster.app.options import DATE, experiment_options, raw_sections
 from forecaster.app.outputs import check_apart, check_output, check_output_file
 from forecaster.data import DataError
@@ -118,66 +119,9 @@ def _run(raw: dict, source: str, out: str, overwrite: bool = False) -> None:
     if interrupted:
         _interrupted(out)
     echo_report(report, report.notes, files, out)
-    if report.model not in result.predictions["model"].unique():
-        click.echo(f"Error: the {report.model} produced no forecast on any fold (see the first lines of "
-                   "the verdict and 'failed'/'skipped' in metrics.json)", err=True)
-        sys.exit(1)
-    main_failed = sorted(fold for fold, name in result.failed if name == report.model)
-    if main_failed:  # after the report: it says what ran; a baseline's failure leaves the status alone
-        click.echo(f"Error: {report.model} failed on {len(main_failed)} of {len(result.folds)} fold(s) "
-                   f"({_folds_text(main_failed)}): its figures lack those folds; the report is written "
-                   "(FAILED above, 'failed' in metrics.json)", err=True)
-        sys.exit(1)
-
-
-def _folds_text(folds: list[int], most: int = 5) -> str:
-    """``"fold 3"``, ``"folds 0, 1, 2"``, ``"folds 0, 1, 2, 3, 4 and 7 more"``."""
-    shown = ", ".join(map(str, folds[:most]))
-    if len(folds) > most:
-        shown += f" and {len(folds) - most} more"
-    return f"fold{'s' if len(folds) > 1 else ''} {shown}"
-
-
-def failure_lines(failed: dict, model: str, most: int = 10) -> list[str]:
-    """One line per model and fold that failed (``{(fold, name): summary}``), the model under
-    test first, then by name and fold; past ``most`` lines, how many more."""
-    order = sorted(failed, key=lambda key: (key[1] != model, key[1], key[0]))
-    lines = [f"FAILED: {name} on fold {fold}: {failed[(fold, name)]}" for fold, name in order[:most]]
-    if len(order) > most:
-        lines.append(f"FAILED: {len(order) - most} more model-fold run(s) ('failed' in metrics.json)")
-    return lines
-
-
-def echo_report(report, notes, files, out) -> None:
-    """The console's account of a report: first the models that failed on a fold (each with the
-    fold and the first line of its error), then the summary table, what it could not compute,
-    the verdict and ``notes``, and the files written."""
-    for line in failure_lines(report.failed, report.model):
-        click.echo(line)
-    with pd.option_context("display.width", 200, "display.max_columns", 20):
-        table = report.summary_table()
-        click.echo(table.to_string(na_rep="n/c", float_format="{:+.4f}".format))
-    for line in _not_computed_lines(table, report):
-        click.echo(line)
-    click.echo("")
-    for line in report.verdict + list(notes):
-        click.echo(f"- {line}")
-    click.echo(f"report: {', '.join(f.name for f in files)} in {out}")
-
-
-def _not_computed_lines(table: pd.DataFrame, report) -> list[str]:
-    """``n/c`` cells of the summary table with the reason, grouped per model and reason."""
-    lines = []
-    for model in table.index:
-        known = report.not_computed.get(model, {})
-        by_reason: dict[str, list[str]] = {}
-        for col in table.columns[table.loc[model].isna().to_numpy()]:
-            itself = col.endswith(" vs)") and model == report.model
-            why = known.get(col) or ("the model under test itself" if itself else "no variation or too "
-                                     "little data (e.g. a constant forecast or a flat equity curve)")
-            by_reason.setdefault(why, []).append(col)
-        lines += [f"n/c = not computed: {model} {', '.join(cols)} ({why})" for why, cols in by_reason.items()]
-    return lines
+    status = exit_status(report, result)
+    if status:
+        sys.exit(status)
 
 
 @main.command()

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+import tomli_w
 
 from forecaster.app.fields import (
     ConfigError,
@@ -390,33 +391,28 @@ def build_models(exp: Experiment) -> dict:
 # ------------------------------------------------------------------ writing
 
 
-def _toml_value(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
+def _toml_value(value):
+    """A value as TOML holds it: a date for a timestamp (read back as a date), a list for a tuple."""
     if isinstance(value, pd.Timestamp):
-        return str(value.date())  # a TOML date (unquoted), read back as a date
+        return value.date()
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    text = str(value).replace("\\", "\\\\").replace('"', '\\"')
-    return f'"{text}"'
+        return [_toml_value(v) for v in value]
+    return value
 
 
 def to_toml(exp: Experiment) -> str:
-    """The experiment as a TOML file with every value explicit (``None``: the key is left
-    out, which means ``None``)."""
-    lines = [f"# Fully resolved experiment (from {exp.source}); run it again with:",
-             "#   forecaster run THIS_FILE --out NEW_FOLDER", ""]
-    for section, values in exp.sections().items():
-        lines.append(f"[{section}]")
-        for key, value in values.items():
-            if value is None:
-                lines.append(f"# {key}: not set")
-            else:
-                lines.append(f"{key} = {_toml_value(value)}")
-        lines.append("")
-    return "\n".join(lines)
+    """The experiment as a TOML file (written by tomli-w) with every value explicit; a key
+    whose value is ``None`` is left out, which means ``None`` (listed in a comment)."""
+    sections = {section: {k: _toml_value(v) for k, v in values.items() if v is not None}
+                for section, values in exp.sections().items()}
+    unset = [f"[{section}] {k}" for section, values in exp.sections().items()
+             for k, v in values.items() if v is None]
+    source = str(exp.source).replace("\n", " ").replace("\r", " ")  # one comment line
+    head = [f"# Fully resolved experiment (from {source}); run it again with:",
+            "#   forecaster run THIS_FILE --out NEW_FOLDER"]
+    if unset:
+        head.append(f"# not set (None): {', '.join(unset)}")
+    return "\n".join(head) + "\n\n" + tomli_w.dumps(sections)
 
 
 def experiment_dict(exp: Experiment) -> dict:

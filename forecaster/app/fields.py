@@ -17,6 +17,15 @@ class ConfigError(ValueError):
 # Transformer parameters the experiment sets from other sections.
 MODEL_DERIVED = ("horizon", "execution", "features", "blend_features", "progress")
 OPTIONS = "<options>"  # the source of values typed on the command line
+# CLI spellings of a few fields (the field names are the config file's keys).
+ALIASES = {"n_jobs": "jobs", "commission_rate": "commission", "transfer_fee_rate": "transfer-fee",
+           "random_state": "seed", "n_heads": "heads", "n_layers": "layers", "max_epochs": "epochs",
+           "names": "features", "blend": "blend-features", "name": "model"}
+
+
+def option_flag(name: str) -> str:
+    """The command-line option of a config field (``max_epochs`` -> ``--epochs``)."""
+    return "--" + ALIASES.get(name, name.replace("_", "-"))
 
 
 def config_error(source: str, section: str, text: str, fields=()) -> ConfigError:
@@ -31,8 +40,6 @@ def config_error(source: str, section: str, text: str, fields=()) -> ConfigError
 def options_named(text: str, fields) -> str:
     """``text`` with each field of ``fields`` it names written as its option (``max_epochs`` ->
     ``--epochs``); a quoted word is a value (``"top_k"``), left as it is."""
-    from forecaster.app.options import option_flag
-
     known = set(fields)
     return re.sub(r"(?<![-\w\"'])[a-z][a-z0-9_]*\b(?![\"'])",
                   lambda m: option_flag(m.group()) if m.group() in known else m.group(), text)

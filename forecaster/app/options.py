@@ -5,17 +5,10 @@ from __future__ import annotations
 
 import click
 
-# CLI spellings of a few fields (the field names are the config file's keys).
-_ALIASES = {"n_jobs": "jobs", "commission_rate": "commission", "transfer_fee_rate": "transfer-fee",
-            "random_state": "seed", "n_heads": "heads", "n_layers": "layers", "max_epochs": "epochs",
-            "names": "features", "blend": "blend-features", "name": "model"}
+from forecaster.app.fields import option_flag
+
 # Second spellings: the rule of the book is also asked for as --strategy (--strategy enhanced).
 _ALSO = {"rule": ("strategy",)}
-
-
-def option_flag(name: str) -> str:
-    """The command-line option of a config field (``max_epochs`` -> ``--epochs``)."""
-    return "--" + _ALIASES.get(name, name.replace("_", "-"))
 
 
 # Sections whose fields are ``backtest`` options, in help order; DATA is the argument.
@@ -105,7 +98,7 @@ def experiment_options(sections=_OPTION_SECTIONS, only: dict | None = None):
             text = options_named(text, named)
             if name in _SKIP.get(section, ()) or (only and section in only and name not in only[section]):
                 continue
-            flag = _ALIASES.get(name, name.replace("_", "-"))
+            flag = option_flag(name)[2:]
             if flag in seen:
                 raise RuntimeError(f"option --{flag} defined by [{seen[flag]}] and [{section}]")
             seen[flag] = section

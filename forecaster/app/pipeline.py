@@ -283,6 +283,32 @@ def _index_book(report: Report, exp: Experiment, loaded: Loaded, result: WalkFor
     return facts
 
 
+def end_run(exp: Experiment, loaded: Loaded, result: WalkForwardResult, models: dict, claim,
+            notes=None, extra=None, main: str | None = None) -> tuple[Report, list[Path]]:
+    """The end of every run (``backtest``, ``run`` and ``score``): the statistics, backtests
+    and verdict of ``result`` for the model under test (``main``, by default
+    ``exp.model_name``; ``score`` of a file alone: the file's model), ``notes(report)`` (the caller's account
+    of what ran), the universe's index beside the books, then the report folder ``claim()``
+    returns: ``experiment.toml``, the report files, and in ``metrics.json`` the data, the
+    experiment, the index book and ``extra(report)``. Returns the report and the files."""
+    grid = loaded.panel
+    report = score_run(result, grid, models, main or exp.model_name, exp.backtest, exp.walk_forward.horizon,
+                       index_constituents=exp.data.index_constituents)
+    if notes is not None:
+        notes(report)
+    index_benchmark(report, exp, loaded)
+    book = _index_book(report, exp, loaded, result, grid)
+    out = claim()  # only now: a run that failed above leaves an earlier report as it was
+    with atomic_write(out / EXPERIMENT_FILE, "w") as f:
+        f.write(to_toml(exp))
+    facts = {"data": loaded.source, "experiment": experiment_dict(exp),
+             **(extra(report) if extra is not None else {})}
+    if book:
+        facts["index_book"] = book
+    files = write_report(report, result, out, extra=facts)
+    return report, [out / EXPERIMENT_FILE, *files]
+
+
 def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: bool = False
                    ) -> tuple[WalkForwardResult, Report, list[Path]]:
     """Walk forward, score and backtest; write the report folder ``out`` (finished folds in
@@ -321,29 +347,26 @@ def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: 
         days = pd.DatetimeIndex(result.predictions.index.unique()).sort_values()
         universe = loaded.universe.coverage(days, grid.codes)
         universe["forecast_rows_outside"] = n_outside
-    report = score_run(result, grid, models, exp.model_name, exp.backtest,
-                          exp.walk_forward.horizon, index_constituents=exp.data.index_constituents)
-    if universe:
-        report.notes.insert(0, coverage_line(universe) + f"; {universe['forecast_rows_outside']} forecast "
-                            "rows of non-members were not scored")
-    warned = [f"warning: {line}" for u in (loaded.universe, loaded.train_universe) if u is not None
-              for line in u.warnings]  # the lists' checks, after the coverage line
-    report.notes[int(bool(universe)):int(bool(universe))] = list(dict.fromkeys(warned))
-    index_benchmark(report, exp, loaded)
-    book_facts = _index_book(report, exp, loaded, result, grid)
-    if loaded.features_note:
-        report.notes.append(loaded.features_note)
-    if loaded.train_universe is not None:
-        report.notes.insert(0, learnt_line(loaded.train_universe, exp.data.train_outside_weight))
-    main = {"load": load_peak, **result.memory.get("main_process_gb", {}), "scoring": peak_gb()}
-    extra = {"data": loaded.source, "experiment": experiment_dict(exp),
-             "timings": run_timings(loaded, result, report),
-             "memory": memory_summary({k: v for k, v in main.items() if v is not None},
-                                      result.memory.get("fold_worker_gb", {}),
-                                      result.memory.get("workers", 0))}
-    if universe:
-        extra["index_universe"] = universe
-    if book_facts:
-        extra["index_book"] = book_facts
-    files = write_report(report, result, out, extra=extra)
-    return result, report, [out / EXPERIMENT_FILE, *files]
+
+    def notes(report: Report) -> None:
+        if universe:
+            report.notes.insert(0, coverage_line(universe) + f"; {universe['forecast_rows_outside']} "
+                                "forecast rows of non-members were not scored")
+        warned = [f"warning: {line}" for u in (loaded.universe, loaded.train_universe) if u is not None
+                  for line in u.warnings]  # the lists' checks, after the coverage line
+        report.notes[int(bool(universe)):int(bool(universe))] = list(dict.fromkeys(warned))
+        if loaded.features_note:
+            report.notes.append(loaded.features_note)
+        if loaded.train_universe is not None:
+            report.notes.insert(0, learnt_line(loaded.train_universe, exp.data.train_outside_weight))
+
+    def extra(report: Report) -> dict:
+        main = {"load": load_peak, **result.memory.get("main_process_gb", {}), "scoring": peak_gb()}
+        facts = {"timings": run_timings(loaded, result, report),
+                 "memory": memory_summary({k: v for k, v in main.items() if v is not None},
+                                          result.memory.get("fold_worker_gb", {}),
+                                          result.memory.get("workers", 0))}
+        return {**facts, "index_universe": universe} if universe else facts
+
+    report, files = end_run(exp, loaded, result, models, lambda: out, notes=notes, extra=extra)
+    return result, report, files

@@ -184,16 +184,13 @@ def _score(pred, scores, name, dates, exp, loaded, run, result, out, overwrite, 
     """Align, score, backtest and write the folder ``out``."""
     import dataclasses
 
-    from forecaster.app.experiment import build_models, experiment_dict, to_toml
+    from forecaster.app.experiment import build_models
     from forecaster.app.outputs import check_output
-    from forecaster.app.pipeline import EXPERIMENT_FILE, index_benchmark
+    from forecaster.app.pipeline import end_run
     from forecaster.data.market.universe import coverage_line
     from forecaster.evaluation.assembly import assemble
     from forecaster.evaluation.external import ExternalScores, align
-    from forecaster.evaluation.scoring import score_run
     from forecaster.evaluation.universe import universe_counts, universe_line
-    from forecaster.reporting.report import write_report
-    from seq2seq.core import atomic_write
 
     grid = loaded.panel
     aligned = align(scores, grid.dates, grid.codes, run, dates)
@@ -240,43 +237,30 @@ def _score(pred, scores, name, dates, exp, loaded, run, result, out, overwrite, 
     )
     if loaded.universe is not None:
         grid.members = loaded.universe.mask(grid.dates, grid.codes)
-    main = exp.model_name if report_dir else name
-    folder = check_output(
-        out, overwrite=overwrite, resume_with=None
-    )  # again, just before writing: nothing written yet
-    report = score_run(
-        result,
-        grid,
-        models,
-        main,
-        exp.backtest,
-        exp.walk_forward.horizon,
-        index_constituents=exp.data.index_constituents,
-    )
-    if report_dir:  # the run's own account of its stocks (the walk-forward's members are not stored)
-        universe = Path(report_dir) / "universe.csv"
-        if universe.is_file():
-            report.universe = pd.read_csv(
-                universe,
-                parse_dates=["first_date", "last_date", "first_forecast"],
-                dtype={"code": str, "reason": str},
-                keep_default_na=False,
-                na_values={"first_date": [""], "last_date": [""], "first_forecast": [""]},
-            )
-            report.notes = [
-                universe_line(universe_counts(report.universe)) if n.startswith("universe: ") else n
-                for n in report.notes
-            ]
+    folder = check_output(out, overwrite=overwrite, resume_with=None)  # again: nothing written yet
     meaning = DATES_MEANING[dates]
     head = [f"{name}: scored from {pred} ({aligned.summary()}); {meaning}", *problems]
-    if loaded.universe is not None:
-        days = pd.DatetimeIndex(result.predictions.index.unique()).sort_values()
-        head.append(coverage_line(loaded.universe.coverage(days, grid.codes)))
-    report.notes[0:0] = head
-    index_benchmark(report, exp, loaded)
-    out = folder.claim()
-    with atomic_write(out / EXPERIMENT_FILE, "w") as f:
-        f.write(to_toml(exp))
+
+    def notes(report) -> None:
+        if report_dir:  # the run's own account of its stocks (the walk-forward's members are not stored)
+            universe = Path(report_dir) / "universe.csv"
+            if universe.is_file():
+                report.universe = pd.read_csv(
+                    universe,
+                    parse_dates=["first_date", "last_date", "first_forecast"],
+                    dtype={"code": str, "reason": str},
+                    keep_default_na=False,
+                    na_values={"first_date": [""], "last_date": [""], "first_forecast": [""]},
+                )
+                report.notes = [
+                    universe_line(universe_counts(report.universe)) if n.startswith("universe: ") else n
+                    for n in report.notes
+                ]
+        if loaded.universe is not None:
+            days = pd.DatetimeIndex(result.predictions.index.unique()).sort_values()
+            head.append(coverage_line(loaded.universe.coverage(days, grid.codes)))
+        report.notes[0:0] = head
+
     external = {
         "file": str(Path(pred).resolve()),
         "name": name,
@@ -289,13 +273,11 @@ def _score(pred, scores, name, dates, exp, loaded, run, result, out, overwrite, 
         "not_scored": aligned.counts,
         "examples": aligned.examples,
     }
-    files = write_report(
-        report,
-        result,
-        out,
-        extra={"data": loaded.source, "experiment": experiment_dict(exp), "external": external},
-    )
-    return report, head, [out / EXPERIMENT_FILE, *files]
+    report, files = end_run(exp, loaded, result, models, folder.claim, notes=notes,
+                            extra=lambda report: {"external": external},
+                            main=exp.model_name if report_dir else name)
+    return report, head, files
+
 
 
 def _check_same_data(pred: pd.DataFrame, grid, frames, exp, report_dir) -> None:
@@ -320,7 +302,7 @@ def _check_same_data(pred: pd.DataFrame, grid, frames, exp, report_dir) -> None:
 
 def _echo(report, head, files, out) -> None:
     """The console's account: what was matched and not, the summary table, verdict, notes."""
-    from forecaster.app.cli import echo_report
+    from forecaster.app.console import echo_report
 
     for line in head:
         click.echo(line, err=True)
