@@ -47,6 +47,7 @@ VALUES = {
     "model__average_last": ("3", 3),
     "model__n_seeds": ("3", 3),
     "model__blend_seeds": ("2", 2),
+    "model__preset": ("market", "market"),
     "model__name": ("transformer", "transformer"),
     "model__epoch_stock_days": ("200000", 200000),
     "model__stocks_per_batch": ("20", 20),
@@ -73,14 +74,14 @@ VALUES = {
     "walk_forward__horizon": ("2", 2),
     "walk_forward__min_stock_days": ("60", 60),
     "walk_forward__margin_days": ("140", 140),
-    "walk_forward__n_jobs": ("1", 1),
-    "walk_forward__threads_per_task": ("2", 2),
+    "run__n_jobs": ("1", 1),
+    "run__threads_per_task": ("2", 2),
     "walk_forward__start": ("2018-06-01", datetime.date(2018, 6, 1)),
     "walk_forward__end": ("2019-06-28", datetime.date(2019, 6, 28)),
     "walk_forward__label": ("close", "close"),
-    "walk_forward__resume": (True, None),
-    "walk_forward__backend": ("ray", "ray"),
-    "walk_forward__address": ("10.0.0.1:6379", "10.0.0.1:6379"),
+    "run__resume": (True, None),
+    "run__backend": ("ray", "ray"),
+    "run__address": ("10.0.0.1:6379", "10.0.0.1:6379"),
     "walk_forward__warm_start": ("2", 2),
     "strategy__rule": ("top_k", "top_k"),
     "strategy__top_k": ("4", 4),
@@ -135,6 +136,7 @@ PANEL_ONLY = {
     "days_per_batch",
     "n_seeds",
     "blend_seeds",
+    "preset",
     "epoch_stock_days",
     "stocks_per_batch",
     "warm_epochs",
@@ -188,7 +190,9 @@ def test_every_backtest_option_reaches_the_experiment_typed(panel):
         if want is None:  # resume: how a run starts, not what it computes (kept out of the file)
             assert exp.walk_forward.resume is True
             continue
-        got = toml[section][key]
+        # how the run is carried out: in the experiment, not in its file (the same experiment anywhere)
+        got = getattr(exp.run, key) if section == "run" else toml[section][key]
+        assert section != "run" or key not in toml.get("walk_forward", {})
         got = tuple(got) if isinstance(got, list) else got
         assert got == want and type(got) is type(want), (name, got, want)
     # the `run` command reads that file: it resolves to the same experiment

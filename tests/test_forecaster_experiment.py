@@ -33,6 +33,8 @@ max_epochs = 1
 [walk_forward]
 train_days = 200
 retrain_every = 65
+
+[run]
 n_jobs = 1
 
 [strategy]
@@ -102,6 +104,8 @@ def test_the_resolved_experiment_reproduces_the_report(tmp_path):
     assert res.exit_code == 0, res.output
     assert (first / "predictions.csv").read_text() == (second / "predictions.csv").read_text()
     a, b = (json.loads((d / "metrics.json").read_text()) for d in (first, second))
+    # the same experiment; how it ran is not in the file (the rerun: every core, the first: 1 worker)
+    assert a["experiment"].pop("run")["n_jobs"] == 1 and b["experiment"].pop("run")["n_jobs"] == -1
     assert a["experiment"] == b["experiment"] and a["experiment"]["strategy"]["rule"] == "dropout"
     assert a["daily_rank_ic"] == b["daily_rank_ic"] and a["backtest"] == b["backtest"]
     _check_html(first, set(a["daily_rank_ic"]))
@@ -211,8 +215,8 @@ def test_a_market_experiment_resolves_alike_on_any_workers_and_machine(cores, mo
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)), raising=False)
 
     def settings(n_jobs):
-        resolved = experiment_dict(resolve({"walk_forward": {"n_jobs": n_jobs}}, 600))
-        assert resolved["walk_forward"].pop("n_jobs") == n_jobs
+        resolved = experiment_dict(resolve({"run": {"n_jobs": n_jobs}}, 600))
+        assert resolved.pop("run")["n_jobs"] == n_jobs and "n_jobs" not in resolved["walk_forward"]
         return resolved
 
     one = settings(1)
@@ -256,3 +260,41 @@ def test_the_written_experiment_reads_back_whatever_its_strings_hold(tmp_path):
     assert back["data"]["universe"] == odd and back["data"]["train_universe"] == "x'y"
     assert "[data]\nz.toml" not in text  # the source stays inside its comment line
     assert to_toml(resolve(back, 30, source="e\n[data]\nz.toml")) == text
+
+
+def test_the_regime_of_the_defaults_is_a_named_preset_recorded_in_the_file():
+    import tomllib as toml_reader
+
+    from forecaster.app.experiment import resolve, to_toml
+    from forecaster.models.panel.model import PanelTransformer
+
+    small, wide = resolve({}, 30), resolve({}, 600)
+    def regime(exp):
+        return exp.model["preset"], exp.models.time_series, exp.walk_forward.warm_start
+
+    assert regime(small) == ("panel", True, 0) and regime(wide) == ("market", False, 2)
+    assert toml_reader.loads(to_toml(wide))["model"]["preset"] == "market"
+    forced = resolve({"model": {"preset": "market"}}, 30)  # a rerun on fewer stocks keeps the regime
+    assert (forced.models.time_series, forced.walk_forward.warm_start) == (False, 2)
+    net = PanelTransformer(preset="market")
+    assert net.budget(30, 100)["loss"] == "icir" and net.market_mode(30) == "gate"
+    assert net._net_config(5, 30).d_ff == 128
+    narrow = PanelTransformer(preset="panel")
+    assert narrow.budget(900, 100)["loss"] == "pairwise" and narrow.market_mode(900) == "none"
+    assert PanelTransformer().budget(900, 100)["loss"] == "icir"  # auto: by breadth
+    with pytest.raises(ValueError, match="preset"):
+        PanelTransformer(preset="huge")._validate_params()
+
+
+def test_a_file_giving_run_control_in_walk_forward_is_read_with_a_warning(tmp_path, caplog):
+    from forecaster.app.experiment import read_toml, resolve
+
+    path = tmp_path / "old.toml"
+    path.write_text("[walk_forward]\ntrain_days = 200\nn_jobs = 1\nbackend = \"local\"\n")
+    with caplog.at_level("WARNING"):
+        exp = resolve(read_toml(path), 30, str(path))
+    assert exp.run.n_jobs == 1 and exp.walk_forward.n_jobs == 1 and exp.walk_forward.train_days == 200
+    assert "[walk_forward] n_jobs, backend: how a run is carried out now lives in [run]" in caplog.text
+    path.write_text("[walk_forward]\nn_jobs = 1\n[run]\nn_jobs = 2\n")
+    with pytest.raises(ValueError, match=r"\[walk_forward\] n_jobs is also given in \[run\]"):
+        resolve(read_toml(path), 30, str(path))

@@ -32,14 +32,15 @@ PANEL = {
     "model__days_per_batch": "4", "model__lr": "0.002", "model__weight_decay": "0.02",
     "model__patience": "2", "model__val_fraction": "0.25", "model__average_last": "1",
     "model__n_seeds": "1", "model__epoch_stock_days": "2000", "model__stocks_per_batch": "20",
-    "model__warm_epochs": "1", "walk_forward__warm_start": "2", "model__precision": "bfloat16",
+    "model__warm_epochs": "1", "model__preset": "market", "walk_forward__warm_start": "2",
+    "model__precision": "bfloat16",
     "model__device": "cpu", "model__random_state": "7", "models__baselines": False,
     "models__seed_recipe": False, "models__per_stock": False, "walk_forward__scheme": "rolling",
     "walk_forward__train_days": "150", "walk_forward__retrain_every": "40", "walk_forward__purge": "3",
     "walk_forward__step": "2", "walk_forward__horizon": "2", "walk_forward__min_stock_days": "60",
-    "walk_forward__margin_days": "140", "walk_forward__n_jobs": "1", "walk_forward__threads_per_task": "1",
+    "walk_forward__margin_days": "140", "run__n_jobs": "1", "run__threads_per_task": "1",
     "walk_forward__start": "2018-07-02", "walk_forward__end": "2018-12-28",
-    "walk_forward__label": "tradeable", "walk_forward__backend": "local", "strategy__rule": "top_k",
+    "walk_forward__label": "tradeable", "run__backend": "local", "strategy__rule": "top_k",
     "strategy__top_k": "4", "strategy__n_drop": "2", "strategy__weighting": "rank",
     "strategy__mode": "long_short", "strategy__threshold": "0.001",
     "strategy__top_k_above_threshold": True, "strategy__rebalance_every": "5", "strategy__exclude_st": False,
@@ -55,8 +56,8 @@ PANEL = {
 FOLDER = {
     "models__baselines": True, "models__seed_recipe": True, "models__per_stock": True,
     "models__time_series": True,
-    "walk_forward__label": "close", "walk_forward__horizon": "1", "walk_forward__n_jobs": "2",
-    "walk_forward__resume": True, "backtest__execution": "next_open", "data__on_bad": "drop",
+    "walk_forward__label": "close", "walk_forward__horizon": "1", "run__n_jobs": "2",
+    "run__resume": True, "backtest__execution": "next_open", "data__on_bad": "drop",
     "data__index_constituents": True, "data__cache": True,
     "data__trust_code_column": True, "strategy__rule": "dropout",
 }
@@ -74,7 +75,7 @@ ENHANCED = ("strategy__tracking_error", "strategy__active_bound", "strategy__sty
 ELSEWHERE = {
     **dict.fromkeys(ENHANCED, "the enhanced book's backtest and predict (tests/test_forecaster_enhanced.py "
                               "runs each: a book of an index needs its series and weights)"),
-    "walk_forward__address": "an existing Ray cluster (tests/test_forecaster_backends.py runs backend "
+    "run__address": "an existing Ray cluster (tests/test_forecaster_backends.py runs backend "
                              "'ray' on a local one)",
     "data__intraday": "set by the folder run below (a folder of minute bars, not a fixed value)",
     "data__universe": "a universe file the test writes (tests/test_forecaster_universe.py)",
@@ -101,7 +102,10 @@ def _args(values: dict) -> list[str]:
 
 
 def _toml(folder) -> dict:
-    return tomllib.loads((folder / "experiment.toml").read_text())
+    """The run's experiment file, and how it was run (``[run]``: in metrics.json, not the file)."""
+    toml = tomllib.loads((folder / "experiment.toml").read_text())
+    assert "run" not in toml
+    return {**toml, "run": json.loads((folder / "metrics.json").read_text())["experiment"]["run"]}
 
 
 def _holds(toml: dict, values: dict) -> None:
@@ -173,7 +177,7 @@ def test_one_stock_backtest_with_every_one_stock_option(tmp_path, one_thread):
     write_synthetic_panel(tmp_path / "p", n_stocks=1, n_days=420, seed=2)
     next((tmp_path / "p").glob("*.csv")).rename(csv)
     out = tmp_path / "rep"
-    extra = {"walk_forward__start": "2018-09-03", "models__baselines": False, "walk_forward__n_jobs": "1",
+    extra = {"walk_forward__start": "2018-09-03", "models__baselines": False, "run__n_jobs": "1",
              "walk_forward__train_days": "250"}
     res = CliRunner().invoke(main, ["backtest", str(csv), "--out", str(out), *_args({**ONE_STOCK, **extra})])
     assert res.exit_code == 0, res.output

@@ -75,6 +75,7 @@ def test_backtest_model_names_the_report_verdict_and_export(tmp_path, one_thread
     tested = {t["baseline"] for t in metrics["rank_ic_difference_tests"]}
     assert "transformer" in tested and "ridge_features" not in tested  # the Transformer is a baseline
     assert "ridge_features daily rank IC" in res.output
+    assert "preset panel (up to 500 stocks)" in res.output  # the regime of the Transformer's defaults
     assert "Walk-forward report: ridge_features" in (out / "report.html").read_text()
     res = CliRunner().invoke(main, ["export-qlib", str(out)])
     assert res.exit_code == 0 and "scores of ridge_features" in res.output, res.output
@@ -127,7 +128,7 @@ def test_a_new_model_is_one_class_and_one_line(tmp_path, one_thread):
         path = tmp_path / "e.toml"
         path.write_text('[model]\nname = "one_day_reversal"\nsign = 1.0\n[models]\nbaselines = false\n'
                         "[data]\nsynthetic_stocks = 12\nsynthetic_days = 260\nsynthetic_ic = 0.1\n"
-                        "[walk_forward]\ntrain_days = 150\nretrain_every = 60\nn_jobs = 1\n")
+                        "[walk_forward]\ntrain_days = 150\nretrain_every = 60\n[run]\nn_jobs = 1\n")
         res = CliRunner().invoke(main, ["run", str(path), "--out", str(tmp_path / "flip")])
         assert res.exit_code == 0, res.output
         flip = read_predictions(tmp_path / "flip")

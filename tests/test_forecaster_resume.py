@@ -54,6 +54,7 @@ def _metrics(out):
     m.pop("memory")  # and its memory
     m["walk_forward"].pop("resume")
     assert "resume" not in m["experiment"]["walk_forward"]  # how a run started is not what it computes
+    m["experiment"]["run"].pop("resume")  # recorded apart, under how the run was carried out
     return m
 
 

@@ -81,7 +81,7 @@ def _run(raw: dict, source: str, out: str, overwrite: bool = False) -> None:
     from forecaster.data import DataError
     from forecaster.evaluation.fold_store import ResumeError
 
-    resume = bool(raw.get("walk_forward", {}).get("resume"))
+    resume = bool(raw.get("run", {}).get("resume") or raw.get("walk_forward", {}).get("resume"))
     data = raw.get("data", {})
     # A resumed run may read its own experiment.toml (the same experiment, rewritten as it was).
     own = (source != "<options>" and resume
@@ -97,6 +97,10 @@ def _run(raw: dict, source: str, out: str, overwrite: bool = False) -> None:
     wf = exp.walk_forward
     click.echo(f"walk-forward: {wf.scheme} window, refit every {wf.retrain_every} days, horizon "
                f"{wf.horizon}; strategy {exp.backtest.strategy.rule}", err=True)
+    if exp.panel and "preset" in exp.model:  # the regime of the Transformer's defaults, by name
+        from forecaster.models.panel.sizing import SizeRules
+
+        click.echo(SizeRules().describe(exp.model["preset"]), err=True)
     interrupted = []
 
     def on_sigint(signum, frame):
@@ -156,7 +160,7 @@ def backtest(data, out, overwrite, **options):
 @click.argument("experiment", type=click.Path(exists=True, dir_okay=False))
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Report folder to write.")
 @click.option("--resume", is_flag=True, help="Continue the interrupted run in --out (same as "
-              "[walk_forward] resume = true).")
+              "[run] resume = true).")
 @click.option("--overwrite", is_flag=True, help="--out holds an earlier report: remove its files first.")
 def run_command(experiment, out, resume, overwrite):
     """Run the experiment file EXPERIMENT (TOML: [data], [features], [model], [models],
@@ -169,7 +173,7 @@ def run_command(experiment, out, resume, overwrite):
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from exc
     if resume:
-        raw.setdefault("walk_forward", {})["resume"] = True
+        raw.setdefault("run", {})["resume"] = True
     _run(raw, str(experiment), out, overwrite)
 
 

@@ -279,7 +279,8 @@ def train(data, out, overwrite, end, **options):
                         f"({inside} stock-days)" if outside == 0 else
                         f"; labels of the members of {learn_spec} on each day ({inside} stock-days) "
                         f"learnt at weight 1, every other stock's at weight {outside:g}")
-        note = inputs_note(grid, features or model.rules.default_features(grid.n_stocks), blend)
+        defaults = model.rules.default_features(grid.n_stocks, model.preset)
+        note = inputs_note(grid, features or defaults, blend)
         if note:
             summary = f"{note}\n{summary}"
     else:

@@ -28,6 +28,7 @@ for one stock vs a panel, the rebalance period = the horizon). :func:`resolve` f
 from __future__ import annotations
 
 import dataclasses
+import logging
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ import pandas as pd
 import tomli_w
 
 from forecaster.app.fields import (
+    OPTIONS,
     ConfigError,
     check_device,
     check_features,
@@ -53,6 +55,8 @@ from forecaster.models.registry import DEFAULT_MODEL, registered
 from forecaster.portfolio.backtest import BacktestConfig
 from forecaster.portfolio.rules import CostModel, MarketRules
 from forecaster.portfolio.strategy import StrategyConfig
+
+log = logging.getLogger(__name__)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -183,13 +187,42 @@ class ModelsConfig:
     time_series: bool | None = None
 
 
+@dataclass
+class RunConfig:
+    """How a run is carried out, apart from what it computes: a rerun with other values is the
+    same experiment, with the same forecasts (so ``experiment.toml`` leaves them out;
+    ``metrics.json`` records them).
+
+    Attributes:
+        n_jobs: folds fitted at once, in worker processes (-1: one per core; 1: in this process).
+        threads_per_task: torch threads inside each fold.
+        resume: continue an interrupted run from the finished folds it saved in its report
+            folder's ``folds/`` (refused if its data or configuration differ from this run's).
+        backend: ``"local"`` (worker processes, ``n_jobs``) or ``"ray"`` (every fold a task on a
+            Ray cluster, the data in its object store once). Results are identical.
+        address: the Ray cluster to use (``"HOST:6379"``); empty starts a local one.
+    """
+
+    n_jobs: int = -1
+    threads_per_task: int = 1
+    resume: bool = False
+    backend: str = "local"
+    address: str = ""
+
+    def __post_init__(self):
+        # the one validation of these values: the walk-forward's
+        WalkForwardConfig(**dataclasses.asdict(self))
+
+
+RUN_FIELDS = tuple(f.name for f in dataclasses.fields(RunConfig))
 # Fields that another section decides: the label's execution is the backtest's execution,
-# progress bars are the caller's business.
-DERIVED = {"walk_forward": ("execution", "progress"), "backtest": ("strategy", "market", "costs")}
+# progress bars are the caller's business, how the folds are run is [run]'s.
+DERIVED = {"walk_forward": ("execution", "progress", *RUN_FIELDS),
+           "backtest": ("strategy", "market", "costs")}
 SECTIONS: dict[str, type] = {
     "data": DataConfig, "features": FeaturesConfig, "models": ModelsConfig,
     "walk_forward": WalkForwardConfig, "strategy": StrategyConfig, "costs": CostModel,
-    "market": MarketRules, "backtest": BacktestConfig,
+    "market": MarketRules, "backtest": BacktestConfig, "run": RunConfig,
 }
 
 
@@ -206,6 +239,7 @@ class Experiment:
     panel: bool = False
     source: str = "<options>"
     model_name: str = DEFAULT_MODEL  # the model under test; ``model`` holds its parameters
+    run: RunConfig = dataclasses.field(default_factory=RunConfig)  # how, not what: not in the file
 
     def sections(self) -> dict[str, dict]:
         """``{section: {key: value}}`` as an experiment file holds them."""
@@ -215,9 +249,7 @@ class Experiment:
 
         return {"data": plain(self.data, "data"), "features": plain(self.features, "features"),
                 "model": {"name": self.model_name, **self.model}, "models": plain(self.models, "models"),
-                # resume says how this run started, not what it computes: a re-run starts afresh
-                "walk_forward": {k: v for k, v in plain(self.walk_forward, "walk_forward").items()
-                                 if k != "resume"},
+                "walk_forward": plain(self.walk_forward, "walk_forward"),
                 "strategy": plain(self.backtest.strategy, "strategy"),
                 "costs": plain(self.backtest.costs, "costs"),
                 "market": plain(self.backtest.market, "market"),
@@ -309,24 +341,29 @@ def resolve(raw: Mapping[str, Mapping], n_stocks: int, source: str = "<options>"
                            "folder of stocks); a single-stock Transformer has one", ("blend",))
     from forecaster.models.panel.model import PanelTransformer
 
-    models = build_section("models", {"seed_recipe": not panel,
-                                      "time_series": not PanelTransformer.rules.is_market(n_stocks),
-                                      **raw.get("models", {})}, source)
-    wf_raw = raw.get("walk_forward", {})
-    bt_raw = raw.get("backtest", {})
-    execution = bt_raw.get("execution", BacktestConfig.execution)
-    wf_raw.setdefault("label", "tradeable" if panel else "close")
-    # from the data alone (never n_jobs or the machine): the same experiment forecasts alike anywhere
-    wf_raw.setdefault("warm_start", PanelTransformer.rules.warm_start(n_stocks) if panel else 0)
     model_raw = dict(raw.get("model", {}))
     name = model_raw.pop("name", DEFAULT_MODEL)
     if name == DEFAULT_MODEL:
         model = {**model_params(panel), **check_model_params(model_raw, panel, source)}
     else:  # another model under test: [model] holds its parameters; the Transformer's defaults
         model = check_named_model(name, model_raw, panel, source)
-    window = (model if name == DEFAULT_MODEL else model_params(panel))["window"]
+    transformer = model if name == DEFAULT_MODEL else model_params(panel)
+    if panel:  # the regime of the defaults, by name: recorded, so a rerun keeps it at any breadth
+        transformer["preset"] = PanelTransformer.rules.preset(n_stocks, transformer["preset"])
+    market = panel and transformer["preset"] == "market"
+    models = build_section("models", {"seed_recipe": not panel, "time_series": not market,
+                                      **raw.get("models", {})}, source)
+    wf_raw = raw.get("walk_forward", {})
+    bt_raw = raw.get("backtest", {})
+    execution = bt_raw.get("execution", BacktestConfig.execution)
+    wf_raw.setdefault("label", "tradeable" if panel else "close")
+    # from the data alone (never n_jobs or the machine): the same experiment forecasts alike anywhere
+    wf_raw.setdefault("warm_start", PanelTransformer.rules.warm_start(n_stocks, transformer["preset"])
+                      if panel else 0)
+    window = transformer["window"]
     wf_raw.setdefault("margin_days", max(130, 2 * int(window) + 10))
-    walk = build_section("walk_forward", wf_raw, source)
+    run = build_section("run", _run_keys(raw, wf_raw, source), source)
+    walk = dataclasses.replace(build_section("walk_forward", wf_raw, source), **dataclasses.asdict(run))
     walk.execution = execution
     st_raw = raw.get("strategy", {})
     st_raw.setdefault("rebalance_every", walk.horizon)
@@ -338,7 +375,23 @@ def resolve(raw: Mapping[str, Mapping], n_stocks: int, source: str = "<options>"
                                    market=market, costs=costs)
     if not features.names and not panel:
         features = FeaturesConfig(("log_return",))
-    return Experiment(data, features, model, models, walk, backtest, panel, source, name)
+    return Experiment(data, features, model, models, walk, backtest, panel, source, name, run)
+
+
+def _run_keys(raw: Mapping, wf_raw: dict, source: str) -> dict:
+    """``[run]``'s keys; the same keys in ``[walk_forward]`` (where files before ``[run]`` held
+    them) are moved there, with a warning, and refused when both give one."""
+    run = dict(raw.get("run", {}))
+    moved = [k for k in RUN_FIELDS if k in wf_raw]
+    for key in moved:
+        if key in run:
+            raise config_error(source, "walk_forward", f"{key} is also given in [run]; give it once, "
+                               "in [run]", (key,))
+        run[key] = wf_raw.pop(key)
+    if moved and source != OPTIONS:
+        log.warning("%s: [walk_forward] %s: how a run is carried out now lives in [run]; read from "
+                    "there", source, ", ".join(moved))
+    return run
 
 
 def build_models(exp: Experiment) -> dict:
@@ -416,7 +469,9 @@ def to_toml(exp: Experiment) -> str:
 
 
 def experiment_dict(exp: Experiment) -> dict:
-    """The sections as JSON-able dicts (for metrics.json)."""
+    """The sections as JSON-able dicts, and how the run was carried out (``run``; for
+    metrics.json)."""
+    sections = {**exp.sections(), "run": dataclasses.asdict(exp.run)}
     return {s: {k: (list(v) if isinstance(v, tuple) else v) for k, v in vals.items()}
-            for s, vals in exp.sections().items()}
+            for s, vals in sections.items()}
 

@@ -13,7 +13,7 @@ _ALSO = {"rule": ("strategy",)}
 
 # Sections whose fields are ``backtest`` options, in help order; DATA is the argument.
 _OPTION_SECTIONS = ("features", "model", "models", "walk_forward", "strategy", "costs", "market",
-                    "backtest", "data")
+                    "backtest", "data", "run")
 _SKIP = {"data": ("path",)}
 
 

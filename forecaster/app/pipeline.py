@@ -176,7 +176,8 @@ def prepare(raw: Mapping[str, Mapping], source: str = "<options>") -> tuple[Expe
         if warning:
             loaded.summary += "\n" + warning
     if exp.panel:  # features the data cannot give: said before the run, not found after it
-        names = exp.features.names or PanelTransformer.rules.default_features(len(loaded.frames))
+        names = exp.features.names or PanelTransformer.rules.default_features(
+            len(loaded.frames), exp.model.get("preset", "auto"))
         if exp.features.names:  # asked for by name: each must be computable
             try:
                 check_available(loaded.panel, names)

@@ -77,8 +77,9 @@ def store_features(models: dict, grid: Panel) -> tuple[str, ...]:
     for model in models.values():
         if input_kind(model) != "panel" or not hasattr(model, "rules") or not hasattr(model, "features"):
             continue
+        preset = getattr(model, "preset", "auto")
         wanted = (resolve_features(grid, model.features) if model.features is not None
-                  else available_features(grid, model.rules.default_features(grid.n_stocks)))
+                  else available_features(grid, model.rules.default_features(grid.n_stocks, preset)))
         wanted += resolve_features(grid, getattr(model, "blend_features", None) or ())  # a second set
         names.update(dict.fromkeys(n for n in expand_features(wanted) if not lacking(grid, (n,))))
     return tuple(names)

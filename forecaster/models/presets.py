@@ -19,7 +19,8 @@ def panel_models(horizon: int = 1, execution: str = "next_open", random_state: i
     models = {"transformer": PanelTransformer(horizon=horizon, execution=execution,
                                               random_state=random_state, **transformer)}
     models.update(panel_baselines(horizon=horizon, execution=execution, random_state=random_state,
-                                  features=transformer.get("features")))
+                                  features=transformer.get("features"),
+                                  preset=transformer.get("preset", "auto")))
     if time_series and horizon == 1:
         models.update({"zero": ZeroForecast(), "hist_mean": HistoricalMean(), "ar5": ARForecast(p=5),
                        "ridge": RidgeForecast(window=60)})

@@ -31,7 +31,7 @@ from forecaster.features.labels import EXECUTIONS, normalise_per_day, tradeable_
 from forecaster.features.processors import make_processor
 from forecaster.models.panel.model import as_panel
 from forecaster.models.panel.scores import scores_to_series
-from forecaster.models.panel.sizing import SizeRules
+from forecaster.models.panel.sizing import PRESETS, SizeRules
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +111,7 @@ class FeatureRegressor(BaseEstimator):
         random_state: seed of the boosting.
         n_jobs: LightGBM's threads; ``None``: OpenMP's limit in this process (the walk-forward
             sets it to ``threads_per_task``; otherwise all cores).
+        preset: the regime ``features=None`` is resolved in, as the panel Transformer's.
     """
 
     is_return_forecast = False
@@ -119,8 +120,9 @@ class FeatureRegressor(BaseEstimator):
     rules = SizeRules()
 
     def __init__(self, estimator="gbm", horizon=1, execution="next_open", features=None, norm="robust",
-                 max_rows=400_000, random_state=0, n_jobs=None):
+                 max_rows=400_000, random_state=0, n_jobs=None, preset="auto"):
         self.estimator = estimator
+        self.preset = preset
         self.horizon = horizon
         self.execution = execution
         self.features = features
@@ -179,9 +181,11 @@ class FeatureRegressor(BaseEstimator):
     def fit(self, data) -> FeatureRegressor:
         check_choice("estimator", self.estimator, ESTIMATORS)
         check_choice("execution", self.execution, EXECUTIONS)
+        check_choice("preset", self.preset, PRESETS)
         panel = as_panel(data)
         names = (resolve_features(panel, self.features) if self.features is not None
-                 else available_features(panel, self.rules.default_features(panel.n_stocks)))
+                 else available_features(panel, self.rules.default_features(panel.n_stocks,
+                                                                             self.preset)))
         label, _ = tradeable_label(panel, self.horizon, self.execution)
         y = normalise_per_day(label, "rank")
         y[: min(lookback(names), panel.n_days)] = np.nan
@@ -226,20 +230,20 @@ class FeatureRegressor(BaseEstimator):
 
 
 def panel_baselines(horizon: int = 1, execution: str = "next_open", random_state: int = 0,
-                    features=None) -> dict:
+                    features=None, preset: str = "auto") -> dict:
     """The cross-sectional baselines of a panel run, by name (``lightgbm`` only where the
     package is installed; otherwise one logged line says it is left out). ``features``: the
     feature regressions' inputs, the Transformer's (``None``: its default at the panel's size),
     so that every learnt model of a run sees the same features."""
     models = {name: FactorScore(name) for name in FACTORS}
     models["gbm"] = FeatureRegressor("gbm", horizon=horizon, execution=execution, features=features,
-                                     random_state=random_state)
+                                     random_state=random_state, preset=preset)
     if lightgbm_available():
         models["lightgbm"] = FeatureRegressor("lightgbm", horizon=horizon, execution=execution,
-                                              features=features, random_state=random_state)
+                                              features=features, random_state=random_state, preset=preset)
     else:
         log.warning("lightgbm is not installed: the lightgbm baseline is skipped "
                     "(pip install 'ashare-seq2seq-toolkit[lightgbm]')")
     models["ridge_features"] = FeatureRegressor("ridge", horizon=horizon, execution=execution,
-                                                features=features)
+                                                features=features, preset=preset)
     return models

@@ -35,7 +35,7 @@ from forecaster.models.panel.checkpoint import fitted_payload, restore_fitted
 from forecaster.models.panel.dataset import SequenceData, build_sequences, day_blocks, feature_view
 from forecaster.models.panel.network import MARKET_MODES, PanelNetConfig, PanelTransformerNet
 from forecaster.models.panel.scores import blend_scores, scores_to_series, standardise_per_day
-from forecaster.models.panel.sizing import BUDGET_KEYS, SizeRules
+from forecaster.models.panel.sizing import BUDGET_KEYS, PRESETS, SizeRules
 from forecaster.models.persistence import content_errors, load_model, save_model
 from forecaster.models.training import LoopConfig, autocast, train_days
 from seq2seq.core import resolve_device
@@ -158,6 +158,9 @@ class PanelTransformer(BaseEstimator):
         warm_epochs: a fit started from an earlier fold's networks (the walk-forward's
             ``warm_start``) trains this many epochs instead of ``max_epochs``
             (and averages at most this many epochs' weights).
+        preset: the regime the parameters left ``None`` are resolved in
+            (:class:`~forecaster.models.panel.sizing.SizeRules`): ``"panel"`` (a few hundred
+            stocks), ``"market"`` (a whole market), or ``"auto"``: ``"market"`` past 500 stocks.
         device: ``"auto"``, ``"cpu"``, ``"cuda"``...
         precision: ``"float32"``, or ``"bfloat16"``: the networks' forward passes (training and
             scoring) under bfloat16 autocast, for an accelerator with bfloat16 units (weights,
@@ -177,9 +180,8 @@ class PanelTransformer(BaseEstimator):
                  lr=1e-3, weight_decay=1e-2, patience=4, val_fraction: float | None = None,
                  average_last: int | None = None, n_seeds=2, blend_seeds: int | None = None,
                  epoch_stock_days: int | None = None,
-                 stocks_per_batch: int | None = None, warm_epochs=3, device="auto", precision="float32",
-                 random_state=0,
-                 progress=False):
+                 stocks_per_batch: int | None = None, warm_epochs=3, preset="auto", device="auto",
+                 precision="float32", random_state=0, progress=False):
         self.window = window
         self.horizon = horizon
         self.aux_horizons = aux_horizons
@@ -211,6 +213,7 @@ class PanelTransformer(BaseEstimator):
         self.epoch_stock_days = epoch_stock_days
         self.stocks_per_batch = stocks_per_batch
         self.warm_epochs = warm_epochs
+        self.preset = preset
         self.device = device
         self.precision = precision
         self.random_state = random_state
@@ -224,7 +227,8 @@ class PanelTransformer(BaseEstimator):
         average_last}`` a fit on ``n_stocks`` x ``n_fit_days`` training days uses: the
         parameters where set, otherwise chosen from the size by :attr:`rules` (``None``:
         unbounded)."""
-        return self.rules.budget({k: getattr(self, k) for k in BUDGET_KEYS}, n_stocks, n_fit_days)
+        return self.rules.budget({k: getattr(self, k) for k in BUDGET_KEYS}, n_stocks, n_fit_days,
+                                 self.preset)
 
     # ------------------------------------------------------------------ validation
     def _loop_config(self, n_stocks: int = 1) -> LoopConfig:
@@ -240,11 +244,11 @@ class PanelTransformer(BaseEstimator):
 
     def market_mode(self, n_stocks: int) -> str:
         """The market context a fit on ``n_stocks`` uses (``market="auto"`` resolved)."""
-        return self.rules.market_mode(self.market, n_stocks)
+        return self.rules.market_mode(self.market, n_stocks, self.preset)
 
     def _net_config(self, n_features: int, n_stocks: int = 0) -> PanelNetConfig:
         market = self.market_mode(n_stocks)
-        d_ff = self.rules.feed_forward(self.d_ff, n_stocks)
+        d_ff = self.rules.feed_forward(self.d_ff, n_stocks, self.preset)
         return PanelNetConfig(n_features=n_features, window=self.window, d_model=self.d_model,
                               n_heads=self.n_heads, n_layers=self.n_layers, d_ff=d_ff,
                               dropout=self.dropout, positional=self.positional,
@@ -265,6 +269,7 @@ class PanelTransformer(BaseEstimator):
         check_choice("norm", self.norm, NORMS)
         check_choice("label_norm", self.label_norm, LABEL_NORMS)
         check_choice("market", self.market, (*MARKET_MODES, "auto"))
+        check_choice("preset", self.preset, PRESETS)
         if not 0 <= self.drop_tails < 0.5:
             raise ValueError(f"drop_tails must be in [0, 0.5), got {self.drop_tails}")
         check_int("max_epochs", self.max_epochs, allow_none=True)
@@ -299,7 +304,7 @@ class PanelTransformer(BaseEstimator):
         if self.features is not None:  # asked for by name: each must be computable
             check_available(panel, self.features)
         names = (resolve_features(panel, self.features) if self.features is not None
-                 else available_features(panel, self.rules.default_features(panel.n_stocks)))
+                 else available_features(panel, self.rules.default_features(panel.n_stocks, self.preset)))
         if not names:
             raise ValueError("no feature can be computed from the data's columns")
         warn_missing_inputs(panel, names, "fit")

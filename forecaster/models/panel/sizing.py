@@ -21,6 +21,8 @@ from forecaster.features.factors import DEFAULT_FEATURES, MARKET_FEATURES
 # Parameters a fit's budget resolves (each ``None`` on the model means "chosen here").
 BUDGET_KEYS = ("epoch_stock_days", "stocks_per_batch", "days_per_batch", "loss", "max_epochs",
                "val_fraction", "average_last")
+# The named regimes: ``auto`` picks one by the panel's breadth (an experiment records which).
+PRESETS = ("auto", "panel", "market")
 
 
 def _schedule(**values) -> dict:
@@ -71,15 +73,40 @@ class SizeRules:
     # cores than on 16. A run with more workers keeps them busy with --warm-start N.
     market_warm_start: int = 2
 
-    def is_market(self, n_stocks: int) -> bool:
-        """Whether ``n_stocks`` is past the whole-market threshold."""
+    def is_market(self, n_stocks: int, preset: str = "auto") -> bool:
+        """Whether a fit on ``n_stocks`` uses the whole-market regime: ``preset`` ``"market"``
+        or ``"panel"`` says so; ``"auto"``: past the threshold."""
+        if preset != "auto":
+            return preset == "market"
         return n_stocks > self.market_above
 
-    def budget(self, given: dict, n_stocks: int, n_fit_days: int) -> dict:
+    def preset(self, n_stocks: int, preset: str = "auto") -> str:
+        """``preset`` resolved to ``"panel"`` or ``"market"`` for ``n_stocks``."""
+        return "market" if self.is_market(n_stocks, preset) else "panel"
+
+    def describe(self, preset: str) -> str:
+        """What a resolved preset sets, for a run's summary."""
+        if preset == "market":
+            s = self.market_schedule
+            return (f"preset market (the whole-market regime, chosen past {self.market_above} stocks): "
+                    f"{s['loss']} loss, {s['max_epochs']} epochs of {self.market_epoch_stock_days:,} "
+                    f"stock-days, the last {s['average_last']} averaged, no validation; feed-forward "
+                    f"{self.market_d_ff}, the market gate, up to {len(self.market_features)} features "
+                    "(as the data's columns allow); "
+                    f"refits warm-started {self.market_warm_start} folds back; no per-stock time-series "
+                    "baselines")
+        s = self.schedule
+        return (f"preset panel (up to {self.market_above} stocks): {s['loss']} loss, up to "
+                f"{s['max_epochs']} epochs with early stopping on the latest "
+                f"{s['val_fraction']:.0%} of the training days; feed-forward {self.d_ff}, up to "
+                f"{len(self.features)} features (as the data's columns allow); each refit from "
+                "scratch")
+
+    def budget(self, given: dict, n_stocks: int, n_fit_days: int, preset: str = "auto") -> dict:
         """``{BUDGET_KEYS: value}`` for a fit on ``n_stocks`` x ``n_fit_days`` training days:
         ``given``'s value where it is not ``None``, otherwise the rule's (``None`` for
         ``epoch_stock_days`` and ``stocks_per_batch``: unbounded)."""
-        market = self.is_market(n_stocks)
+        market = self.is_market(n_stocks, preset)
         schedule = {k: v if given[k] is None else given[k]
                     for k, v in (self.market_schedule if market else self.schedule).items()}
         epoch, per_step = given["epoch_stock_days"], given["stocks_per_batch"]
@@ -93,25 +120,25 @@ class SizeRules:
             epoch = self.epoch_stock_days
         return {"epoch_stock_days": epoch, "stocks_per_batch": per_step, "days_per_batch": days, **schedule}
 
-    def warm_start(self, n_stocks: int) -> int:
+    def warm_start(self, n_stocks: int, preset: str = "auto") -> int:
         """``WalkForwardConfig.warm_start=None`` resolved for a panel of ``n_stocks``: past the
         threshold each fold starts from the fold ``market_warm_start`` back, up to it from
         scratch (0). From the data alone: never the workers or the machine, which change how
         long a run takes, not what it forecasts."""
-        return self.market_warm_start if self.is_market(n_stocks) else 0
+        return self.market_warm_start if self.is_market(n_stocks, preset) else 0
 
-    def market_mode(self, market: str, n_stocks: int) -> str:
+    def market_mode(self, market: str, n_stocks: int, preset: str = "auto") -> str:
         """``market="auto"`` resolved: the gate past the threshold, none up to it."""
         if market != "auto":
             return market
-        return "gate" if self.is_market(n_stocks) else "none"
+        return "gate" if self.is_market(n_stocks, preset) else "none"
 
-    def default_features(self, n_stocks: int) -> tuple[str, ...]:
+    def default_features(self, n_stocks: int, preset: str = "auto") -> tuple[str, ...]:
         """The features a model with ``features=None`` computes (where the columns allow)."""
-        return self.market_features if self.is_market(n_stocks) else self.features
+        return self.market_features if self.is_market(n_stocks, preset) else self.features
 
-    def feed_forward(self, d_ff: int | None, n_stocks: int) -> int:
+    def feed_forward(self, d_ff: int | None, n_stocks: int, preset: str = "auto") -> int:
         """``d_ff=None`` resolved."""
         if d_ff is not None:
             return d_ff
-        return self.market_d_ff if self.is_market(n_stocks) else self.d_ff
+        return self.market_d_ff if self.is_market(n_stocks, preset) else self.d_ff
