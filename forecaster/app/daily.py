@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from forecaster.app.experiment import DataConfig
+from forecaster.app.experiment import DEFAULT_BLEND, DataConfig, networks_per_set
 from forecaster.app.options import DATE, experiment_options, raw_sections
 from forecaster.app.outputs import (
     check_apart,
@@ -187,8 +187,10 @@ def train(data, out, overwrite, end, **options):
     if intraday and not (data and Path(data).is_dir()):
         raise click.ClickException("--intraday needs DATA to be a folder of daily files (a panel)")
     features = raw.get("features", {}).get("names")
-    blend = raw.get("features", {}).get("blend") or ()
+    blend = raw.get("features", {}).get("blend")
     panel = bool(data) and Path(data).is_dir()
+    if blend is None:  # the run's default, as backtest's: a second set on a panel
+        blend = DEFAULT_BLEND if panel else ()
     if blend and not panel:
         raise click.ClickException("--blend-features needs DATA to be a folder of stocks (a panel): a "
                                    "single-stock Transformer has one set of inputs")
@@ -207,6 +209,8 @@ def train(data, out, overwrite, end, **options):
     target = check_output(out, overwrite=overwrite)  # before the training, not after it
     try:
         params = check_model_params(raw.get("model", {}), panel, "<options>")
+        if panel and "n_seeds" not in params:
+            params["n_seeds"] = networks_per_set(blend)
         check_features(features, panel)
         check_features(blend, panel, key="blend")
         check_device(params.get("device", "auto"))
@@ -271,7 +275,11 @@ def train(data, out, overwrite, end, **options):
             summary = (f"trained the panel Transformer on {stocks} up to {model.train_end_.date()}: "
                        f"{budget['max_epochs']} epochs on every training day, no validation, the last "
                        f"{budget['average_last']} epochs' weights averaged")
-        if model.n_seeds > 1:
+        if model.blend_ is not None:
+            second = len(model.blend_.nets_)
+            summary += (f"; {model.n_seeds} network(s) on the first set of inputs and {second} on the "
+                        f"second ({', '.join(model.blend_features)}), the two sets' scores averaged")
+        elif model.n_seeds > 1:
             summary += f"; {model.n_seeds} networks from {model.n_seeds} seeds, their scores averaged"
         if learn_spec:
             inside = int((grid.learn == 1).sum())

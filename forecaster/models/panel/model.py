@@ -66,10 +66,9 @@ class PanelTransformer(BaseEstimator):
 
     Past 500 stocks the schedule is fixed rather than early-stopped (``None`` for
     ``max_epochs``, ``val_fraction`` and ``average_last``): 12 epochs on every training day,
-    the last 6 epochs' weights averaged. On the Shenzhen market that added 0.001 to 0.019 of
-    rank IC in each of four test years (docs/results.md): early stopping held the most recent
-    fifth of the history out of training and chose its epoch on one noisy stretch of days.
-    The loss there rewards a steady daily correlation (``loss=None`` resolves to ``"icir"``),
+    the last 6 epochs' weights averaged (early stopping would hold the most recent fifth of
+    the history out of training and choose its epoch on one noisy stretch of days). The loss
+    there rewards a steady daily correlation (``loss=None`` resolves to ``"icir"``),
     the feed-forward layers are twice as wide (``d_ff=None``) and four more features are
     computed (``features=None``). At every size two networks from two seeds are averaged
     (``n_seeds=2``). :mod:`forecaster.models.panel.sizing` holds these rules.
@@ -87,8 +86,7 @@ class PanelTransformer(BaseEstimator):
             (``alpha158``, ``alpha360``: Qlib's, :mod:`forecaster.features.alpha`); ``None``: those of
             ``DEFAULT_FEATURES`` the data's columns allow, and past 500 stocks four more
             (``MARKET_ONLY_FEATURES``: 20-day skewness, idiosyncratic volatility, price-volume
-            correlation and 5/60-day abnormal turnover; on the Shenzhen market +0.003 of mean
-            rank IC over four test years, on the 60 CSI 300 stocks -0.010, docs/results.md).
+            correlation and 5/60-day abnormal turnover).
         blend_features: a second set of inputs, named as ``features`` (e.g. ``("alpha158",)``):
             ``blend_seeds`` more networks are trained on them (seeds after the first set's), and
             the forecast is the mean of the two sets' per-day standardised scores; empty: one set.
@@ -98,31 +96,23 @@ class PanelTransformer(BaseEstimator):
         drop_tails: share of each day's labels cut from each tail before training.
         d_model, n_heads, n_layers, dropout: the causal encoder.
         d_ff: the encoder's feed-forward width; ``None``: 64 up to 500 stocks, 128 beyond (the
-            width a whole market's stock-days support: rank IC 0.0932 / ICIR 0.886 against
-            0.0909 / 0.859 with 64 on the Shenzhen market, docs/results.md). (For one stock,
-            ``None`` is ``4 * d_model``.)
+            width a whole market's stock-days support). (For one stock, ``None`` is
+            ``4 * d_model``.)
         positional: ``"rotary"`` (relative positions) or ``"none"``.
         cross_stock: one attention layer across the stocks of a day after the encoder.
         market: market context from the universe itself (each day's cross-sectional mean and
             standard deviation of every processed feature): ``"gate"`` (MASTER's
             market-guided gating of each stock's features), ``"input"`` (appended to every
             stock's inputs), ``"none"``, or ``"auto"`` (the default): ``"gate"`` past 500
-            stocks, ``"none"`` up to 500. Measured (docs/results.md): on the Shenzhen market
-            the gate added 0.008-0.012 of rank IC in each of three test years; on the 60
-            CSI 300 stocks it lost 0.006 (0.0529 against 0.0587), as a 60-stock mean is a
-            poor picture of the market.
+            stocks, ``"none"`` up to 500 (a few dozen stocks' mean is a poor picture of the
+            market).
         loss: per-day ``"pairwise"`` (RankNet on sampled pairs of the same day),
             ``"ic"`` (minus the daily correlation), ``"icir"`` (minus the batch days' mean
             correlation over its spread), ``"mse"`` (on the normalised label) or
-            ``"listnet"``; ``None``: ``"pairwise"`` up to 500 stocks (chosen by
-            ``scripts/sweep_panel.py``), ``"icir"`` beyond (on the Shenzhen market, over two
-            seeds and four test years, rank IC -0.003 and ICIR +0.05 against ``"ic"`` for one
-            network, and with two seeds 0.0879 / 0.943 against 0.0906 / 0.882,
-            docs/results.md).
+            ``"listnet"``; ``None``: ``"pairwise"`` up to 500 stocks, ``"icir"`` beyond.
         icir_floor: under ``loss="icir"``, added to the spread of the days' correlations: a
             large floor makes the loss the mean correlation (``"ic"``), a small one rewards
-            steady days more than good ones (0.3 was measured against 0.05, 0.15 and 0.6:
-            the floor trades mean for steadiness smoothly, docs/results.md).
+            steady days more than good ones.
         days_per_batch, lr, weight_decay, patience: the training loop (a batch is
             ``days_per_batch`` consecutive days of every stock).
         max_epochs: passes (of ``epoch_stock_days`` each when set) over the training days;
@@ -135,10 +125,8 @@ class PanelTransformer(BaseEstimator):
             epochs' weights (stochastic weight averaging); 1: the last epoch's; ``None``: 1 up
             to 500 stocks, 6 beyond.
         n_seeds: an ensemble of networks from seeds ``random_state .. + n_seeds - 1``; their
-            per-day standardised scores are averaged. Two by default: on the Shenzhen market
-            one network's four-year rank IC moves by 0.006 with its seed and the pair scores
-            above either member; on the 60 CSI 300 stocks the pair lifted the walk-forward from
-            0.0587 / 0.256 to 0.0647 / 0.283 (docs/results.md), for twice the training time.
+            per-day standardised scores are averaged. (A run's default, ``[model] n_seeds``
+            unset: two networks in all, one a set when there are two sets of inputs.)
         blend_seeds: the networks trained on ``blend_features`` (``None``: ``n_seeds``).
         epoch_stock_days: a budget for an epoch, in stock-days: an epoch takes that many
             (rounded to whole batches, at least one), drawn at random from all training days
@@ -154,7 +142,7 @@ class PanelTransformer(BaseEstimator):
             random, so a step's time and memory do not grow with the number of stocks; with
             ``epoch_stock_days`` an epoch then holds more, smaller steps. ``None``: all of them
             up to 500 stocks; beyond, 250 stocks x ``4 * days_per_batch`` days a step (the
-            stock-days of ``days_per_batch`` days of 1,000 stocks; docs/scale.md measured it).
+            stock-days of ``days_per_batch`` days of 1,000 stocks).
         warm_epochs: a fit started from an earlier fold's networks (the walk-forward's
             ``warm_start``) trains this many epochs instead of ``max_epochs``
             (and averages at most this many epochs' weights).
