@@ -209,7 +209,8 @@ def test_the_default_blend_runs_on_data_without_amount(tmp_path):
     out = tmp_path / "r"
     res = CliRunner().invoke(main, ["backtest", str(folder), "--out", str(out), "--window", "8",
                                     "--d-model", "8", "--heads", "2", "--layers", "1", "--epochs", "1",
-                                    "--train-days", "150", "--retrain-every", "60", "--jobs", "1", "--no-baselines"])
+                                    "--train-days", "150", "--retrain-every", "60", "--jobs", "1",
+                                    "--no-baselines"])
     assert res.exit_code == 0, res.output
     written = tomllib.loads((out / "experiment.toml").read_text())
     assert written["features"]["blend"] == ["alpha158"] and written["model"]["n_seeds"] == 1
