@@ -2,9 +2,8 @@
 
 For each size N (stocks) a fresh process generates ``forecaster.data.synthetic_panel(N,
 2500 days, signal_ic=0.05)`` (the planted signal shows a broken pipeline), runs every model of
-the default panel backtest with its defaults (the panel Transformer: two networks, one on the
-default features and one on Alpha158, its schedule and warm-started refits resolved from the
-breadth; gradient boosting, LightGBM where
+the default panel backtest with its defaults (the panel Transformer: two networks, its
+schedule and warm-started refits resolved from the breadth; gradient boosting, LightGBM where
 installed, ridge on the features, the factor scores; not the per-stock time-series baselines)
 with quarterly refits over the last 1,000 days (expanding window, 16 folds), and reports one
 line::
@@ -201,7 +200,6 @@ def child(n: int, args) -> None:
     import numpy as np
     import pandas as pd
 
-    from forecaster.app.experiment import DEFAULT_BLEND, networks_per_set
     from forecaster.data import synthetic_panel
     from forecaster.data.panel import Panel
     from forecaster.evaluation.assembly import positions
@@ -212,10 +210,6 @@ def child(n: int, args) -> None:
     from forecaster.models.presets import panel_models
 
     overrides = {k: ast.literal_eval(v) for k, v in (s.split("=", 1) for s in args.set)}
-    # the run's defaults, as `forecaster backtest` resolves them: the second set of inputs, and
-    # the networks split over the sets (--set blend_features=() for one set)
-    overrides.setdefault("blend_features", DEFAULT_BLEND)
-    overrides.setdefault("n_seeds", networks_per_set(overrides["blend_features"]))
     t0 = time.perf_counter()
     # The panel built once, the frames dropped: they are as large as the panel (1.6 GB at 5,000).
     panel = Panel.from_frames(synthetic_panel(n, args.days, signal_ic=0.05, seed=0))

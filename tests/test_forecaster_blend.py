@@ -184,23 +184,19 @@ def test_blend_seeds_option_runs_and_is_recorded(tmp_path):
     assert written["model"]["blend_seeds"] == 2 and written["model"]["n_seeds"] == 1
 
 
-def test_a_run_blends_alpha158_by_default_and_an_empty_option_restores_one_set():
+def test_a_run_keeps_one_set_by_default_and_blend_seeds_defaults_to_n_seeds():
     from forecaster.app.experiment import build_models, resolve
 
     exp = resolve({}, 30)
-    assert exp.features.blend == ("alpha158",) and exp.model["n_seeds"] == 1  # two networks in all
-    net = build_models(exp)["transformer"]
-    assert net.blend_features == ("alpha158",) and net.n_seeds == 1 and net._blend_model().n_seeds == 1
-    one = resolve({"features": {"blend": ()}}, 30)  # --blend-features ""
-    assert one.features.blend == () and one.model["n_seeds"] == 2
-    assert resolve({"model": {"n_seeds": 2}}, 30).model["n_seeds"] == 2  # given: kept (2 + 2)
-    assert resolve({}, 1).features.blend == ()  # one stock: one set
-    other = resolve({"model": {"name": "gbm"}}, 30)  # the Transformer as a baseline: the same default
-    assert build_models(other)["transformer"].n_seeds == 1
+    assert exp.features.blend == () and exp.model["n_seeds"] == 2
+    net = build_models(resolve({"features": {"blend": ("alpha158",)}}, 30))["transformer"]
+    assert net.blend_features == ("alpha158",) and net._blend_model().n_seeds == 2  # 2 + 2
+    one_each = build_models(resolve({"features": {"blend": ("alpha158",)}, "model": {"n_seeds": 1}}, 30))
+    assert one_each["transformer"]._blend_model().n_seeds == 1  # 1 + 1
 
 
-def test_the_default_blend_runs_on_data_without_amount(tmp_path):
-    """No amount, no VWAP: the second set is Alpha158 without its VWAP columns, as today."""
+def test_the_alpha158_blend_runs_on_data_without_amount(tmp_path):
+    """No amount, no VWAP: the second set is Alpha158 without its VWAP columns."""
     folder = tmp_path / "syn"
     write_synthetic_panel(folder, n_stocks=8, n_days=240, signal_ic=0.05, seed=2)
     for path in folder.glob("*.csv"):
@@ -210,7 +206,7 @@ def test_the_default_blend_runs_on_data_without_amount(tmp_path):
     res = CliRunner().invoke(main, ["backtest", str(folder), "--out", str(out), "--window", "8",
                                     "--d-model", "8", "--heads", "2", "--layers", "1", "--epochs", "1",
                                     "--train-days", "150", "--retrain-every", "60", "--jobs", "1",
-                                    "--no-baselines"])
+                                    "--no-baselines", "--n-seeds", "1", "--blend-features", "alpha158"])
     assert res.exit_code == 0, res.output
     written = tomllib.loads((out / "experiment.toml").read_text())
     assert written["features"]["blend"] == ["alpha158"] and written["model"]["n_seeds"] == 1

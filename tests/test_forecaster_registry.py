@@ -8,7 +8,6 @@ import json
 import sys
 
 import numpy as np
-import pandas as pd
 import pytest
 from click.testing import CliRunner
 from sklearn.base import BaseEstimator
@@ -66,7 +65,7 @@ def test_another_model_under_test_makes_the_transformer_a_baseline():
 
 def test_backtest_model_names_the_report_verdict_and_export(tmp_path, one_thread):
     out = tmp_path / "rep"
-    res = CliRunner().invoke(main, ["backtest", "--synthetic-stocks", "20", *QUICK, "--model",
+    res = CliRunner().invoke(main, ["backtest", "--synthetic-stocks", "12", *QUICK, "--model",
                                     "ridge_features", "--no-time-series", "--out", str(out)])
     assert res.exit_code == 0, res.output
     metrics = json.loads((out / "metrics.json").read_text())
@@ -79,12 +78,7 @@ def test_backtest_model_names_the_report_verdict_and_export(tmp_path, one_thread
     assert "Walk-forward report: ridge_features" in (out / "report.html").read_text()
     res = CliRunner().invoke(main, ["export-qlib", str(out)])
     assert res.exit_code == 0 and "scores of ridge_features" in res.output, res.output
-    # run reads the written experiment back: the same model under test, the same forecasts
-    again = tmp_path / "again"
-    res = CliRunner().invoke(main, ["run", str(out / "experiment.toml"), "--out", str(again)])
-    assert res.exit_code == 0, res.output
-    a, b = (read_predictions(p) for p in (out, again))
-    pd.testing.assert_frame_equal(a, b)
+    a = read_predictions(out)  # (run reads a written experiment back: the one-line model's test)
     # score beside this report: the paired tests are against its model under test
     pred = tmp_path / "p.csv"
     mine = a[a["model"] == "ridge_features"].reset_index()

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from forecaster.app.experiment import DEFAULT_BLEND, DataConfig, networks_per_set
+from forecaster.app.experiment import DataConfig
 from forecaster.app.options import DATE, experiment_options, raw_sections
 from forecaster.app.outputs import (
     check_apart,
@@ -187,10 +187,8 @@ def train(data, out, overwrite, end, **options):
     if intraday and not (data and Path(data).is_dir()):
         raise click.ClickException("--intraday needs DATA to be a folder of daily files (a panel)")
     features = raw.get("features", {}).get("names")
-    blend = raw.get("features", {}).get("blend")
+    blend = raw.get("features", {}).get("blend") or ()
     panel = bool(data) and Path(data).is_dir()
-    if blend is None:  # the run's default, as backtest's: a second set on a panel
-        blend = DEFAULT_BLEND if panel else ()
     if blend and not panel:
         raise click.ClickException("--blend-features needs DATA to be a folder of stocks (a panel): a "
                                    "single-stock Transformer has one set of inputs")
@@ -209,8 +207,6 @@ def train(data, out, overwrite, end, **options):
     target = check_output(out, overwrite=overwrite)  # before the training, not after it
     try:
         params = check_model_params(raw.get("model", {}), panel, "<options>")
-        if panel and "n_seeds" not in params:
-            params["n_seeds"] = networks_per_set(blend)
         check_features(features, panel)
         check_features(blend, panel, key="blend")
         check_device(params.get("device", "auto"))

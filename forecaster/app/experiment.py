@@ -149,18 +149,18 @@ class FeaturesConfig:
         names: feature names, or a set of Qlib's (``alpha158``, ``alpha360``: its columns the data
             allow), for the Transformer and the feature regressions; empty: panel: every price,
             volume and valuation feature the data's columns allow; one stock: ``log_return``.
-        blend: panel Transformer only: a second set of inputs, named the same way: networks
-            are trained on it beside the first set's and the forecast averages the two sets'
-            per-day standardised scores. Unset: ``alpha158`` for a folder of stocks (one stock:
-            none); empty (``--blend-features ""``): one set.
+        blend: panel Transformer only: a second set of inputs, named the same way (e.g.
+            ``alpha158``): ``--blend-seeds`` (by default ``--n-seeds``) more networks are
+            trained on it and the forecast averages the two sets' per-day standardised scores;
+            empty: one set.
     """
 
     names: tuple[str, ...] = ()
-    blend: tuple[str, ...] | None = None
+    blend: tuple[str, ...] = ()
 
     def __post_init__(self):
         self.names = tuple(self.names)
-        self.blend = None if self.blend is None else tuple(self.blend)
+        self.blend = tuple(self.blend)
 
 
 @dataclass
@@ -209,17 +209,6 @@ class RunConfig:
     def __post_init__(self):
         # the one validation of these values: the walk-forward's
         WalkForwardConfig(**dataclasses.asdict(self))
-
-
-# The run's second set of inputs on a panel, and its networks: two in all, one a set
-# (docs/results.md, "Two sets of inputs, blended", has the runs that chose it).
-DEFAULT_BLEND = ("alpha158",)
-NETWORKS = 2
-
-
-def networks_per_set(blend) -> int:
-    """``n_seeds`` left unset: the run's two networks split evenly over its sets of inputs."""
-    return max(1, NETWORKS // (2 if blend else 1))
 
 
 RUN_FIELDS = tuple(f.name for f in dataclasses.fields(RunConfig))
@@ -344,8 +333,6 @@ def resolve(raw: Mapping[str, Mapping], n_stocks: int, source: str = "<options>"
     panel = n_stocks > 1
     data = build_section("data", raw.get("data", {}), source)
     features = build_section("features", raw.get("features", {}), source)
-    if features.blend is None:  # the default: a second set on a panel
-        features.blend = DEFAULT_BLEND if panel else ()
     if features.blend and not panel:
         raise config_error(source, "features", "blend: a second set of inputs needs a panel (DATA a "
                            "folder of stocks); a single-stock Transformer has one", ("blend",))
@@ -355,8 +342,6 @@ def resolve(raw: Mapping[str, Mapping], n_stocks: int, source: str = "<options>"
     name = model_raw.pop("name", DEFAULT_MODEL)
     if name == DEFAULT_MODEL:
         model = {**model_params(panel), **check_model_params(model_raw, panel, source)}
-        if panel and "n_seeds" not in model_raw:
-            model["n_seeds"] = networks_per_set(features.blend)
     else:  # another model under test: [model] holds its parameters; the Transformer's defaults
         model = check_named_model(name, model_raw, panel, source)
     transformer = model if name == DEFAULT_MODEL else model_params(panel)
@@ -415,8 +400,7 @@ def build_models(exp: Experiment) -> dict:
 
     horizon = exp.walk_forward.horizon
     own = exp.model_name == DEFAULT_MODEL
-    params = {**(exp.model if own else {"n_seeds": networks_per_set(exp.features.blend)}),
-              "features": exp.features.names or None}
+    params = {**(exp.model if own else {}), "features": exp.features.names or None}
     if exp.panel:
         if exp.features.blend:
             params["blend_features"] = exp.features.blend

@@ -146,9 +146,9 @@ class PanelTransformer(BaseEstimator):
         warm_epochs: a fit started from an earlier fold's networks (the walk-forward's
             ``warm_start``) trains this many epochs instead of ``max_epochs``
             (and averages at most this many epochs' weights).
-        preset: the regime the parameters left ``None`` are resolved in
-            (:class:`~forecaster.models.panel.sizing.SizeRules`): ``"panel"`` (a few hundred
-            stocks), ``"market"`` (a whole market), or ``"auto"``: ``"market"`` past 500 stocks.
+        preset: the regime the parameters left ``None`` are resolved in: ``"panel"`` (a few
+            hundred stocks), ``"market"`` (a whole market), or ``"auto"``: ``"market"`` past 500
+            stocks.
         device: ``"auto"``, ``"cpu"``, ``"cuda"``...
         precision: ``"float32"``, or ``"bfloat16"``: the networks' forward passes (training and
             scoring) under bfloat16 autocast, for an accelerator with bfloat16 units (weights,
