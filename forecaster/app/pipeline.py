@@ -285,13 +285,15 @@ def _index_book(report: Report, exp: Experiment, loaded: Loaded, result: WalkFor
 
 
 def end_run(exp: Experiment, loaded: Loaded, result: WalkForwardResult, models: dict, claim,
-            notes=None, extra=None, main: str | None = None) -> tuple[Report, list[Path]]:
+            notes=None, extra=None, main: str | None = None, written: bool = False
+            ) -> tuple[Report, list[Path]]:
     """The end of every run (``backtest``, ``run`` and ``score``): the statistics, backtests
     and verdict of ``result`` for the model under test (``main``, by default
-    ``exp.model_name``; ``score`` of a file alone: the file's model), ``notes(report)`` (the caller's account
-    of what ran), the universe's index beside the books, then the report folder ``claim()``
-    returns: ``experiment.toml``, the report files, and in ``metrics.json`` the data, the
-    experiment, the index book and ``extra(report)``. Returns the report and the files."""
+    ``exp.model_name``; ``score`` of a file alone: the file's model), ``notes(report)`` (the
+    caller's account of what ran), the universe's index beside the books, then the report
+    folder ``claim()`` returns: ``experiment.toml`` (unless ``written`` there already), the
+    report files, and in ``metrics.json`` the data, the experiment, the index book and
+    ``extra(report)``. Returns the report and the files."""
     grid = loaded.panel
     report = score_run(result, grid, models, main or exp.model_name, exp.backtest, exp.walk_forward.horizon,
                        index_constituents=exp.data.index_constituents)
@@ -300,8 +302,9 @@ def end_run(exp: Experiment, loaded: Loaded, result: WalkForwardResult, models: 
     index_benchmark(report, exp, loaded)
     book = _index_book(report, exp, loaded, result, grid)
     out = claim()  # only now: a run that failed above leaves an earlier report as it was
-    with atomic_write(out / EXPERIMENT_FILE, "w") as f:
-        f.write(to_toml(exp))
+    if not written:  # (a walk-forward writes it at its start: reproducible even if cut)
+        with atomic_write(out / EXPERIMENT_FILE, "w") as f:
+            f.write(to_toml(exp))
     facts = {"data": loaded.source, "experiment": experiment_dict(exp),
              **(extra(report) if extra is not None else {})}
     if book:
@@ -369,5 +372,6 @@ def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: 
                                           result.memory.get("workers", 0))}
         return {**facts, "index_universe": universe} if universe else facts
 
-    report, files = end_run(exp, loaded, result, models, lambda: out, notes=notes, extra=extra)
+    report, files = end_run(exp, loaded, result, models, lambda: out, notes=notes, extra=extra,
+                            written=True)
     return result, report, files

@@ -22,9 +22,9 @@ from forecaster.models.panel.model import PanelTransformer
 from forecaster.models.stock.baselines import (
     ARForecast,
     HistoricalMean,
-    PerStock,
     RidgeForecast,
     ZeroForecast,
+    seed_recipe,
 )
 
 DEFAULT_MODEL = "transformer"
@@ -104,14 +104,6 @@ def registered(name: str, panel: bool) -> Registered:
     return model
 
 
-def _seed_recipe(max_epochs: int = 3, random_state: int = 0, **kwargs):
-    """The seed recipe, one network per stock (three epochs a fold: its faults, not its
-    training length, are the point)."""
-    from forecaster.models.stock.seed import SeedRecipe
-
-    return PerStock(SeedRecipe(max_epochs=max_epochs, random_state=random_state, **kwargs))
-
-
 def _one_stock_transformer(horizon: int = 1, features=None, **params):
     """One stock's Transformer as a walk-forward refits it (lighter than the class defaults)."""
     from forecaster.models.presets import single_stock_transformer
@@ -129,4 +121,4 @@ register("zero", ZeroForecast, one_stock=ZeroForecast)
 register("hist_mean", HistoricalMean, one_stock=HistoricalMean)
 register("ar5", ARForecast, one_stock=ARForecast)
 register("ridge", RidgeForecast, one_stock=RidgeForecast)
-register("seed", _seed_recipe, one_stock=_seed_recipe)
+register("seed", seed_recipe, one_stock=seed_recipe)

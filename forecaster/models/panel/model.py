@@ -125,8 +125,7 @@ class PanelTransformer(BaseEstimator):
             epochs' weights (stochastic weight averaging); 1: the last epoch's; ``None``: 1 up
             to 500 stocks, 6 beyond.
         n_seeds: an ensemble of networks from seeds ``random_state .. + n_seeds - 1``; their
-            per-day standardised scores are averaged. (A run's default, ``[model] n_seeds``
-            unset: two networks in all, one a set when there are two sets of inputs.)
+            per-day standardised scores are averaged.
         blend_seeds: the networks trained on ``blend_features`` (``None``: ``n_seeds``).
         epoch_stock_days: a budget for an epoch, in stock-days: an epoch takes that many
             (rounded to whole batches, at least one), drawn at random from all training days

@@ -163,8 +163,6 @@ class RidgeForecast(_Baseline):
 def default_baselines(window: int = 60, horizon: int = 1, seed: bool = True) -> dict:
     """The time-series baselines of a single-stock walk-forward run (panels:
     :func:`forecaster.models.presets.panel_models`)."""
-    from forecaster.models.stock.seed import SeedRecipe
-
     models = {
         "zero": ZeroForecast(horizon=horizon),
         "hist_mean": HistoricalMean(horizon=horizon),
@@ -172,9 +170,16 @@ def default_baselines(window: int = 60, horizon: int = 1, seed: bool = True) -> 
         "ridge": RidgeForecast(window=window, horizon=horizon),
     }
     if seed:
-        # Three epochs per fold: the recipe's faults, not its training length, are the point.
-        models["seed"] = PerStock(SeedRecipe(max_epochs=3, random_state=0))
+        models["seed"] = seed_recipe()
     return models
+
+
+def seed_recipe(max_epochs: int = 3, random_state: int = 0) -> PerStock:
+    """The seed recipe baseline, one network per stock (three epochs a fold: the recipe's
+    faults, not its training length, are the point)."""
+    from forecaster.models.stock.seed import SeedRecipe
+
+    return PerStock(SeedRecipe(max_epochs=max_epochs, random_state=random_state))
 
 
 class PerStock(BaseEstimator):
