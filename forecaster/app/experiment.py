@@ -48,8 +48,11 @@ from forecaster.app.fields import (
     field_help,
     model_fields,
     model_params,
+    type_hints,
+    type_name,
     type_ok,
 )
+from forecaster.configs import documented, option
 from forecaster.evaluation.folds import WalkForwardConfig
 from forecaster.models.registry import DEFAULT_MODEL, registered
 from forecaster.portfolio.backtest import BacktestConfig
@@ -64,67 +67,57 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 
+@documented
 @dataclass
 class DataConfig:
-    """Where the prices come from.
+    """Where the prices come from."""
 
-    Attributes:
-        path: a CSV (one stock) or a folder of CSVs (a panel), plain or ``.csv.gz``; empty: the
-            embedded synthetic series. Relative paths are read from the experiment file's folder.
-        on_bad: bad rows: ``"raise"`` (stop with an error) or ``"drop"`` (drop and count them).
-        strict: implausible rows (a high below the low, an open or close outside low..high, a
-            price beyond the board's daily limit that no preclose explains, a file whose
-            adjustflag differs from the other files') stop with an error naming the file, line
-            and date; otherwise they are kept, counted and named in the load summary.
-        index_constituents: the folder holds an index's current constituents, so the report
-            states the survivorship bias as a fact (otherwise as a condition).
-        cache: keep a columnar copy of a folder's CSVs in ``FOLDER/.forecaster_cache`` and
-            read it while the files are unchanged (a second run of thousands of files starts in
-            seconds).
-        trust_code_column: a file named for one stock (``sz.300001.csv``) whose code column
-            says another is loaded as the column's stock with a warning, instead of stopping
-            with an error naming both codes.
-        synthetic_stocks: > 0 and no ``path``: a generated panel of that many stocks
-            (codes ``syn.*``, a planted signal) instead of files.
-        synthetic_days, synthetic_ic, synthetic_seed: its trading days, planted rank IC and seed.
-        intraday: a folder of minute-bar files (baostock or akshare exports, one per stock)
-            beside a folder of daily files: each day's realised volatility, last-30-minute
-            return, VWAP deviation and first/last-bar volume shares, from that day's bars,
-            join the panel's features.
-        universe: the stocks scored and traded, by day: a Qlib instruments file
-            (``CODE<TAB>start<TAB>end``, several spans per stock), a CSV ``code,start,end`` or a
-            list of codes (always members); or an index's name (``csi300``, ``csi500``): a Qlib
-            data folder's ``instruments/csi300.txt`` if it has one, else the point-in-time members
-            of the ``index-constitution`` package, on any data. The list is checked (days short of
-            the index's size, members shared with a disjoint index, spans that end before the next
-            review: warnings in the run's notes). Scores, IC, quantiles, verdict, backtest
-            (benchmark: the day's members, equal weight) and predict's list and orders cover
-            only the day's members; models still train on every stock (see
-            ``train_universe``). Empty: every stock.
-        train_universe: the stock-days models learn from, in the same forms as ``universe``
-            (only the labels of the day's members are learnt; features see every stock).
-            Empty: every stock of the data (the whole market's breadth).
-        train_outside_weight: with ``train_universe``, the weight of the labels of the stocks
-            outside it that day, against 1 for its members: 0 (the default) learns the members'
-            labels only; 1 learns every label alike (as without ``train_universe``); between,
-            training leans toward the members (the Transformer's per-day loss weights each
-            stock; gradient boosting, LightGBM and ridge weight their rows).
-    """
-
-    path: str = ""
-    on_bad: str = "raise"
-    strict: bool = False
-    index_constituents: bool = False
-    cache: bool = False
-    trust_code_column: bool = False
-    synthetic_stocks: int = 0
-    synthetic_days: int = 750
-    synthetic_ic: float = 0.05
-    synthetic_seed: int = 0
-    intraday: str = ""
-    universe: str = ""
-    train_universe: str = ""
-    train_outside_weight: float = 0.0
+    path: str = option("",
+        "a CSV (one stock) or a folder of CSVs (a panel), plain or .csv.gz; empty: the embedded synthetic "
+        "series. Relative paths are read from the experiment file's folder.")
+    on_bad: str = option("raise", 'bad rows: "raise" (stop with an error) or "drop" (drop and count them).')
+    strict: bool = option(False,
+        "implausible rows (a high below the low, an open or close outside low..high, a price beyond the "
+        "board's daily limit that no preclose explains, a file whose adjustflag differs from the other "
+        "files') stop with an error naming the file, line and date; otherwise they are kept, counted and "
+        "named in the load summary.")
+    index_constituents: bool = option(False,
+        "the folder holds an index's current constituents, so the report states the survivorship bias as a "
+        "fact (otherwise as a condition).")
+    cache: bool = option(False,
+        "keep a columnar copy of a folder's CSVs in FOLDER/.forecaster_cache and read it while the files are "
+        "unchanged (a second run of thousands of files starts in seconds).")
+    trust_code_column: bool = option(False,
+        "a file named for one stock (sz.300001.csv) whose code column says another is loaded as the column's "
+        "stock with a warning, instead of stopping with an error naming both codes.")
+    synthetic_stocks: int = option(0,
+        "> 0 and no path: a generated panel of that many stocks (codes syn.*, a planted signal) instead of "
+        "files.")
+    synthetic_days: int = option(750, "its trading days, planted rank IC and seed.")
+    synthetic_ic: float = option(0.05, "its trading days, planted rank IC and seed.")
+    synthetic_seed: int = option(0, "its trading days, planted rank IC and seed.")
+    intraday: str = option("",
+        "a folder of minute-bar files (baostock or akshare exports, one per stock) beside a folder of daily "
+        "files: each day's realised volatility, last-30-minute return, VWAP deviation and first/last-bar "
+        "volume shares, from that day's bars, join the panel's features.")
+    universe: str = option("",
+        "the stocks scored and traded, by day: a Qlib instruments file (CODE<TAB>start<TAB>end, several "
+        "spans per stock), a CSV code,start,end or a list of codes (always members); or an index's name "
+        "(csi300, csi500): a Qlib data folder's instruments/csi300.txt if it has one, else the point-in-time "
+        "members of the index-constitution package, on any data. The list is checked (days short of the "
+        "index's size, members shared with a disjoint index, spans that end before the next review: warnings "
+        "in the run's notes). Scores, IC, quantiles, verdict, backtest (benchmark: the day's members, equal "
+        "weight) and predict's list and orders cover only the day's members; models still train on every "
+        "stock (see train_universe). Empty: every stock.")
+    train_universe: str = option("",
+        "the stock-days models learn from, in the same forms as universe (only the labels of the day's "
+        "members are learnt; features see every stock). Empty: every stock of the data (the whole market's "
+        "breadth).")
+    train_outside_weight: float = option(0.0,
+        "with train_universe, the weight of the labels of the stocks outside it that day, against 1 for its "
+        "members: 0 (the default) learns the members' labels only; 1 learns every label alike (as without "
+        "train_universe); between, training leans toward the members (the Transformer's per-day loss weights "
+        "each stock; gradient boosting, LightGBM and ridge weight their rows).")
 
     def __post_init__(self):
         if not 0.0 <= self.train_outside_weight <= 1.0:
@@ -140,71 +133,63 @@ class DataConfig:
             raise ValueError("give either path or synthetic_stocks, not both")
 
 
+@documented
 @dataclass
 class FeaturesConfig:
     """The inputs of the Transformer and, on a panel, of the feature regressions (gradient
     boosting, LightGBM, ridge), so that every learnt model of a run sees the same features.
-
-    Attributes:
-        names: feature names, or a set of Qlib's (``alpha158``, ``alpha360``: its columns the data
-            allow), for the Transformer and the feature regressions; empty: panel: every price,
-            volume and valuation feature the data's columns allow; one stock: ``log_return``.
-        blend: panel Transformer only: a second set of inputs, named the same way (e.g.
-            ``alpha158``): ``--blend-seeds`` (by default ``--n-seeds``) more networks are
-            trained on it and the forecast averages the two sets' per-day standardised scores;
-            empty: one set.
     """
 
-    names: tuple[str, ...] = ()
-    blend: tuple[str, ...] = ()
+    names: tuple[str, ...] = option((),
+        "feature names, or a set of Qlib's (alpha158, alpha360: its columns the data allow), for the "
+        "Transformer and the feature regressions; empty: panel: every price, volume and valuation feature "
+        "the data's columns allow; one stock: log_return.")
+    blend: tuple[str, ...] = option((),
+        "panel Transformer only: a second set of inputs, named the same way (e.g. alpha158): --blend-seeds "
+        "(by default --n-seeds) more networks are trained on it and the forecast averages the two sets' "
+        "per-day standardised scores; empty: one set.")
 
     def __post_init__(self):
         self.names = tuple(self.names)
         self.blend = tuple(self.blend)
 
 
+@documented
 @dataclass
 class ModelsConfig:
-    """Which models run beside the Transformer.
+    """Which models run beside the Transformer."""
 
-    Attributes:
-        baselines: the baselines (panel: factor scores, composite, gradient boosting, ridge
-            and the per-stock time-series ones at horizon 1; one stock: zero, mean, AR(5), ridge).
-        seed_recipe: also the seed recipe baseline (horizon 1 only); unset: for one stock
-            yes, for panels no (it is slow there).
-        per_stock: panels: also one single-stock Transformer per stock (slow).
-        time_series: panels: with ``baselines``, also the per-stock time-series forecasts
-            (zero, historical mean, AR(5), ridge on 60 returns; horizon 1 only); unset: up to
-            500 stocks yes, beyond no (the ``panel`` and ``market`` presets).
-    """
-
-    baselines: bool = True
-    seed_recipe: bool | None = None
-    per_stock: bool = False
-    time_series: bool | None = None
+    baselines: bool = option(True,
+        "the baselines (panel: factor scores, composite, gradient boosting, ridge and the per-stock "
+        "time-series ones at horizon 1; one stock: zero, mean, AR(5), ridge).")
+    seed_recipe: bool | None = option(None,
+        "also the seed recipe baseline (horizon 1 only); unset: for one stock yes, for panels no (it is slow "
+        "there).")
+    per_stock: bool = option(False, "panels: also one single-stock Transformer per stock (slow).")
+    time_series: bool | None = option(None,
+        "panels: with baselines, also the per-stock time-series forecasts (zero, historical mean, AR(5), "
+        "ridge on 60 returns; horizon 1 only); unset: up to 500 stocks yes, beyond no (the panel and market "
+        "presets).")
 
 
+@documented
 @dataclass
 class RunConfig:
     """How a run is carried out, apart from what it computes: a rerun with other values is the
     same experiment, with the same forecasts (so ``experiment.toml`` leaves them out;
     ``metrics.json`` records them).
-
-    Attributes:
-        n_jobs: folds fitted at once, in worker processes (-1: one per core; 1: in this process).
-        threads_per_task: torch threads inside each fold.
-        resume: continue an interrupted run from the finished folds it saved in its report
-            folder's ``folds/`` (refused if its data or configuration differ from this run's).
-        backend: ``"local"`` (worker processes, ``n_jobs``) or ``"ray"`` (every fold a task on a
-            Ray cluster, the data in its object store once). Results are identical.
-        address: the Ray cluster to use (``"HOST:6379"``); empty starts a local one.
     """
 
-    n_jobs: int = -1
-    threads_per_task: int = 1
-    resume: bool = False
-    backend: str = "local"
-    address: str = ""
+    n_jobs: int = option(-1,
+        "folds fitted at once, in worker processes (-1: one per core; 1: in this process).")
+    threads_per_task: int = option(1, "torch threads inside each fold.")
+    resume: bool = option(False,
+        "continue an interrupted run from the finished folds it saved in its report folder's folds/ (refused "
+        "if its data or configuration differ from this run's).")
+    backend: str = option("local",
+        '"local" (worker processes, n_jobs) or "ray" (every fold a task on a Ray cluster, the data in its '
+        "object store once). Results are identical.")
+    address: str = option("", 'the Ray cluster to use ("HOST:6379"); empty starts a local one.')
 
     def __post_init__(self):
         # the one validation of these values: the walk-forward's
@@ -256,17 +241,17 @@ class Experiment:
 # ------------------------------------------------------------------ field descriptions
 
 
-def option_fields(section: str) -> list[tuple[str, object, str, str]]:
+def option_fields(section: str) -> list[tuple[str, object, object, str]]:
     """``(name, default, type hint, help)`` of each option of ``section`` (derived fields
-    left out)."""
+    left out): the field's resolved type hint and its metadata's description."""
     cls = SECTIONS[section]
-    helps, skip = field_help(cls), DERIVED.get(section, ())
+    helps, hints, skip = field_help(cls), type_hints(cls), DERIVED.get(section, ())
     out = []
     for f in dataclasses.fields(cls):
         if f.name in skip:
             continue
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        out.append((f.name, default, str(f.type), helps.get(f.name, "")))
+        out.append((f.name, default, hints[f.name], helps.get(f.name, "")))
     return out
 
 
@@ -283,7 +268,8 @@ def build_section(section: str, values: Mapping, source: str = "<options>"):
             raise config_error(source, section, f"unknown key {key!r}; expected one of: "
                                f"{', '.join(sorted(allowed))}")
         if not type_ok(value, allowed[key]):
-            raise config_error(source, section, f"{key} = {value!r}: expected {allowed[key]}", allowed)
+            raise config_error(source, section, f"{key} = {value!r}: expected {type_name(allowed[key])}",
+                               allowed)
     try:
         return cls(**values)
     except (ValueError, TypeError) as exc:

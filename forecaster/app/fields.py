@@ -1,13 +1,21 @@
-"""What the options are and how a value is checked: the descriptions of config fields and
-Transformer parameters (read from their docstrings, the one place each is described), their
-types, and the checks that name the file, section and key of a bad value."""
+"""What the options are and how a value is checked: the descriptions of config fields (their
+metadata, :func:`forecaster.configs.option`) and of the Transformer's parameters (its
+docstring's ``Args:``, as scikit-learn documents an estimator), their types (resolved type
+hints), and the checks that name the file, section and key of a bad value."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import inspect
 import re
+import types
+import typing
 from collections.abc import Mapping
+
+import pandas as pd
+
+from forecaster.configs import option_help
 
 
 class ConfigError(ValueError):
@@ -59,8 +67,10 @@ def plain_text(text: str) -> str:
 
 
 def field_help(cls) -> dict[str, str]:
-    """``{field: description}`` from the ``Attributes:`` (or ``Args:``) section of ``cls``'s
-    docstring (the one place an option is described; the CLI's help reads it)."""
+    """``{field: description}``: a config dataclass's field metadata; for an estimator, the
+    ``Args:`` (or ``Attributes:``) section of its docstring."""
+    if dataclasses.is_dataclass(cls):
+        return {name: plain_text(text) for name, text in option_help(cls).items() if text}
     doc = inspect.getdoc(cls) or ""
     out, current, inside = {}, None, False
     for line in doc.splitlines():
@@ -84,23 +94,54 @@ def field_help(cls) -> dict[str, str]:
     return {name: plain_text(text) for name, text in out.items()}
 
 
-def type_ok(value, hint: str) -> bool:
-    """Whether ``value`` (as TOML gives it) fits a field's type hint (a string)."""
-    parts = {p.strip() for p in hint.replace("typing.", "").replace("Optional[", "").rstrip("]").split("|")}
-    if value is None:
-        return "None" in parts
-    for p in parts:
-        if p == "bool" and isinstance(value, bool):
-            return True
-        if p == "int" and isinstance(value, int) and not isinstance(value, bool):
-            return True
-        if p == "float" and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return True
-        if p == "str" and isinstance(value, str):
-            return True
-        if p == "pd.Timestamp" and isinstance(value, (str, datetime.date)):  # TOML dates, options
-            return True
-        if p.startswith(("tuple", "list")) and isinstance(value, (list, tuple)):
+def type_hints(target) -> dict[str, object]:
+    """The resolved type hints of a dataclass's fields, or of a callable's parameters (a
+    class: its constructor's); ``{}`` where they cannot be resolved."""
+    if not dataclasses.is_dataclass(target):
+        target = target.__init__ if inspect.isclass(target) else target
+    try:
+        return typing.get_type_hints(target)
+    except (NameError, TypeError):
+        return {}
+
+
+def type_parts(hint) -> tuple:
+    """The members of a union hint (``int | None`` -> ``(int, NoneType)``), else ``(hint,)``."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return typing.get_args(hint)
+    return (hint,)
+
+
+def type_name(hint) -> str:
+    """A hint as an error message names it: ``int | None``, ``date``, ``tuple[str, ...]``."""
+    def one(t):
+        if t is type(None):
+            return "None"
+        if t is pd.Timestamp:
+            return "date"
+        return t.__name__ if isinstance(t, type) else str(t).replace("typing.", "")
+    return " | ".join(one(t) for t in type_parts(hint))
+
+
+def type_ok(value, hint) -> bool:
+    """Whether ``value`` (as TOML or the command line gives it) fits a type hint."""
+    for t in type_parts(hint):
+        origin = typing.get_origin(t) or t
+        if t is type(None):
+            ok = value is None
+        elif t is bool:
+            ok = isinstance(value, bool)
+        elif t is int:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif t is float:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        elif t is pd.Timestamp:  # TOML dates, or a date as text
+            ok = isinstance(value, (str, datetime.date))
+        elif origin in (tuple, list):
+            ok = isinstance(value, (list, tuple))
+        else:
+            ok = isinstance(value, origin) if isinstance(origin, type) else True
+        if ok:
             return True
     return False
 
@@ -124,13 +165,13 @@ def model_params(panel: bool) -> dict[str, object]:
     return {k: v for k, v in params.items() if k not in MODEL_DERIVED}
 
 
-def model_annotation(name: str) -> str | None:
-    """The type hint (a string such as ``"int | None"``) of a Transformer parameter whose
-    default is ``None``, from either estimator's signature; ``None`` when not annotated."""
+def model_annotation(name: str):
+    """The type hint of a Transformer parameter whose default is ``None``, from either
+    estimator's constructor; ``None`` when not annotated."""
     for panel in (True, False):
-        param = inspect.signature(model_class(panel).__init__).parameters.get(name)
-        if param is not None and param.annotation is not inspect.Parameter.empty:
-            return str(param.annotation)
+        hint = type_hints(model_class(panel)).get(name)
+        if hint is not None:
+            return hint
     return None
 
 
@@ -150,9 +191,9 @@ def check_model_params(values: Mapping, panel: bool, source: str = "<options>") 
             raise config_error(source, "model", f"unknown key {key!r} for {kind}; expected one of: "
                                f"{', '.join(sorted(params))}")
         default = params[key]
-        hint = type(default).__name__ if default is not None else model_annotation(key)
+        hint = type(default) if default is not None else model_annotation(key)
         if hint is not None and not type_ok(value, hint):
-            raise config_error(source, "model", f"{key} = {value!r}: expected {hint}"
+            raise config_error(source, "model", f"{key} = {value!r}: expected {type_name(hint)}"
                                + (f" like the default {default!r}" if default is not None else ""),
                                model_fields())
         out[key] = tuple(value) if isinstance(value, list) else value
@@ -179,9 +220,9 @@ def check_named_model(name, values: Mapping, panel: bool, source: str = OPTIONS)
             raise config_error(source, "model", f"unknown key {key!r} for {name}; expected one of: "
                                f"{', '.join(sorted(params)) or 'none (it takes no parameters)'}{theirs}")
         default = params[key]
-        hint = type(default).__name__ if default is not None else entry.annotation(key, panel)
+        hint = type(default) if default is not None else type_hints(entry.factory(panel)).get(key)
         if hint is not None and not type_ok(value, hint):
-            raise config_error(source, "model", f"{key} = {value!r}: expected {hint}"
+            raise config_error(source, "model", f"{key} = {value!r}: expected {type_name(hint)}"
                                + (f" like the default {default!r}" if default is not None else ""))
     given = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
     try:

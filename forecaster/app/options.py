@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import datetime
+
 import click
+import pandas as pd
 
 from forecaster.app.fields import option_flag
 
@@ -23,7 +26,7 @@ def _model_option_fields():
     from forecaster.app.fields import field_help, model_annotation, model_class, model_params
 
     def annotation(name):
-        return model_annotation(name) or "str"
+        return model_annotation(name) or str
 
     from forecaster.models.registry import DEFAULT_MODEL, model_names
 
@@ -39,7 +42,7 @@ def _model_option_fields():
         value = next((v for v in (p, s1) if v not in (None, "-")), None)
         if isinstance(value, (tuple, list)):  # e.g. quantiles: set them in a config file
             continue
-        hint = type(value).__name__ if value is not None else annotation(name)
+        hint = type(value) if value is not None else annotation(name)
         if p == "-" or s1 == "-":
             default = f"panel only; {p}" if s1 == "-" else f"one stock only; {s1}"
         else:
@@ -66,15 +69,16 @@ class DateType(click.ParamType):
 DATE = DateType()
 
 
-def _click_type(hint: str):
-    parts = {p.strip() for p in hint.split("|")} - {"None"}
-    if any("Timestamp" in p or p == "date" for p in parts):
+def _click_type(hint):
+    """The click type of a field's type hint (``None`` left out of a union)."""
+    from forecaster.app.fields import type_parts
+
+    parts = set(type_parts(hint)) - {type(None)}
+    if pd.Timestamp in parts or datetime.date in parts:
         return DATE
-    if parts == {"bool"}:
-        return bool
-    if parts == {"int"}:
-        return int
-    if parts & {"float"}:
+    if parts in ({bool}, {int}):
+        return parts.pop()
+    if float in parts:
         return float
     return str
 

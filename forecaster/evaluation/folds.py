@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.checks import check_choice, check_date
+from forecaster.configs import documented, option
 from forecaster.data.minute.session import is_bar_calendar
 from forecaster.evaluation.backends import BACKENDS
 from forecaster.features.labels import EXECUTIONS
@@ -21,63 +22,46 @@ SCHEMES = ("expanding", "rolling")
 LABELS = ("tradeable", "close")
 
 
+@documented
 @dataclass
 class WalkForwardConfig:
-    """Fold layout and execution of a walk-forward run.
+    """Fold layout and execution of a walk-forward run."""
 
-    Attributes:
-        scheme: ``"expanding"`` (all history up to the cut-off) or ``"rolling"``.
-        train_days: trading days (days of the data's calendar, not calendar days) before the
-            first cut-off; the window length when rolling.
-        retrain_every: trading days between refits, i.e. days forecast per fold (63 ~
-            quarterly, 21 ~ monthly).
-        purge: trading days from a cut-off to its first forecast; ``None`` means ``horizon``.
-        step: forecast every ``step``-th day of each block.
-        horizon: the forecast horizon H of the models (days ahead).
-        min_stock_days: a stock joins a fold only with this many days up to the cut-off.
-        margin_days: days of history before each block given to ``predict`` (>= the longest
-            input window any model needs).
-        n_jobs: parallel processes (joblib semantics, -1 = all cores; 1 runs in this process).
-        threads_per_task: torch threads inside each task.
-        start, end: optional bounds (dates) on the forecast days.
-        label: what ``actual`` is. ``"tradeable"``: the return a strategy earns from the
-            execution on the forecast date to the execution ``horizon`` days later (masked where
-            the trade cannot be made: suspended, limit-up at a buy, no bar), with the
-            close-to-close return of the same days as ``actual_close``. ``"close"``: the
-            close-to-close log return of the day forecast (the single-stock models' target).
-        execution: ``"next_open"`` or ``"close"``, for the tradeable label.
-        resume: continue an interrupted run from the finished folds it saved in its report
-            folder's ``folds/`` (refused if its data or configuration differ from this run's).
-        backend: ``"local"`` (joblib processes, ``n_jobs``) or ``"ray"`` (every fold a task
-            on a Ray cluster, the data in its object store once). Results are identical.
-        address: the Ray cluster to use (``"HOST:6379"``); empty starts a local one.
-        warm_start: 0: every fold fits its models from scratch. ``s`` > 0: fold ``k``'s
-            panel Transformer starts from the networks fold ``k - s`` ended with and trains
-            its ``warm_epochs`` on the fold's whole history; ``s`` folds
-            run at a time (so ``s`` >= the workers keeps them busy). ``None``: past 500
-            stocks (a whole market) 2, else 0, from the data alone: whatever ``n_jobs`` and the
-            machine, the same folds start from the same states.
-    """
-
-    scheme: str = "expanding"
-    train_days: int = 500
-    retrain_every: int = 63
-    purge: int | None = None
-    step: int = 1
-    horizon: int = 1
-    min_stock_days: int = 120
-    margin_days: int = 130
-    n_jobs: int = -1
-    threads_per_task: int = 1
-    start: pd.Timestamp | None = None
-    end: pd.Timestamp | None = None
+    scheme: str = option("expanding", '"expanding" (all history up to the cut-off) or "rolling".')
+    train_days: int = option(500,
+        "trading days (days of the data's calendar, not calendar days) before the first cut-off; the window "
+        "length when rolling.")
+    retrain_every: int = option(63,
+        "trading days between refits, i.e. days forecast per fold (63 ~ quarterly, 21 ~ monthly).")
+    purge: int | None = option(None, "trading days from a cut-off to its first forecast; None means horizon.")
+    step: int = option(1, "forecast every step-th day of each block.")
+    horizon: int = option(1, "the forecast horizon H of the models (days ahead).")
+    min_stock_days: int = option(120, "a stock joins a fold only with this many days up to the cut-off.")
+    margin_days: int = option(130,
+        "days of history before each block given to predict (>= the longest input window any model needs).")
+    n_jobs: int = option(-1, "parallel processes (joblib semantics, -1 = all cores; 1 runs in this process).")
+    threads_per_task: int = option(1, "torch threads inside each task.")
+    start: pd.Timestamp | None = option(None, "the first day forecast may be (a date; none: no bound).")
+    end: pd.Timestamp | None = option(None, "the last day forecast may be (a date; none: no bound).")
     progress: bool = True
-    label: str = "tradeable"
-    execution: str = "next_open"
-    resume: bool = False
-    backend: str = "local"
-    address: str = ""
-    warm_start: int | None = None
+    label: str = option("tradeable",
+        'what actual is. "tradeable": the return a strategy earns from the execution on the forecast date to '
+        "the execution horizon days later (masked where the trade cannot be made: suspended, limit-up at a "
+        'buy, no bar), with the close-to-close return of the same days as actual_close. "close": the '
+        "close-to-close log return of the day forecast (the single-stock models' target).")
+    execution: str = option("next_open", '"next_open" or "close", for the tradeable label.')
+    resume: bool = option(False,
+        "continue an interrupted run from the finished folds it saved in its report folder's folds/ (refused "
+        "if its data or configuration differ from this run's).")
+    backend: str = option("local",
+        '"local" (joblib processes, n_jobs) or "ray" (every fold a task on a Ray cluster, the data in its '
+        "object store once). Results are identical.")
+    address: str = option("", 'the Ray cluster to use ("HOST:6379"); empty starts a local one.')
+    warm_start: int | None = option(None,
+        "0: every fold fits its models from scratch. s > 0: fold k's panel Transformer starts from the "
+        "networks fold k - s ended with and trains its warm_epochs on the fold's whole history; s folds run "
+        "at a time (so s >= the workers keeps them busy). None: past 500 stocks (a whole market) 2, else 0, "
+        "from the data alone: whatever n_jobs and the machine, the same folds start from the same states.")
 
     def __post_init__(self) -> None:
         check_choice("scheme", self.scheme, SCHEMES)

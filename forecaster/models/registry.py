@@ -63,10 +63,6 @@ class Registered:
                 if k not in self.fixed and k not in RUN_KEYS and k != "self"
                 and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
 
-    def annotation(self, key: str, panel: bool) -> str | None:
-        p = inspect.signature(self.factory(panel)).parameters.get(key)
-        return None if p is None or p.annotation is inspect.Parameter.empty else str(p.annotation)
-
     def build(self, panel: bool, run: Mapping | None = None, **kwargs):
         """The estimator: ``kwargs``, the name's fixed keywords, and of ``run`` (``horizon``,
         ``execution``, ``features``) those the constructor takes and ``kwargs`` do not set."""

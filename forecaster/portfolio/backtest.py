@@ -105,6 +105,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.checks import check_choice
+from forecaster.configs import documented, option
 from forecaster.data.panel import Panel
 from forecaster.portfolio.benchmark import equal_weight_benchmark
 from forecaster.portfolio.broker import TRADE_COLUMNS, Broker, performance_metrics
@@ -140,40 +141,34 @@ WEIGHT_SOURCES = ("float_mv", "equal")  # or a file (forecaster.portfolio.index_
 PREDICTIONS_FORMATS = ("auto", "csv", "parquet")
 
 
+@documented
 @dataclass
 class BacktestConfig:
     """How target weights become trades: the strategy, the market's rules, and the
     execution and cost settings, each its own piece.
-
-    Attributes:
-        strategy: forecasts -> target weights (:class:`~forecaster.portfolio.strategy.StrategyConfig`:
-            top-k, top-k dropout, threshold; equal or rank weights; rebalance period).
-        market: the exchange's rules that are settings (:class:`~forecaster.portfolio.rules.MarketRules`:
-            lot size, corporate actions); price limits, suspensions and T+1 always apply.
-        capital: starting cash in CNY.
-        execution: ``"next_open"`` (default, realistic: a forecast made after a day's close
-            trades at the next day's open) or ``"close"`` (idealised: at the very close the
-            forecast needed).
-        costs: the :class:`~forecaster.portfolio.rules.CostModel`.
-        rebalance_tolerance: on rebalance days a held position is resized only when its value
-            is off target by more than this fraction of the target (0 resizes to the lot).
-        predictions_format: how the report folder stores every forecast: ``"csv"``
-            (predictions.csv), ``"parquet"`` (predictions.parquet) or ``"auto"`` (Parquet
-            above 1,000,000 rows, e.g. a whole-market run, CSV below).
-        benchmark_weights: the index's weights over its members (the enhanced book's benchmark,
-            and a benchmark line of an index universe): "float_mv" (the float market value at
-            the previous close; the default where the data carry it), "equal", or a CSV file
-            date,code,weight (:mod:`~forecaster.portfolio.index_weights`).
     """
 
-    strategy: StrategyConfig = field(default_factory=StrategyConfig)
-    market: MarketRules = field(default_factory=MarketRules)
-    capital: float = 1_000_000.0
-    execution: str = "next_open"
-    costs: CostModel = field(default_factory=CostModel)
-    rebalance_tolerance: float = 0.1
-    predictions_format: str = "auto"
-    benchmark_weights: str | None = None
+    strategy: StrategyConfig = option(factory=StrategyConfig,
+        help="forecasts -> target weights (StrategyConfig: top-k, top-k dropout, threshold; equal or rank "
+        "weights; rebalance period).")
+    market: MarketRules = option(factory=MarketRules,
+        help="the exchange's rules that are settings (MarketRules: lot size, corporate actions); price "
+        "limits, suspensions and T+1 always apply.")
+    capital: float = option(1_000_000.0, "starting cash in CNY.")
+    execution: str = option("next_open",
+        '"next_open" (default, realistic: a forecast made after a day\'s close trades at the next day\'s '
+        'open) or "close" (idealised: at the very close the forecast needed).')
+    costs: CostModel = option(factory=CostModel, help="the CostModel.")
+    rebalance_tolerance: float = option(0.1,
+        "on rebalance days a held position is resized only when its value is off target by more than this "
+        "fraction of the target (0 resizes to the lot).")
+    predictions_format: str = option("auto",
+        'how the report folder stores every forecast: "csv" (predictions.csv), "parquet" '
+        '(predictions.parquet) or "auto" (Parquet above 1,000,000 rows, e.g. a whole-market run, CSV below).')
+    benchmark_weights: str | None = option(None,
+        "the index's weights over its members (the enhanced book's benchmark, and a benchmark line of an "
+        'index universe): "float_mv" (the float market value at the previous close; the default where the '
+        'data carry it), "equal", or a CSV file date,code,weight (index_weights).')
 
     def __post_init__(self):
         if not (isinstance(self.capital, (int, float)) and math.isfinite(self.capital) and self.capital > 0):

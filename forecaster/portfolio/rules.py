@@ -16,32 +16,25 @@ import numpy as np
 import pandas as pd
 
 from forecaster.checks import check_choice, check_date, check_int
+from forecaster.configs import documented, option
 from forecaster.data.market.exchange import board, round_price
 
 SIDES = ("buy", "sell")
 
 
+@documented
 @dataclass(frozen=True)
 class CostModel:
-    """A-share transaction costs (rates are fractions of traded value; money in CNY).
+    """A-share transaction costs (rates are fractions of traded value; money in CNY)."""
 
-    Attributes:
-        commission_rate: broker commission, both sides.
-        min_commission: minimum commission per trade (order), both sides.
-        stamp_duty_before: stamp duty on sells dated before ``stamp_duty_change``.
-        stamp_duty_after: stamp duty on sells dated on or after ``stamp_duty_change``.
-        stamp_duty_change: the date the stamp duty was halved (2023-08-28).
-        transfer_fee_rate: share-transfer fee, both sides.
-        slippage_bps: buys fill at ``price * (1 + bps / 1e4)``, sells at ``price * (1 - bps / 1e4)``.
-    """
-
-    commission_rate: float = 0.00025
-    min_commission: float = 5.0
-    stamp_duty_before: float = 0.001
-    stamp_duty_after: float = 0.0005
-    stamp_duty_change: pd.Timestamp = "2023-08-28"
-    transfer_fee_rate: float = 0.00001
-    slippage_bps: float = 5.0
+    commission_rate: float = option(0.00025, "broker commission, both sides.")
+    min_commission: float = option(5.0, "minimum commission per trade (order), both sides.")
+    stamp_duty_before: float = option(0.001, "stamp duty on sells dated before stamp_duty_change.")
+    stamp_duty_after: float = option(0.0005, "stamp duty on sells dated on or after stamp_duty_change.")
+    stamp_duty_change: pd.Timestamp = option("2023-08-28", "the date the stamp duty was halved (2023-08-28).")
+    transfer_fee_rate: float = option(0.00001, "share-transfer fee, both sides.")
+    slippage_bps: float = option(5.0,
+        "buys fill at price * (1 + bps / 1e4), sells at price * (1 - bps / 1e4).")
 
     def __post_init__(self):
         for name in ("commission_rate", "stamp_duty_before", "stamp_duty_after", "transfer_fee_rate"):
@@ -83,21 +76,19 @@ class CostModel:
 CORPORATE_ACTIONS = ("shares", "cash")
 
 
+@documented
 @dataclass
 class MarketRules:
     """The exchange's rules that are settings (price limits by board and date, suspensions
     and T+1 always apply).
-
-    Attributes:
-        lot_size: shares per board lot of the main board and ChiNext; buys are whole lots.
-            STAR (688/689) buys are at least 200 shares, then any whole number; Beijing's at
-            least 100, then any (the exchanges' rules).
-        corporate_actions: ``"shares"`` (held shares scaled on ex-dates) or ``"cash"`` (the
-            ex-date drop credited as cash), so a dividend or split is neither lost nor a return.
     """
 
-    lot_size: int = 100
-    corporate_actions: str = "shares"
+    lot_size: int = option(100,
+        "shares per board lot of the main board and ChiNext; buys are whole lots. STAR (688/689) buys are at "
+        "least 200 shares, then any whole number; Beijing's at least 100, then any (the exchanges' rules).")
+    corporate_actions: str = option("shares",
+        '"shares" (held shares scaled on ex-dates) or "cash" (the ex-date drop credited as cash), so a '
+        "dividend or split is neither lost nor a return.")
 
     def __post_init__(self):
         check_int("lot_size", self.lot_size)

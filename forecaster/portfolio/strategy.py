@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.checks import check_choice, check_int
+from forecaster.configs import documented, option
 
 RULES = ("top_k", "dropout", "threshold", "enhanced")
 WEIGHTINGS = ("equal", "rank")
@@ -48,61 +49,51 @@ _ENHANCED_RANGES = {"tracking_error": (False, 1.0), "active_bound": (False, 1.0)
                     "risk_aversion": (True, 1e9)}
 
 
+@documented
 @dataclass
 class StrategyConfig:
-    """How forecasts become target weights.
+    """How forecasts become target weights."""
 
-    Attributes:
-        rule: ``"top_k"`` (hold the ``top_k`` best scores), ``"dropout"`` (the same, replacing at
-            most ``n_drop`` names a rebalance), ``"threshold"`` (long every stock scored above
-            ``threshold``) or ``"enhanced"`` (the index's weights leaned toward the scores under a
-            ``tracking_error`` budget, :mod:`~forecaster.portfolio.enhanced`); ``"top_k"`` without
-            a ``top_k`` value behaves as ``"threshold"``.
-        top_k: the number of names held (rules ``"top_k"`` and ``"dropout"``); a walk-forward report's
-            default: a third of the stocks, at most 10.
-        n_drop: ``dropout``: most names replaced per rebalance.
-        weighting: ``"equal"`` or ``"rank"``.
-        mode: ``"long_flat"`` or ``"long_short"`` (short the k lowest at -1/k; ``threshold``:
-            the stocks below -threshold; not with ``dropout``).
-        threshold: long when the forecast is above it (and short below -threshold).
-        top_k_above_threshold: ``top_k`` only picks stocks past the threshold (fewer than k
-            leaves cash); ``False`` ranks whatever the sign (scores, not returns; the default
-            for panels).
-        rebalance_every: decide new weights every n forecast rows and hold them in between
-            (an experiment's default: the label horizon).
-        exclude_st: an ST stock (ST, *ST on the signal day) is not bought: the rule picks no
-            new one, the ranked list marks it not buyable, the orders and the backtest buy none
-            (the backtest counts them as st_buys_skipped); a holding that becomes ST is kept
-            while the rule still wants it, never added to. False: ST stocks are picked like
-            any other (Qlib's default; most A-share mandates exclude them).
-        tracking_error: ``enhanced``: the annual tracking-error budget against the benchmark
-            weights (the active variance the optimiser may spend).
-        active_bound: ``enhanced``: the most a stock's weight may differ from its benchmark weight.
-        style_bound: ``enhanced``: the largest active exposure to each style factor (in
-            cross-sectional sd).
-        max_turnover: ``enhanced``: the most of the book traded (one-sided) per rebalance.
-        alpha_ic: ``enhanced``: the information coefficient that turns a score into expected
-            return (alpha = alpha_ic x specific volatility x the score's z-score).
-        risk_aversion: ``enhanced``: the penalty on daily active variance in the objective; small
-            against a forecast's alpha, so the tracking-error budget limits risk, but it makes a
-            book without a view hold the benchmark (0: any book within the limits is as good).
-    """
-
-    rule: str = "top_k"
-    top_k: int | None = None
-    n_drop: int = 1
-    weighting: str = "equal"
-    mode: str = "long_flat"
-    threshold: float = 0.0
-    top_k_above_threshold: bool = True
-    rebalance_every: int = 1
-    exclude_st: bool = True
-    tracking_error: float = 0.05
-    active_bound: float = 0.02
-    style_bound: float = 0.5
-    max_turnover: float = 0.1
-    alpha_ic: float = 0.05
-    risk_aversion: float = 10.0
+    rule: str = option("top_k",
+        '"top_k" (hold the top_k best scores), "dropout" (the same, replacing at most n_drop names a '
+        "rebalance), \"threshold\" (long every stock scored above threshold) or \"enhanced\" (the index's "
+        'weights leaned toward the scores under a tracking_error budget, enhanced); "top_k" without a top_k '
+        'value behaves as "threshold".')
+    top_k: int | None = option(None,
+        'the number of names held (rules "top_k" and "dropout"); a walk-forward report\'s default: a '
+        "third of the stocks, at most 10.")
+    n_drop: int = option(1, "dropout: most names replaced per rebalance.")
+    weighting: str = option("equal", '"equal" or "rank".')
+    mode: str = option("long_flat",
+        '"long_flat" or "long_short" (short the k lowest at -1/k; threshold: the stocks below -threshold; '
+        "not with dropout).")
+    threshold: float = option(0.0, "long when the forecast is above it (and short below -threshold).")
+    top_k_above_threshold: bool = option(True,
+        "top_k only picks stocks past the threshold (fewer than k leaves cash); False ranks whatever the "
+        "sign (scores, not returns; the default for panels).")
+    rebalance_every: int = option(1,
+        "decide new weights every n forecast rows and hold them in between (an experiment's default: the "
+        "label horizon).")
+    exclude_st: bool = option(True,
+        "an ST stock (ST, *ST on the signal day) is not bought: the rule picks no new one, the ranked list "
+        "marks it not buyable, the orders and the backtest buy none (the backtest counts them as "
+        "st_buys_skipped); a holding that becomes ST is kept while the rule still wants it, never added to. "
+        "False: ST stocks are picked like any other (Qlib's default; most A-share mandates exclude them).")
+    tracking_error: float = option(0.05,
+        "enhanced: the annual tracking-error budget against the benchmark weights (the active variance the "
+        "optimiser may spend).")
+    active_bound: float = option(0.02,
+        "enhanced: the most a stock's weight may differ from its benchmark weight.")
+    style_bound: float = option(0.5,
+        "enhanced: the largest active exposure to each style factor (in cross-sectional sd).")
+    max_turnover: float = option(0.1, "enhanced: the most of the book traded (one-sided) per rebalance.")
+    alpha_ic: float = option(0.05,
+        "enhanced: the information coefficient that turns a score into expected return (alpha = alpha_ic x "
+        "specific volatility x the score's z-score).")
+    risk_aversion: float = option(10.0,
+        "enhanced: the penalty on daily active variance in the objective; small against a forecast's alpha, "
+        "so the tracking-error budget limits risk, but it makes a book without a view hold the benchmark (0: "
+        "any book within the limits is as good).")
 
     def __post_init__(self):
         check_choice("rule", self.rule, RULES)
