@@ -198,3 +198,17 @@ def test_experiment_accepts_a_set():
     assert build_models(exp)["transformer"].features == ("alpha158",)
     with pytest.raises(ConfigError, match=r"exp.toml: \[features\] names: unknown features \['alpha9'\]"):
         build_models(resolve({"features": {"names": ["alpha9"]}}, n_stocks=30, source="exp.toml"))
+
+
+def test_a_column_computed_a_block_of_stocks_at_a_time_equals_the_whole_at_once():
+    """Every operator reads one stock's series: blocks of stocks (which bound the memory of a
+    whole market's column) give the same bits as the whole panel in one block."""
+    import dataclasses
+
+    panel = Panel.from_frames(synthetic_panel(n_stocks=23, n_days=300, seed=4))
+    for name in ("KMID", "OPEN0", "VOLUME3", "IMXD60", "CORD5", "RSQR20", "RESI10", "RANK20", "QTLU30",
+                 "WVMA5", "CNTD10"):
+        whole = alpha_feature(dataclasses.replace(panel, _cache={}), name)
+        blocks = alpha_feature(dataclasses.replace(panel, _cache={}), name, chunk_bytes=8 * 300 * 5)
+        assert np.isfinite(whole).sum() > 1000, name
+        np.testing.assert_array_equal(blocks, whole, err_msg=name)

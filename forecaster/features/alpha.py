@@ -29,6 +29,7 @@ Against pyqlib 0.9.7 on cn_qlib: ``tests/test_forecaster_alpha.py``.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -324,12 +325,26 @@ def _rolling(b: _Bars, op: str, d: int) -> np.ndarray:
     return _roll(weighted, d, "std") / (_roll(weighted, d, "mean") + EPS)
 
 
-def alpha_feature(panel: Panel, name: str) -> np.ndarray:
+def alpha_feature(panel: Panel, name: str, chunk_bytes: int = 32 * 2**20) -> np.ndarray:
     """The Alpha158 / Alpha360 column ``name`` ``[D, N]`` (float64; NaN on days without a
-    bar), from the panel's adjusted bars (kept on the panel for the next column)."""
+    bar), from the panel's adjusted bars (kept on the panel for the next column). Every
+    operator reads one stock's series, so the column is computed a block of stocks at a time
+    (``chunk_bytes`` of one float64 ``[D, stocks]`` array): the operators' temporaries, some
+    twenty such arrays, are a block's, not the whole market's."""
     if name not in ALPHA_FEATURES:
         raise ValueError(f"unknown Qlib feature {name!r}")
     b = panel.derived(("alpha_bars",), lambda: _bars(panel))
+    out = np.empty(b.close.shape)
+    size = max(1, chunk_bytes // (8 * max(1, panel.n_days)))
+    for a in range(0, panel.n_stocks, size):
+        block = _Bars(*(getattr(b, f.name)[:, a:a + size] for f in dataclasses.fields(_Bars)))
+        out[:, a:a + size] = _column(block, name)
+    out[~panel.listed] = np.nan
+    return out
+
+
+def _column(b: _Bars, name: str) -> np.ndarray:
+    """The column ``name`` of the stocks of ``b``, ``[D, stocks]``."""
     c = b.close
     with np.errstate(invalid="ignore", divide="ignore"):
         if name in KBAR:
@@ -338,12 +353,10 @@ def alpha_feature(panel: Panel, name: str) -> np.ndarray:
                           "KUP": (h - np.maximum(o, c), None), "KUP2": (h - np.maximum(o, c), 1),
                           "KLOW": (np.minimum(o, c) - lo, None), "KLOW2": (np.minimum(o, c) - lo, 1),
                           "KSFT": (2 * c - h - lo, None), "KSFT2": (2 * c - h - lo, 1)}[name]
-            out = body / o if span is None else body / (h - lo + EPS)
-        elif _REF.match(name):
+            return body / o if span is None else body / (h - lo + EPS)
+        if _REF.match(name):
             field, days = _REF.match(name).groups()
             values = getattr(b, field.lower())
-            out = _ref(values, int(days)) / ((b.volume + EPS) if field == "VOLUME" else c)
-        else:
-            op, days = _ROLL.match(name).groups()
-            out = _rolling(b, op, int(days))
-    return np.where(panel.listed, out, np.nan)
+            return _ref(values, int(days)) / ((b.volume + EPS) if field == "VOLUME" else c)
+        op, days = _ROLL.match(name).groups()
+        return _rolling(b, op, int(days))
