@@ -184,15 +184,35 @@ def test_blend_seeds_option_runs_and_is_recorded(tmp_path):
     assert written["model"]["blend_seeds"] == 2 and written["model"]["n_seeds"] == 1
 
 
-def test_a_run_keeps_one_set_by_default_and_blend_seeds_defaults_to_n_seeds():
+def test_the_market_preset_blends_alpha158_one_network_each_and_the_panel_preset_does_not():
     from forecaster.app.experiment import build_models, resolve
 
-    exp = resolve({}, 30)
+    exp = resolve({}, 30)  # panel preset: one set, two networks
     assert exp.features.blend == () and exp.model["n_seeds"] == 2
+    exp = resolve({}, 600)  # market preset: 1 + 1 on the default inputs and Alpha158
+    assert exp.features.blend == ("alpha158",) and exp.model["n_seeds"] == 1
+    forced = resolve({"model": {"preset": "market"}}, 30)
+    assert forced.features.blend == ("alpha158",) and forced.model["n_seeds"] == 1
+    one_set = resolve({"features": {"blend": ()}}, 600)  # --blend-features "": one set, as before
+    assert one_set.features.blend == () and one_set.model["n_seeds"] == 2
     net = build_models(resolve({"features": {"blend": ("alpha158",)}}, 30))["transformer"]
-    assert net.blend_features == ("alpha158",) and net._blend_model().n_seeds == 2  # 2 + 2
-    one_each = build_models(resolve({"features": {"blend": ("alpha158",)}, "model": {"n_seeds": 1}}, 30))
-    assert one_each["transformer"]._blend_model().n_seeds == 1  # 1 + 1
+    assert net.blend_features == ("alpha158",) and net.seeds(30, True) == 2  # 2 + 2 on a small panel
+    assert PanelTransformer().inputs_blend(600) == ("alpha158",) and PanelTransformer().seeds(600, True) == 1
+    assert PanelTransformer().inputs_blend(30) == () and PanelTransformer().seeds(30, False) == 2
+
+
+def test_a_market_preset_run_blends_by_default_and_an_empty_option_restores_one_set(tmp_path):
+    folder = tmp_path / "syn"
+    write_synthetic_panel(folder, n_stocks=8, n_days=240, signal_ic=0.05, seed=1)
+    tiny = ["--window", "8", "--d-model", "8", "--heads", "2", "--layers", "1", "--epochs", "1",
+            "--train-days", "150", "--retrain-every", "60", "--jobs", "1", "--no-baselines", "--preset", "market"]
+    for given, blend, seeds in (([], ["alpha158"], 1), (["--blend-features", ""], [], 2)):
+        out = tmp_path / f"r{len(given)}"
+        res = CliRunner().invoke(main, ["backtest", str(folder), "--out", str(out), *tiny, *given])
+        assert res.exit_code == 0, res.output
+        written = tomllib.loads((out / "experiment.toml").read_text())
+        assert written["features"]["blend"] == blend and written["model"]["n_seeds"] == seeds, given
+        assert "a second set (alpha158), 1 network(s) on each" in res.output
 
 
 def test_the_alpha158_blend_runs_on_data_without_amount(tmp_path):

@@ -187,7 +187,7 @@ def train(data, out, overwrite, end, **options):
     if intraday and not (data and Path(data).is_dir()):
         raise click.ClickException("--intraday needs DATA to be a folder of daily files (a panel)")
     features = raw.get("features", {}).get("names")
-    blend = raw.get("features", {}).get("blend") or ()
+    blend = raw.get("features", {}).get("blend")  # None: the model's preset decides
     panel = bool(data) and Path(data).is_dir()
     if blend and not panel:
         raise click.ClickException("--blend-features needs DATA to be a folder of stocks (a panel): a "
@@ -273,10 +273,11 @@ def train(data, out, overwrite, end, **options):
                        f"{budget['average_last']} epochs' weights averaged")
         if model.blend_ is not None:
             second = len(model.blend_.nets_)
-            summary += (f"; {model.n_seeds} network(s) on the first set of inputs and {second} on the "
-                        f"second ({', '.join(model.blend_features)}), the two sets' scores averaged")
-        elif model.n_seeds > 1:
-            summary += f"; {model.n_seeds} networks from {model.n_seeds} seeds, their scores averaged"
+            summary += (f"; {model.n_seeds_} network(s) on the first set of inputs and {second} on the "
+                        f"second ({', '.join(model.inputs_blend(grid.n_stocks))}), the two sets' scores "
+                        "averaged")
+        elif model.n_seeds_ > 1:
+            summary += f"; {model.n_seeds_} networks from {model.n_seeds_} seeds, their scores averaged"
         if learn_spec:
             inside = int((grid.learn == 1).sum())
             summary += (f"; labels learnt only from the members of {learn_spec} on each day "
@@ -284,7 +285,7 @@ def train(data, out, overwrite, end, **options):
                         f"; labels of the members of {learn_spec} on each day ({inside} stock-days) "
                         f"learnt at weight 1, every other stock's at weight {outside:g}")
         defaults = model.rules.default_features(grid.n_stocks, model.preset)
-        note = inputs_note(grid, features or defaults, blend)
+        note = inputs_note(grid, features or defaults, model.inputs_blend(grid.n_stocks))
         if note:
             summary = f"{note}\n{summary}"
     else:

@@ -144,14 +144,15 @@ class FeaturesConfig:
         "feature names, or a set of Qlib's (alpha158, alpha360: its columns the data allow), for the "
         "Transformer and the feature regressions; empty: panel: every price, volume and valuation feature "
         "the data's columns allow; one stock: log_return.")
-    blend: tuple[str, ...] = option((),
+    blend: tuple[str, ...] | None = option(None,
         "panel Transformer only: a second set of inputs, named the same way (e.g. alpha158): --blend-seeds "
-        "(by default --n-seeds) more networks are trained on it and the forecast averages the two sets' "
-        "per-day standardised scores; empty: one set.")
+        "(by default as many as on the first set) more networks are trained on it and the forecast averages "
+        "the two sets' per-day standardised scores; empty: one set; unset: the preset's (market: alpha158, "
+        "one network on each set; panel: one set).")
 
     def __post_init__(self):
         self.names = tuple(self.names)
-        self.blend = tuple(self.blend)
+        self.blend = None if self.blend is None else tuple(self.blend)
 
 
 @documented
@@ -334,6 +335,12 @@ def resolve(raw: Mapping[str, Mapping], n_stocks: int, source: str = "<options>"
     if panel:  # the regime of the defaults, by name: recorded, so a rerun keeps it at any breadth
         transformer["preset"] = PanelTransformer.rules.preset(n_stocks, transformer["preset"])
     market = panel and transformer["preset"] == "market"
+    if features.blend is None:  # the preset's second set of inputs, and the networks on each set
+        blend = PanelTransformer.rules.default_blend(n_stocks, transformer["preset"]) if panel else ()
+        features = dataclasses.replace(features, blend=tuple(blend))
+    if panel and transformer.get("n_seeds") is None:
+        transformer["n_seeds"] = PanelTransformer.rules.default_seeds(n_stocks, transformer["preset"],
+                                                                      bool(features.blend))
     models = build_section("models", {"seed_recipe": not panel, "time_series": not market,
                                       **raw.get("models", {})}, source)
     wf_raw = raw.get("walk_forward", {})
@@ -388,8 +395,7 @@ def build_models(exp: Experiment) -> dict:
     own = exp.model_name == DEFAULT_MODEL
     params = {**(exp.model if own else {}), "features": exp.features.names or None}
     if exp.panel:
-        if exp.features.blend:
-            params["blend_features"] = exp.features.blend
+        params["blend_features"] = exp.features.blend
         models = panel_models(horizon=horizon, execution=exp.backtest.execution,
                               time_series=exp.models.baselines and exp.models.time_series is not False,
                               **params)

@@ -80,7 +80,8 @@ def store_features(models: dict, grid: Panel) -> tuple[str, ...]:
         preset = getattr(model, "preset", "auto")
         wanted = (resolve_features(grid, model.features) if model.features is not None
                   else available_features(grid, model.rules.default_features(grid.n_stocks, preset)))
-        wanted += resolve_features(grid, getattr(model, "blend_features", None) or ())  # a second set
+        blend = model.inputs_blend(grid.n_stocks) if hasattr(model, "inputs_blend") else ()
+        wanted += resolve_features(grid, blend)  # a second set
         names.update(dict.fromkeys(n for n in expand_features(wanted) if not lacking(grid, (n,))))
     return tuple(names)
 

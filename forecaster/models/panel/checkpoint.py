@@ -38,8 +38,9 @@ def restore_fitted(model, data: dict) -> None:
     model.histories_ = fitted["histories"]
     model.best_epochs_ = fitted["best_epochs"]
     model.blend_ = None
+    model.n_seeds_ = len(model.nets_)
     if data.get("blend") is not None:
-        blend = model._blend_model()
+        blend = model._blend_model(tuple(data["blend"]["fitted"]["features"]))
         blend.net_config_ = PanelNetConfig(**data["blend"]["net_config"])
         blend.device_ = model.device_
         restore_fitted(blend, data["blend"])

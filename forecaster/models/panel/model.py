@@ -70,8 +70,10 @@ class PanelTransformer(BaseEstimator):
     the history out of training and choose its epoch on one noisy stretch of days). The loss
     there rewards a steady daily correlation (``loss=None`` resolves to ``"icir"``),
     the feed-forward layers are twice as wide (``d_ff=None``) and four more features are
-    computed (``features=None``). At every size two networks from two seeds are averaged
-    (``n_seeds=2``). :mod:`forecaster.models.panel.sizing` holds these rules.
+    computed (``features=None``), with a second set of inputs (``blend_features=None``:
+    Qlib's Alpha158 where the data's columns allow) and one network on each set
+    (``n_seeds=None``); up to 500 stocks one set and two networks from two seeds, averaged.
+    :mod:`forecaster.models.panel.sizing` holds these rules.
 
     Args:
         window: days each attention layer looks back over (the stack sees
@@ -89,7 +91,8 @@ class PanelTransformer(BaseEstimator):
             correlation and 5/60-day abnormal turnover).
         blend_features: a second set of inputs, named as ``features`` (e.g. ``("alpha158",)``):
             ``blend_seeds`` more networks are trained on them (seeds after the first set's), and
-            the forecast is the mean of the two sets' per-day standardised scores; empty: one set.
+            the forecast is the mean of the two sets' per-day standardised scores; empty: one set;
+            ``None``: ``("alpha158",)`` past 500 stocks, else one set.
         norm: ``"robust"`` (pooled robust z-score fitted on training days, clipped at 3) or
             ``"rank"`` (per-day ranks across stocks).
         label_norm: per-day label normalisation for training (``"rank"``, ``"zscore"``).
@@ -125,8 +128,10 @@ class PanelTransformer(BaseEstimator):
             epochs' weights (stochastic weight averaging); 1: the last epoch's; ``None``: 1 up
             to 500 stocks, 6 beyond.
         n_seeds: an ensemble of networks from seeds ``random_state .. + n_seeds - 1``; their
-            per-day standardised scores are averaged.
-        blend_seeds: the networks trained on ``blend_features`` (``None``: ``n_seeds``).
+            per-day standardised scores are averaged. ``None``: 1 past 500 stocks with a second
+            set of inputs, else 2.
+        blend_seeds: the networks trained on ``blend_features`` (``None``: as many as on the
+            first set).
         epoch_stock_days: a budget for an epoch, in stock-days: an epoch takes that many
             (rounded to whole batches, at least one), drawn at random from all training days
             anew each epoch, so a fold's training cost stays bounded whatever the number of
@@ -160,12 +165,12 @@ class PanelTransformer(BaseEstimator):
     input_kind = "panel"
 
     def __init__(self, window=20, horizon=1, aux_horizons=(), execution="next_open", features=None,
-                 blend_features=(), norm="robust", label_norm="rank", drop_tails=0.0, d_model=32, n_heads=4,
+                 blend_features=None, norm="robust", label_norm="rank", drop_tails=0.0, d_model=32, n_heads=4,
                  n_layers=2,
                  d_ff: int | None = None, dropout=0.1, positional="rotary", cross_stock=False, market="auto",
                  loss: str | None = None, icir_floor=0.3, max_epochs: int | None = None, days_per_batch=8,
                  lr=1e-3, weight_decay=1e-2, patience=4, val_fraction: float | None = None,
-                 average_last: int | None = None, n_seeds=2, blend_seeds: int | None = None,
+                 average_last: int | None = None, n_seeds: int | None = None, blend_seeds: int | None = None,
                  epoch_stock_days: int | None = None,
                  stocks_per_batch: int | None = None, warm_epochs=3, preset="auto", device="auto",
                  precision="float32", random_state=0, progress=False):
@@ -244,8 +249,9 @@ class PanelTransformer(BaseEstimator):
                               n_outputs=1 + len(self.aux_horizons))
 
     def _validate_params(self) -> None:
-        for name in ("window", "horizon", "n_seeds"):
+        for name in ("window", "horizon"):
             check_int(name, getattr(self, name))
+        check_int("n_seeds", self.n_seeds, allow_none=True)
         check_int("blend_seeds", self.blend_seeds, allow_none=True)
         for h in self.aux_horizons:
             check_int("aux_horizons", h)
@@ -337,8 +343,10 @@ class PanelTransformer(BaseEstimator):
         if self.budget_ != self.budget(0, 0):
             log.info("training budget for %d stocks x %d days: %s", panel.n_stocks, len(fit_days),
                      self.budget_)
+        blend = self.inputs_blend(panel.n_stocks)
+        self.n_seeds_ = self.seeds(panel.n_stocks, bool(blend))
         source = data_.on(device)  # on an accelerator, every training array there once
-        for k in range(self.n_seeds):
+        for k in range(self.n_seeds_):
             seed = int(self.random_state or 0) + k
             with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
                 torch.manual_seed(seed)
@@ -360,18 +368,30 @@ class PanelTransformer(BaseEstimator):
             self.best_epochs_.append(best)
         # the second set's warm start is its own state's, whether or not the first set's fits
         warm_all = getattr(self, "_warm", None)
-        self.blend_ = self._fit_blend(panel, warm_all) if self.blend_features else None
+        self.blend_ = self._fit_blend(panel, blend, warm_all) if blend else None
         return self
 
-    def _blend_model(self) -> PanelTransformer:
-        """The second set's model: these parameters, ``blend_features`` as its features, and
-        the seeds after this one's."""
-        return clone(self).set_params(features=tuple(self.blend_features), blend_features=(),
-                                      n_seeds=self.blend_seeds or self.n_seeds, blend_seeds=None,
-                                      random_state=int(self.random_state or 0) + int(self.n_seeds))
+    def inputs_blend(self, n_stocks: int) -> tuple[str, ...]:
+        """``blend_features`` resolved for a fit on ``n_stocks`` (``None``: the preset's)."""
+        if self.blend_features is None:
+            return tuple(self.rules.default_blend(n_stocks, self.preset))
+        return tuple(self.blend_features)
 
-    def _fit_blend(self, panel: Panel, warm: dict | None) -> PanelTransformer:
-        blend = self._blend_model()
+    def seeds(self, n_stocks: int, blending: bool) -> int:
+        """``n_seeds`` resolved for a fit on ``n_stocks`` (``None``: the preset's)."""
+        if self.n_seeds is None:
+            return self.rules.default_seeds(n_stocks, self.preset, blending)
+        return int(self.n_seeds)
+
+    def _blend_model(self, names: tuple[str, ...]) -> PanelTransformer:
+        """The second set's model: these parameters, ``names`` as its features, and the seeds
+        after this one's."""
+        return clone(self).set_params(features=tuple(names), blend_features=(),
+                                      n_seeds=self.blend_seeds or self.n_seeds_, blend_seeds=None,
+                                      random_state=int(self.random_state or 0) + int(self.n_seeds_))
+
+    def _fit_blend(self, panel: Panel, names: tuple[str, ...], warm: dict | None) -> PanelTransformer:
+        blend = self._blend_model(names)
         if warm is not None and warm.get("blend") is not None:
             blend.warm_from(warm["blend"])
         return blend.fit(panel)

@@ -71,6 +71,11 @@ class SizeRules:
     # state each fold starts from, so a stride taken from the machine gave other forecasts on 2
     # cores than on 16. A run with more workers keeps them busy with --warm-start N.
     market_warm_start: int = 2
+    # Past the threshold a second set of inputs, one network on each (1 + 1: docs/results.md,
+    # "Two sets of inputs, blended"); up to it one set and two networks, as measured there.
+    market_blend: tuple = ("alpha158",)
+    n_seeds: int = 2
+    market_blend_seeds: int = 1
 
     def is_market(self, n_stocks: int, preset: str = "auto") -> bool:
         """Whether a fit on ``n_stocks`` uses the whole-market regime: ``preset`` ``"market"``
@@ -91,15 +96,16 @@ class SizeRules:
                     f"{s['loss']} loss, {s['max_epochs']} epochs of {self.market_epoch_stock_days:,} "
                     f"stock-days, the last {s['average_last']} averaged, no validation; feed-forward "
                     f"{self.market_d_ff}, the market gate, up to {len(self.market_features)} features "
-                    "(as the data's columns allow); "
+                    f"(as the data's columns allow) and a second set ({', '.join(self.market_blend)}), "
+                    f"{self.market_blend_seeds} network(s) on each; "
                     f"refits warm-started {self.market_warm_start} folds back; no per-stock time-series "
                     "baselines")
         s = self.schedule
         return (f"preset panel (up to {self.market_above} stocks): {s['loss']} loss, up to "
                 f"{s['max_epochs']} epochs with early stopping on the latest "
                 f"{s['val_fraction']:.0%} of the training days; feed-forward {self.d_ff}, up to "
-                f"{len(self.features)} features (as the data's columns allow); each refit from "
-                "scratch")
+                f"{len(self.features)} features (as the data's columns allow), {self.n_seeds} networks; "
+                "each refit from scratch")
 
     def budget(self, given: dict, n_stocks: int, n_fit_days: int, preset: str = "auto") -> dict:
         """``{BUDGET_KEYS: value}`` for a fit on ``n_stocks`` x ``n_fit_days`` training days:
@@ -131,6 +137,15 @@ class SizeRules:
         if market != "auto":
             return market
         return "gate" if self.is_market(n_stocks, preset) else "none"
+
+    def default_blend(self, n_stocks: int, preset: str = "auto") -> tuple[str, ...]:
+        """``blend_features=None`` resolved: the second set of inputs (none up to the threshold)."""
+        return self.market_blend if self.is_market(n_stocks, preset) else ()
+
+    def default_seeds(self, n_stocks: int, preset: str = "auto", blending: bool = False) -> int:
+        """``n_seeds=None`` resolved: the networks on each set of inputs (one each past the
+        threshold with a second set, else ``n_seeds``)."""
+        return self.market_blend_seeds if blending and self.is_market(n_stocks, preset) else self.n_seeds
 
     def default_features(self, n_stocks: int, preset: str = "auto") -> tuple[str, ...]:
         """The features a model with ``features=None`` computes (where the columns allow)."""
