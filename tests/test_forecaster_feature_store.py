@@ -40,6 +40,9 @@ def test_file_and_memory_stores_read_the_computed_features(panel, tmp_path):
         np.testing.assert_array_equal(got, computed[100:180, stocks].transpose(1, 0, 2))
         one = store.read(stocks, 100, 180, np.array([2]))  # a column
         np.testing.assert_array_equal(one[..., 0], computed[100:180, stocks, 2].T)
+        two = store.read(stocks, 100, 180, np.array([3, 0]))  # columns in another order
+        np.testing.assert_array_equal(two, computed[100:180][:, stocks][..., [3, 0]].transpose(1, 0, 2))
+        assert store.read(stocks, 50, 50, np.array([1])).shape == (4, 0, 1)
     # a slice and a subset of a panel carrying the store read the store's rows and stocks
     view = FeatureView.whole(on_file)
     cut = dataclasses.replace(panel, features=view).slice("2018-03-01", "2018-09-28").take(
@@ -177,3 +180,19 @@ def test_memory_summary_names_the_phase_of_the_peak():
     assert memory_summary({"load": 2.0, "folds": 1.5}, {}, 0)["peak_phase"] == "load"
     assert memory_summary({}, {}, 2) == {}
 
+
+
+def test_scoring_in_groups_of_stocks_equals_scoring_them_together(panel, monkeypatch):
+    """Without a layer across stocks a stock's score is its own: a pass over a wide block of
+    stocks split into groups (to bound the inputs' memory) scores as one pass does."""
+    model = PanelTransformer(**{**TINY, "n_seeds": 2}, features=NAMES, market="gate").fit(panel)
+    together = model.predict(panel)
+    data = model._windows(panel)
+    groups = model._stock_groups(data, 64, panel.n_stocks, budget_bytes=40_000)
+    assert len(groups) > 3 and groups[-1].stop == panel.n_stocks
+    original = PanelTransformer._stock_groups
+    monkeypatch.setattr(PanelTransformer, "_stock_groups",
+                        lambda self, data, days, n: original(self, data, days, n, budget_bytes=40_000))
+    apart = model.predict(panel)
+    pd.testing.assert_index_equal(apart.index, together.index)
+    np.testing.assert_allclose(apart.to_numpy(), together.to_numpy(), rtol=0, atol=1e-5)

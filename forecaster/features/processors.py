@@ -46,11 +46,16 @@ class RobustZScore:
         else:
             flat = X[:rows].reshape(-1, X.shape[-1])
             flat = flat if pick is None else flat[pick]
+        # One feature at a time: the statistics' temporaries are a column's, not the sample's
+        # (a second set of inputs such as Alpha158 makes the sample 158 columns wide).
+        median, mad, std = (np.empty(flat.shape[1], np.float32) for _ in range(3))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN features
-            median = np.nanmedian(flat, axis=0)
-            mad = np.nanmedian(np.abs(flat - median), axis=0) * 1.4826
-            std = np.nanstd(flat, axis=0)
+            for j in range(flat.shape[1]):
+                column = flat[:, j]
+                median[j] = np.nanmedian(column)
+                mad[j] = np.nanmedian(np.abs(column - median[j])) * 1.4826
+                std[j] = np.nanstd(column)
         # A feature that is mostly constant (MAD 0) falls back to its standard deviation.
         scale = np.where(mad > 1e-12, mad, np.where(std > 1e-12, std, 1.0))
         self.center_ = np.nan_to_num(median).astype(np.float32)

@@ -75,24 +75,32 @@ class FeatureStore:
 
     def read(self, stocks: np.ndarray, lo: int, hi: int, columns: np.ndarray | None = None) -> np.ndarray:
         """Rows ``lo..hi-1`` of ``stocks`` (store indices): ``[len(stocks), hi - lo, F]``
-        float32, a copy (features ``columns`` only when given)."""
+        float32, a copy (features ``columns`` only when given, read a stock at a time so that
+        the other features of a wide store are never held at once)."""
         stocks = np.asarray(stocks, dtype=np.intp)
+        width = self.n_features if columns is None else len(columns)
         if self.values is not None:
-            out = self.values[stocks, lo:hi]
-        else:
-            out = np.empty((len(stocks), hi - lo, self.n_features), np.float32)
-            if hi > lo:
-                if self._file is None:
-                    self._file = open(self.path, "rb", buffering=0)  # noqa: SIM115 (kept per process)
-                row, f = self.n_days * self.n_features * ITEM, self._file
-                for k, s in enumerate(stocks):
-                    f.seek(int(s) * row + lo * self.n_features * ITEM)
-                    view = memoryview(out[k]).cast("B")
-                    got = f.readinto(view)
-                    if got != view.nbytes:
-                        raise OSError(f"{self.path}: short read ({got} of {view.nbytes} bytes); "
-                                      "the feature store was changed during the run")
-        return out if columns is None else np.ascontiguousarray(out[..., columns])
+            if columns is None:
+                return self.values[stocks, lo:hi]
+            return self.values[np.ix_(stocks, np.arange(lo, max(lo, hi)), np.asarray(columns, np.intp))]
+        out = np.empty((len(stocks), max(0, hi - lo), width), np.float32)
+        if hi <= lo:
+            return out
+        if self._file is None:
+            self._file = open(self.path, "rb", buffering=0)  # noqa: SIM115 (kept per process)
+        row, f = self.n_days * self.n_features * ITEM, self._file
+        whole = None if columns is None else np.empty((hi - lo, self.n_features), np.float32)
+        for k, s in enumerate(stocks):
+            f.seek(int(s) * row + lo * self.n_features * ITEM)
+            target = out[k] if whole is None else whole
+            view = memoryview(target).cast("B")
+            got = f.readinto(view)
+            if got != view.nbytes:
+                raise OSError(f"{self.path}: short read ({got} of {view.nbytes} bytes); "
+                              "the feature store was changed during the run")
+            if whole is not None:
+                np.take(whole, columns, axis=1, out=out[k])
+        return out
 
     def close(self) -> None:
         if self._file is not None:
