@@ -19,11 +19,9 @@ planted per-bar signal is recovered):
   their mean over the day's positions.
 
 A forecast of a price *level* (the seed recipe's) keeps the small-sample bias of a persistent
-regressor in these statistics too (a random walk's level against its next step), but
-measured in standard errors, not in tenths: on 13 seeds of random-walk bars its pooled rank IC
-was +0.031 +/- 0.012 at 4 bars x 1,000 days (+1.96 standard errors; within-day: +0.486) and
-+0.012 +/- 0.005 at 48 bars x 250 days (+1.35; within-day: +0.226); "minus the last return"
-and noise scored +0.004 and +0.003 or less. :func:`ic_t` gives a pooled IC's t-statistic.
+regressor in these statistics too (a random walk's level against its next step), of the size
+of a few standard errors rather than tenths (docs/history.md, "A price level on random-walk bars"):
+:func:`ic_t` gives a pooled IC's t-statistic to judge it by.
 """
 
 from __future__ import annotations

@@ -128,12 +128,8 @@ class StrategyConfig:
         """The default for ``n_stocks``: a panel holds the ``top_k`` best scores (a third of
         the stocks, at most 10) ranked whatever their sign, with the dropout rule replacing at
         most a tenth of them (at least one) per rebalance; one stock trades its own forecast
-        past the threshold. ``overrides`` (``None`` values ignored) replace any field.
-
-        Dropout over a daily top-k, measured on the 60-stock real panel (same Transformer
-        scores, 2022-2025, costs included; ``scripts/bench_portfolio.py``): turnover 49.5 vs
-        202 times a year, costs 5.5 % vs 23 % of equity a year, excess return +17.0 % vs
-        -5.3 % a year (README)."""
+        past the threshold. ``overrides`` (``None`` values ignored) replace any field (the
+        measurement behind dropout: docs/results.md, ``scripts/bench_portfolio.py``)."""
         given = {k: v for k, v in overrides.items() if v is not None}
         if n_stocks < 2:
             return cls(**{"rule": "threshold", **given})
