@@ -93,7 +93,10 @@ def with_feature_store(grid: Panel, models: dict, path: Path | None) -> Panel:
     if not names:
         return grid
     started = time.perf_counter()
+    cached = set(grid._cache)
     store = FeatureStore.build(grid, names, path)
+    for key in set(grid._cache) - cached:  # what the build derived (Alpha158's adjusted bars: six
+        del grid._cache[key]  # whole-market arrays) would stay on the caller's panel to the end
     log.info("feature store: %d features of %d stocks x %d days (%.2f GB float32%s) in %.1f s", len(names),
              grid.n_stocks, grid.n_days, grid.n_stocks * grid.n_days * len(names) * 4 / 2**30,
              ", on file" if path is not None else "", time.perf_counter() - started)
