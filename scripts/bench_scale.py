@@ -2,8 +2,9 @@
 
 For each size N (stocks) a fresh process generates ``forecaster.data.synthetic_panel(N,
 2500 days, signal_ic=0.05)`` (the planted signal shows a broken pipeline), runs every model of
-the default panel backtest with its defaults (the panel Transformer: two networks, its
-schedule and warm-started refits resolved from the breadth; gradient boosting, LightGBM where
+the default panel backtest with its defaults (the panel Transformer: its inputs, networks,
+schedule and warm-started refits resolved from the breadth, past 500 stocks one network on the
+default features and one on Alpha158; gradient boosting, LightGBM where
 installed, ridge on the features, the factor scores; not the per-stock time-series baselines)
 with quarterly refits over the last 1,000 days (expanding window, 16 folds), and reports one
 line::

@@ -298,3 +298,17 @@ def test_a_file_giving_run_control_in_walk_forward_is_read_with_a_warning(tmp_pa
     path.write_text("[walk_forward]\nn_jobs = 1\n[run]\nn_jobs = 2\n")
     with pytest.raises(ValueError, match=r"\[walk_forward\] n_jobs is also given in \[run\]"):
         resolve(read_toml(path), 30, str(path))
+
+
+@pytest.mark.parametrize(("name", "n_stocks", "blend", "n_seeds"), [
+    ("szse.toml", 1294, ("alpha158",), 1), ("csi300_pit.toml", 2964, ("alpha158",), 1),
+    ("csi300_pit_one_set.toml", 2964, (), 2), ("ashare.toml", 60, (), 2)])
+def test_the_results_pages_examples_resolve_to_their_rows_inputs(name, n_stocks, blend, n_seeds):
+    """Each results row's file, read and resolved at its data's breadth: the whole-market ones
+    blend Alpha158 with one network on each set unless the file keeps one set."""
+    from conftest import shared_path
+
+    shared_path()
+    exp = resolve(read_toml(REPO / "examples" / name), n_stocks=n_stocks)
+    assert exp.features.blend == blend and exp.model["n_seeds"] == n_seeds
+    assert ("blend = [" in to_toml(exp)) and f"n_seeds = {n_seeds}" in to_toml(exp)
