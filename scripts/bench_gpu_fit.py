@@ -50,8 +50,9 @@ def main() -> None:
         for precision in args.precisions.split(","):
             sizes = {} if per_step is None else {"stocks_per_batch": per_step, "days_per_batch": 32,
                                                   "epoch_stock_days": 600_000}
-            model = PanelTransformer(n_seeds=1, max_epochs=args.epochs, average_last=1, device=args.device,
-                                     precision=precision, **sizes)
+            # one network on the default features: a step's time, not the second set's
+            model = PanelTransformer(n_seeds=1, blend_features=(), max_epochs=args.epochs, average_last=1,
+                                     device=args.device, precision=precision, **sizes)
             t0 = time.perf_counter()
             model.fit(panel)
             history = model.histories_[0]
