@@ -34,7 +34,7 @@ ALLOWED = {
     "app": {"data", "metrics", "features", "models", "portfolio", "evaluation", "reporting", "risk"},
 }
 # Top-level modules every part may use: the package's checks of option values.
-SHARED = {"checks"}
+SHARED = {"checks", "configs"}
 
 # The rooms of forecaster/data (its sub-packages) and its loose modules, and what each may import
 # of the others (ARCHITECTURE.md). ``sources`` decides what a path is (a Qlib folder, a folder of
