@@ -15,6 +15,13 @@ def option(default=dataclasses.MISSING, help: str = "", *, factory=dataclasses.M
     return dataclasses.field(default=default, default_factory=factory, metadata={HELP: help})
 
 
+def same_option(cls, name: str):
+    """A field declared as ``cls``'s field ``name`` is (its default and description), for a
+    dataclass that carries an option on to ``cls``."""
+    (f,) = [f for f in dataclasses.fields(cls) if f.name == name]
+    return option(f.default, f.metadata.get(HELP, ""), factory=f.default_factory)
+
+
 def option_help(cls) -> dict[str, str]:
     """``{field: description}`` of a dataclass (``""`` for a field without one)."""
     return {f.name: f.metadata.get(HELP, "") for f in dataclasses.fields(cls)}

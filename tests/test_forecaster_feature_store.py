@@ -16,9 +16,11 @@ from forecaster.evaluation.walkforward import WalkForwardConfig, walk_forward
 from forecaster.features.factors import DEFAULT_FEATURES, available_features, feature_tensor, missing_inputs
 from forecaster.features.processors import make_processor
 from forecaster.features.store import FeatureStore, FeatureView, write_stock_major
+from forecaster.models.panel import scores
 from forecaster.models.panel.baselines import FeatureRegressor
 from forecaster.models.panel.dataset import ProcessedFeatures, market_context
 from forecaster.models.panel.model import PanelTransformer
+from forecaster.models.panel.scores import stock_groups
 
 NAMES = ("ret_1d", "volatility_20d", "return_5d", "volume_surprise")
 TINY = dict(window=8, d_model=8, n_heads=2, n_layers=1, max_epochs=2, n_seeds=1, days_per_batch=16)
@@ -188,11 +190,12 @@ def test_scoring_in_groups_of_stocks_equals_scoring_them_together(panel, monkeyp
     model = PanelTransformer(**{**TINY, "n_seeds": 2}, features=NAMES, market="gate").fit(panel)
     together = model.predict(panel)
     data = model._windows(panel)
-    groups = model._stock_groups(data, 64, panel.n_stocks, budget_bytes=40_000)
+    width = model.net_config_.n_features + model.net_config_.n_market
+    groups = stock_groups(data.context + 64, panel.n_stocks, width, False, budget_bytes=40_000)
     assert len(groups) > 3 and groups[-1].stop == panel.n_stocks
-    original = PanelTransformer._stock_groups
-    monkeypatch.setattr(PanelTransformer, "_stock_groups",
-                        lambda self, data, days, n: original(self, data, days, n, budget_bytes=40_000))
+    assert stock_groups(data.context + 64, panel.n_stocks, width, True, budget_bytes=40_000) == [
+        slice(0, panel.n_stocks)]
+    monkeypatch.setattr(scores, "GROUP_BYTES", 40_000)
     apart = model.predict(panel)
     pd.testing.assert_index_equal(apart.index, together.index)
     np.testing.assert_allclose(apart.to_numpy(), together.to_numpy(), rtol=0, atol=1e-5)

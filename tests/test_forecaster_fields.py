@@ -8,7 +8,7 @@ import pytest
 
 from forecaster.app.experiment import SECTIONS, build_section, option_fields
 from forecaster.app.fields import ConfigError, type_hints, type_name, type_ok
-from forecaster.configs import HELP, documented, option
+from forecaster.configs import HELP, documented, option, option_help, same_option
 
 
 def test_every_option_is_described_by_its_field():
@@ -32,6 +32,25 @@ def test_docstring_and_help_come_from_the_metadata():
     assert Toy().names == () and Toy(depth=3).depth == 3
     hints = type_hints(Toy)
     assert type_name(hints["depth"]) == "int | None" and type_name(hints["names"]) == "tuple[str, ...]"
+
+
+def test_an_option_carried_on_is_declared_once():
+    """[run]'s options are the walk-forward's: the same default and description, not a copy."""
+    from forecaster.app.experiment import RunConfig
+    from forecaster.evaluation.folds import WalkForwardConfig
+
+    run, walk = option_help(RunConfig), option_help(WalkForwardConfig)
+    assert run and all(run[k] == walk[k] != "" for k in run)
+    defaults = {f.name: f.default for f in dataclasses.fields(WalkForwardConfig)}
+    assert dataclasses.asdict(RunConfig()) == {k: defaults[k] for k in run}
+
+    toy = dataclasses.make_dataclass("Toy", [("names", tuple, option(factory=lambda: ("a",), help="names."))])
+
+    @dataclasses.dataclass
+    class Carrier:
+        names: tuple = same_option(toy, "names")
+
+    assert Carrier().names == ("a",) and option_help(Carrier) == option_help(toy)
 
 
 @pytest.mark.parametrize(("hint", "good", "bad"), [

@@ -52,7 +52,7 @@ from forecaster.app.fields import (
     type_name,
     type_ok,
 )
-from forecaster.configs import documented, option
+from forecaster.configs import documented, option, same_option
 from forecaster.evaluation.folds import WalkForwardConfig
 from forecaster.models.registry import DEFAULT_MODEL, registered
 from forecaster.portfolio.backtest import BacktestConfig
@@ -181,16 +181,11 @@ class RunConfig:
     ``metrics.json`` records them).
     """
 
-    n_jobs: int = option(-1,
-        "folds fitted at once, in worker processes (-1: one per core; 1: in this process).")
-    threads_per_task: int = option(1, "torch threads inside each fold.")
-    resume: bool = option(False,
-        "continue an interrupted run from the finished folds it saved in its report folder's folds/ (refused "
-        "if its data or configuration differ from this run's).")
-    backend: str = option("local",
-        '"local" (worker processes, n_jobs) or "ray" (every fold a task on a Ray cluster, the data in its '
-        "object store once). Results are identical.")
-    address: str = option("", 'the Ray cluster to use ("HOST:6379"); empty starts a local one.')
+    n_jobs: int = same_option(WalkForwardConfig, "n_jobs")
+    threads_per_task: int = same_option(WalkForwardConfig, "threads_per_task")
+    resume: bool = same_option(WalkForwardConfig, "resume")
+    backend: str = same_option(WalkForwardConfig, "backend")
+    address: str = same_option(WalkForwardConfig, "address")
 
     def __post_init__(self):
         # the one validation of these values: the walk-forward's

@@ -39,8 +39,9 @@ class WalkForwardConfig:
     min_stock_days: int = option(120, "a stock joins a fold only with this many days up to the cut-off.")
     margin_days: int = option(130,
         "days of history before each block given to predict (>= the longest input window any model needs).")
-    n_jobs: int = option(-1, "parallel processes (joblib semantics, -1 = all cores; 1 runs in this process).")
-    threads_per_task: int = option(1, "torch threads inside each task.")
+    n_jobs: int = option(-1,
+        "folds fitted at once, in worker processes (-1: one per core; 1: in this process).")
+    threads_per_task: int = option(1, "torch threads inside each fold.")
     start: pd.Timestamp | None = option(None, "the first day forecast may be (a date; none: no bound).")
     end: pd.Timestamp | None = option(None, "the last day forecast may be (a date; none: no bound).")
     progress: bool = True
@@ -54,7 +55,7 @@ class WalkForwardConfig:
         "continue an interrupted run from the finished folds it saved in its report folder's folds/ (refused "
         "if its data or configuration differ from this run's).")
     backend: str = option("local",
-        '"local" (joblib processes, n_jobs) or "ray" (every fold a task on a Ray cluster, the data in its '
+        '"local" (worker processes, n_jobs) or "ray" (every fold a task on a Ray cluster, the data in its '
         "object store once). Results are identical.")
     address: str = option("", 'the Ray cluster to use ("HOST:6379"); empty starts a local one.')
     warm_start: int | None = option(None,

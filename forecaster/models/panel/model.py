@@ -35,16 +35,14 @@ from forecaster.models.panel.checkpoint import fitted_payload, restore_fitted
 from forecaster.models.panel.dataset import (
     SequenceData,
     build_sequences,
-    choose_stocks,
     day_blocks,
-    day_span,
     feature_view,
 )
 from forecaster.models.panel.network import MARKET_MODES, PanelNetConfig, PanelTransformerNet
-from forecaster.models.panel.scores import blend_scores, scores_to_series, standardise_per_day
+from forecaster.models.panel.scores import blend_scores, ensemble_scores, scores_to_series
 from forecaster.models.panel.sizing import BUDGET_KEYS, PRESETS, SizeRules
 from forecaster.models.persistence import content_errors, load_model, save_model
-from forecaster.models.training import LoopConfig, autocast, train_days
+from forecaster.models.training import LoopConfig, train_days
 from seq2seq.core import resolve_device
 
 log = logging.getLogger(__name__)
@@ -428,52 +426,11 @@ class PanelTransformer(BaseEstimator):
                                market=config.market != "none",
                                aux_horizons=tuple(self.aux_horizons) if with_labels else ())
 
-    @torch.no_grad()
-    def _scores(self, nets, data: SequenceData, rows: np.ndarray, chunk: int | None = None,
-                max_stocks: int | None = None, rng: np.random.Generator | None = None) -> np.ndarray:
-        """Ensemble scores ``[len(rows), N]`` (NaN where not present, or not among the
-        ``max_stocks`` drawn with ``rng`` for a block of ``chunk`` days) for sorted rows.
-        ``chunk=None``: 64 days on the CPU, 512 on an accelerator (fewer, larger passes; a
-        day's score does not depend on the chunk)."""
-        if chunk is None:
-            chunk = 64 if self.device_.type == "cpu" else 512
-        out = np.full((len(rows), len(data.codes)), np.nan)
-        for net in nets:
-            net.eval()
-        for block in day_blocks(rows, chunk):
-            first, last = day_span(block)
-            stocks = choose_stocks(data.present[first:last + 1], max_stocks, rng)
-            present_np = data.present[first:last + 1][:, stocks]
-            raw = np.zeros((len(nets), *present_np.shape))
-            for part in self._stock_groups(data, len(block), len(stocks)):
-                x, _, _, present, _ = data.batch(block, stocks=stocks[part])
-                for k, net in enumerate(nets):
-                    with autocast(self.device_, self.precision):
-                        s = net(x.to(self.device_), present.to(self.device_))
-                    raw[k][:, part] = s.double().cpu().numpy()
-            total = np.zeros(present_np.shape)
-            for s in raw:
-                if not np.isfinite(s[present_np]).all():  # else they would average to 0, silently
-                    raise FloatingPointError("a network scored stocks as NaN or infinite: its weights "
-                                             "are not finite")
-                s = np.where(present_np, s, np.nan)
-                total += np.nan_to_num(standardise_per_day(s)) if len(nets) > 1 else s
-            at = np.searchsorted(rows, block)
-            out[np.ix_(at, stocks)] = np.where(present_np, total / len(nets), np.nan)
-        return out
-
-    def _stock_groups(self, data: SequenceData, days: int, n_stocks: int,
-                      budget_bytes: int = 128 * 2**20) -> list[slice]:
-        """Slices of a block's ``n_stocks`` stocks scored together: all at once on an
-        accelerator or with a layer across stocks, otherwise as many as keep the inputs
-        ``[stocks, context + days, features (+ market)]`` within ``budget_bytes`` (a wide
-        second set with its market columns is ten times the default's). A stock's score does
-        not depend on the others scored with it."""
-        if self.device_.type != "cpu" or self.net_config_.cross_stock or not n_stocks:
-            return [slice(0, n_stocks)]
-        width = self.net_config_.n_features + self.net_config_.n_market
-        size = max(1, budget_bytes // max(1, (data.context + days) * width * 4))
-        return [slice(a, min(n_stocks, a + size)) for a in range(0, n_stocks, size)]
+    def _scores(self, nets, data: SequenceData, rows: np.ndarray, **kwargs) -> np.ndarray:
+        """:func:`ensemble_scores` ``[len(rows), N]`` on this model's device and precision."""
+        config = self.net_config_
+        return ensemble_scores(nets, data, rows, self.device_, self.precision,
+                               config.n_features + config.n_market, config.cross_stock, **kwargs)
 
     def _val_ic(self, net, data: SequenceData, days: np.ndarray, seed: int) -> float:
         """Mean daily rank IC on the validation ``days``; within ``epoch_stock_days``
@@ -482,8 +439,7 @@ class PanelTransformer(BaseEstimator):
         epoch = self.budget_["epoch_stock_days"]
         max_stocks = None if epoch is None else max(2, int(epoch) // max(len(days), 1))
         was = net.training
-        scores = self._scores([net], data, days, max_stocks=max_stocks,
-                              rng=np.random.default_rng(seed))
+        scores = self._scores([net], data, days, max_stocks=max_stocks, rng=np.random.default_rng(seed))
         net.train(was)
         ic = daily_ic(pd.DataFrame(scores), pd.DataFrame(data.label[days]))
         return float(ic.mean()) if len(ic) else float("nan")
