@@ -206,7 +206,7 @@ def test_a_market_preset_run_blends_by_default_and_an_empty_option_restores_one_
     write_synthetic_panel(folder, n_stocks=8, n_days=240, signal_ic=0.05, seed=1)
     tiny = ["--window", "8", "--d-model", "8", "--heads", "2", "--layers", "1", "--epochs", "1",
             "--train-days", "150", "--retrain-every", "60", "--jobs", "1", "--no-baselines",
-            "--preset", "market"]
+            "--preset", "market", "--epoch-stock-days", "2000"]
     for given, blend, seeds in (([], ["alpha158"], 1), (["--blend-features", ""], [], 2)):
         out = tmp_path / f"r{len(given)}"
         res = CliRunner().invoke(main, ["backtest", str(folder), "--out", str(out), *tiny, *given])

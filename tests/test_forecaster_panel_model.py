@@ -471,7 +471,7 @@ def test_whole_market_features_for_the_transformer_and_the_feature_regressions_a
     wide = SizeRules(market_above=10)
     monkeypatch.setattr(PanelTransformer, "rules", wide)
     monkeypatch.setattr(FeatureRegressor, "rules", wide)
-    big = PanelTransformer(**TINY, n_seeds=1, loss="pairwise").fit(panel)
+    big = PanelTransformer(**TINY, n_seeds=1, loss="pairwise", epoch_stock_days=3000).fit(panel)
     gbm = FeatureRegressor("ridge").fit(panel)
     expected = small.features_[:17] + MARKET_ONLY_FEATURES + small.features_[17:]  # FEATURES' order
     assert big.features_ == gbm.features_ == expected
