@@ -57,6 +57,7 @@ def ensemble_scores(nets, data: SequenceData, rows: np.ndarray, device: torch.de
     if chunk is None:
         chunk = 64 if device.type == "cpu" else 512
     out = np.full((len(rows), len(data.codes)), np.nan)
+    together = device.type != "cpu" or cross_stock
     for net in nets:
         net.eval()
     for block in day_blocks(rows, chunk):
@@ -64,7 +65,6 @@ def ensemble_scores(nets, data: SequenceData, rows: np.ndarray, device: torch.de
         stocks = choose_stocks(data.present[first:last + 1], max_stocks, rng)
         present_np = data.present[first:last + 1][:, stocks]
         raw = np.zeros((len(nets), *present_np.shape))
-        together = device.type != "cpu" or cross_stock
         for part in stock_groups(data.context + len(block), len(stocks), width, together):
             x, _, _, present, _ = data.batch(block, stocks=stocks[part])
             for k, net in enumerate(nets):
