@@ -4,50 +4,69 @@ On CSI 300's point-in-time members in ``../shared/data/cn_qlib`` (2019-01-01..20
 default), with the Transformer's walk-forward forecasts of one run (``--report DIR`` reuses a
 ``forecaster backtest`` report's; without it the run is made first, ``--no-baselines``), it
 backtests two books on the same forecasts through the same A-share backtest (lots, T+1,
-limits, suspensions, ST, delisting, costs):
+limits, suspensions, ST, delisting, costs) at ``--capital`` CNY (1e8 by default):
 
-* ``enhanced``: ``--strategy enhanced`` at ``--tracking-error`` (the benchmark weights the
-  data allow: the float market value, carried past its last day by price);
+* ``enhanced``: ``--strategy enhanced`` at ``--tracking-error`` against ``--benchmark-weights``
+  (by default ``fitted``: fitted each month to the index's own series, which the data hold);
 * ``topk``: the report's default top-k dropout book;
 
-and prints, after costs, against the index's own series (SH000300, a price index)::
+and prints, after costs, each book against both benchmarks (issue 79's contract, values
+illustrative; each line one line, wrapped here)::
 
-    benchmark index=sh.000300 weights=float_mv proxy_te=0.0000 proxy_corr=0.000
-    book name=enhanced excess_ann=+0.000 te=0.000 ir=0.00 turnover=0.0 years_positive=N of M
-    book name=topk excess_ann=+0.000 te=0.000 ir=0.00 turnover=0.0 years_positive=N of M
-    risk bias=0.00
+    benchmark index=sh.000300 weights=fitted proxy_te=0.0150 proxy_corr=0.997 dividends_ann=0.026
+        capital=100000000
+    book name=enhanced against=total_return excess_ann=+0.080 te=0.048 ir=1.67 turnover=12.3
+        years_positive=8 of 8
+    book name=enhanced against=price excess_ann=+0.106 te=0.049 ir=2.16 turnover=12.3 years_positive=8 of 8
+    book name=topk against=total_return excess_ann=+0.130 te=0.115 ir=1.13 turnover=25.0
+        years_positive=7 of 8
+    book name=topk against=price excess_ann=+0.156 te=0.116 ir=1.34 turnover=25.0 years_positive=7 of 8
+    risk bias=0.97
 
-``proxy_*``: how the members at the benchmark weights follow the index over the books' days
-(annualised tracking error, daily correlation). ``excess_ann``: the book's annualised return
-minus the index's; ``te``: the annualised sd of the daily difference; ``ir``: its annualised
-mean over ``te``; ``turnover``: one-sided, times the book a year; ``years_positive``: calendar
-years the book beat the index. ``risk bias``: the enhanced book's realised daily active return
-(its target weights against the benchmark weights, close to close) over the risk model's
-predicted active sd: 1 when the risk model is calibrated. ``#`` lines add each book's excess by
-year, the weighted members' and the equal weight's lines, the solver's fallbacks and timings.
+``price``: the index's own series (SH000300, a price index: its members' dividends are not in
+it); ``total_return``: the same with the dividends added back (an estimate: :func:`total_return`
+adds the members' dividends at the benchmark weights, read off the data's adjustment;
+``dividends_ann`` is what it adds a year; ``nan``, and ``nan`` figures on the ``total_return``
+lines, where the data cannot tell the dividends). ``weights``: the benchmark weights'
+source; ``proxy_*``: how the members at those weights follow the price index over the books'
+days (annualised tracking error, daily correlation). ``excess_ann``: the book's annualised
+return minus the benchmark's; ``te``: the annualised sd of the daily difference; ``ir``: its
+annualised mean over ``te``; ``turnover``: one-sided, times the book a year;
+``years_positive=N of M``: calendar years with a positive excess. ``risk bias``: the bias
+statistic of the enhanced book's realised daily active return (its target weights against the
+benchmark weights, close to close) over the risk model's predicted active sd: 1 when the risk
+model is calibrated. ``#`` lines add each book's excess by year, the weighted members' and the
+equal weight's lines, the solver's fallbacks and timings. :func:`contract_lines` writes the
+lines from a :class:`Summary`.
 
 With ``--qlib-python PY`` (the side venv of ``bench_qlib_zoo.py``, with ``ecos``), Qlib's own
 ``EnhancedIndexingOptimizer`` solves each rebalance on the same alpha, risk model and benchmark
-weights (its turnover, per-stock and style limits set to this book's; its objective has no
-tracking-error budget, only its risk aversion ``lamb`` = 1) and the same backtest trades its
-weights: a line ``book name=qlib_enhanced ...``. Its solver is hard-coded to ECOS, which current
-cvxpy no longer installs: without ``ecos`` every solve fails and it returns the holdings, so a
-book started from cash stays in cash (the worker starts it from the index instead).
+weights, converted to Qlib's units (percent: ``scripts/qlib_enhanced_worker.py``), its turnover,
+per-stock and style limits set to this book's (its objective has no tracking-error budget, only
+its risk aversion ``lamb`` = 1), and the same backtest trades its weights: the lines ``book
+name=qlib_enhanced ...``, ending in how many rebalances each of its trials solved
+(``solved_trial1``: with every limit; ``solved_trial2``: its second trial, without the turnover
+limit; ``unsolved``: the holdings kept) of how many. Its solver is hard-coded to ECOS, which
+current cvxpy no longer installs: without ``ecos`` every solve fails and it returns the
+holdings (the worker starts the book from the index, not from cash).
 
-Targets (issue 72), after costs, against SH000300: IR >= 2.0 at a realised tracking error
-<= 6 %; excess >= +10 %/yr; every calendar year positive; risk bias in [0.8, 1.2]; proxy
-tracking error <= 4 %. The data hold only stocks delisted before 2022-01-10 (later ones are
-missing); the index's own series does not have that bias, the members do.
+Targets (issue 79), after costs, against the total-return index, at 1e8 CNY: IR >= 1.5 at a
+realised tracking error <= 5.5 % (a 5 % budget); excess >= +6 %/yr; every calendar year
+positive; fitted weights' proxy tracking error <= 1.6 %; risk bias in [0.8, 1.2]. The data hold
+only stocks delisted before 2022-01-10 (later ones are missing); the index's own series does
+not have that bias, the members do.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import math
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +83,98 @@ from forecaster.portfolio.strategy import StrategyConfig  # noqa: E402
 from forecaster.reporting.report import read_predictions  # noqa: E402
 from forecaster.risk import bias_statistic  # noqa: E402
 
+AGAINST = ("total_return", "price")  # the benchmarks each book is printed against, in order
+
+
+def _optional(name: str):
+    """The module ``name``, or None where the project does not have it (yet)."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name != name:
+            raise
+        return None
+
+
+TOTAL_RETURN = _optional("forecaster.portfolio.total_return")  # issue 79's estimate, where there
+
+
+@dataclass
+class Summary:
+    """What the contract lines say. ``books``: ``{name: {against: stats}}``, ``against`` in
+    :data:`AGAINST`, ``stats`` as :func:`~forecaster.evaluation.index_book.against_index`
+    gives them (``excess``, ``te``, ``ir``, ``years`` ``{year: excess}``); ``turnover``: one-sided,
+    times the book a year, by name; ``extra``: words ending a book's lines (the Qlib peer's
+    solves)."""
+
+    index: str
+    weights: str
+    proxy_te: float
+    proxy_corr: float
+    dividends_ann: float
+    capital: float
+    books: dict[str, dict[str, dict]]
+    turnover: dict[str, float]
+    risk_bias: float
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def years_positive(years: dict) -> tuple[int, int]:
+    """``(N, M)``: of the ``M`` calendar years in ``years`` ``{year: excess}``, ``N`` positive."""
+    return sum(v > 0 for v in years.values()), len(years)
+
+
+def contract_lines(s: Summary) -> list[str]:
+    """The lines issue 79 names, in its order: the benchmark, each book against each benchmark,
+    the risk bias."""
+    lines = [f"benchmark index={s.index} weights={s.weights} proxy_te={s.proxy_te:.4f} "
+             f"proxy_corr={s.proxy_corr:.3f} dividends_ann={s.dividends_ann:.3f} capital={s.capital:.0f}"]
+    for name, by in s.books.items():
+        for against in AGAINST:
+            st = by[against]
+            pos, n = years_positive(st["years"])
+            line = (f"book name={name} against={against} excess_ann={st['excess']:+.3f} te={st['te']:.3f} "
+                    f"ir={st['ir']:.2f} turnover={s.turnover[name]:.1f} years_positive={pos} of {n}")
+            lines.append(line + (f" {s.extra[name]}" if s.extra.get(name) else ""))
+    lines.append(f"risk bias={s.risk_bias:.2f}")
+    return lines
+
+
+def solves_words(counts: dict, n: int) -> str:
+    """The Qlib peer's line's ending: how many of its ``n`` rebalances each trial solved."""
+    return (f"solved_trial1={counts['trial1']} solved_trial2={counts['trial2']} "
+            f"unsolved={counts['failed']} of {n}")
+
+
+def total_return(panel, price: pd.Series, weights: np.ndarray) -> tuple[pd.Series | None, float, str]:
+    """``(daily returns [price's days], dividends a year, note)`` of the estimated total-return
+    index: the price index's daily returns ``price`` plus the members' dividends at the
+    benchmark ``weights`` ``[days, stocks]`` (``total_return_index`` of
+    ``forecaster.portfolio.total_return``); ``(None, nan, why)`` where the project has no such
+    estimator or the data cannot tell the dividends."""
+    fn = getattr(TOTAL_RETURN, "total_return_index", None)
+    if fn is None:
+        return None, math.nan, ("no total-return estimator in the project: dividends_ann=nan and the "
+                                "against=total_return lines are nan")
+    tr, notes = fn(price, panel, weights)
+    if tr is None:
+        return None, math.nan, "no total-return estimate: " + "; ".join(notes)
+    days = tr.notna() & price.notna()
+    dividends = float((tr[days] - price[days]).mean() * 252) if days.any() else math.nan
+    return tr, dividends, "total-return index: the price index plus " + "; ".join(notes)
+
+
+def risk_bias(panel, book, bench: np.ndarray) -> tuple[float, np.ndarray]:
+    """The bias statistic of the enhanced ``book``'s realised daily active return (its target
+    weights against ``bench`` ``[days, stocks]``, close to close) over its predicted active sd,
+    and that realised active return ``[book's rows]``."""
+    rows = panel.dates.get_indexer(book.weights.index)
+    index_of = {str(c): j for j, c in enumerate(panel.codes)}
+    cols = np.array([index_of[c] for c in book.weights.columns])
+    g = growth(panel)[rows][:, cols] - 1.0
+    active = ((book.weights.to_numpy() - bench[rows][:, cols]) * g).sum(axis=1)
+    return bias_statistic(active, book.predicted_sd.to_numpy()), active
+
 
 def _report(args) -> Path:
     if args.report:
@@ -78,10 +189,13 @@ def _report(args) -> Path:
     return out
 
 
-def qlib_book(args, panel, forecast: pd.DataFrame, config, out: Path) -> pd.DataFrame | None:
+def qlib_book(args, panel, forecast: pd.DataFrame, config, out: Path
+              ) -> tuple[pd.DataFrame, dict, int] | None:
     """Qlib's EnhancedIndexingOptimizer on the same forecasts, alpha rule, risk model and
     benchmark weights as the enhanced book (``scripts/qlib_enhanced_worker.py`` in
-    ``--qlib-python``): its weights ``[date x code]`` on the rebalance rows, held between."""
+    ``--qlib-python``, which converts them to Qlib's percent): ``(weights [date x code]`` on the
+    rebalance rows, held between, ``{trial1, trial2, failed}`` counts, rebalances``)``; None
+    when the worker fails."""
     from forecaster.portfolio.enhanced import problem_inputs, risk_model_of
     from forecaster.portfolio.strategy import rebalance_rows
 
@@ -120,11 +234,11 @@ def qlib_book(args, panel, forecast: pd.DataFrame, config, out: Path) -> pd.Data
     for k, i in enumerate(kept):
         frame.iloc[i] = 0.0
         frame.loc[forecast.index[i], [str(c) for c in arrays[f"codes_{k}"]]] = got[f"w_{k}"]
-    print(f"# qlib_enhanced: {int(got['failed'])} of {len(kept)} rebalances returned the holdings unchanged")
-    return frame.ffill()
+    counts = {key: int(got[key]) for key in ("trial1", "trial2", "failed")}
+    return frame.ffill(), counts, len(kept)
 
 
-def main() -> None:
+def _args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default=str(REPO.parent / "shared/data/cn_qlib"))
     p.add_argument("--universe", default="csi300")
@@ -133,6 +247,7 @@ def main() -> None:
     p.add_argument("--report", default=None, help="reuse this report's transformer forecasts")
     p.add_argument("--out", default=str(REPO / "runs/bench_enhanced"))
     p.add_argument("--model", default="transformer")
+    p.add_argument("--capital", type=float, default=1e8, help="every book's starting cash, CNY (1e8)")
     p.add_argument("--tracking-error", type=float, default=0.05)
     p.add_argument("--rebalance-every", type=int, default=1)
     p.add_argument("--max-turnover", type=float, default=StrategyConfig.max_turnover)
@@ -140,8 +255,19 @@ def main() -> None:
     p.add_argument("--qlib-python", default=None,
                    help="a Python with pyqlib and ecos (a side venv): Qlib's enhanced-index optimiser")
     p.add_argument("forecaster_args", nargs="*", help="after --: more options of the backtest run")
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    # checked before anything is run or written
+    if not (math.isfinite(args.capital) and args.capital > 0):
+        p.error(f"--capital {args.capital}: expected a positive amount of CNY")
+    if args.report and not Path(args.report).is_dir():
+        p.error(f"--report {args.report}: no such folder (a forecaster backtest report)")
+    if args.qlib_python and not Path(args.qlib_python).is_file():
+        p.error(f"--qlib-python {args.qlib_python}: no such file (a Python with pyqlib and ecos)")
+    return args
 
+
+def main(argv=None) -> None:
+    args = _args(argv)
     report = _report(args)
     pred = read_predictions(report)
     pred = pred[pred["model"] == args.model]
@@ -157,58 +283,65 @@ def main() -> None:
     print(f"# loaded {panel.n_stocks} stocks x {len(panel.dates)} days in {took:.0f} s; "
           f"{len(forecast)} forecast days {span}", flush=True)
 
+    code = index_for(loaded.universe.name, loaded.indices)
+    if code is None:
+        raise SystemExit(f"the data hold no series of {args.universe}'s index")
     n_members = int(panel.members.sum(axis=1).max())
-    base = BacktestConfig.for_universe(n_members, benchmark_weights=args.benchmark_weights)
+    base = BacktestConfig.for_universe(n_members, benchmark_weights=args.benchmark_weights,
+                                       capital=args.capital)
     enhanced = dataclasses.replace(base, strategy=StrategyConfig(
         rule="enhanced", tracking_error=args.tracking_error, rebalance_every=args.rebalance_every,
         max_turnover=args.max_turnover))
-    books, seconds = {}, {}
+    books, seconds, extra = {}, {}, {}
     for name, config in (("enhanced", enhanced), ("topk", base)):
         t0 = time.perf_counter()
         books[name] = run_backtest(panel, forecast, config)
         seconds[name] = time.perf_counter() - t0
     if args.qlib_python:
         t0 = time.perf_counter()
-        weights = qlib_book(args, panel, forecast, enhanced, Path(args.out))
-        if weights is not None:
+        got = qlib_book(args, panel, forecast, enhanced, Path(args.out))
+        if got is not None:
+            weights, counts, n = got
             books["qlib_enhanced"] = run_backtest(panel, weights, enhanced, given=True)
+            extra["qlib_enhanced"] = solves_words(counts, n)
         seconds["qlib_enhanced"] = time.perf_counter() - t0
-    code = index_for(loaded.universe.name, loaded.indices)
-    if code is None:
-        raise SystemExit(f"the data hold no series of {args.universe}'s index")
     books = attach_index(books, code, loaded.indices[code], base.execution, base.capital)
-    index = daily_returns(books["enhanced"].index_equity, base.capital)
-
+    price = daily_returns(books["enhanced"].index_equity, base.capital)
     bench = benchmark_weights(panel, args.benchmark_weights)
+    tr, dividends, tr_note = total_return(panel, price, bench.weights)
+    print(f"# {tr_note}")
     weighted = daily_returns(books["enhanced"].weighted_equity, base.capital)
-    proxy = weights_tracking(weighted, index)
-    print(f"benchmark index={code} weights={bench.source} proxy_te={proxy['te']:.4f} "
-          f"proxy_corr={proxy['corr']:.3f}")
-    for name, result in books.items():
-        stats = against_index(result.returns, index)
-        years = stats["years"]
-        print(f"book name={name} excess_ann={stats['excess']:+.3f} te={stats['te']:.3f} "
-              f"ir={stats['ir']:.2f} turnover={result.metrics['turnover'] / 2:.1f} "
-              f"years_positive={sum(v > 0 for v in years.values())} of {len(years)}")
-        print(f"# {name} by year: " + ", ".join(f"{y} {v:+.3f}" for y, v in years.items())
-              + f"; backtest {seconds[name]:.0f} s; after costs {result.metrics['annual_return']:+.3f}/yr")
+    proxy = weights_tracking(weighted, price)
+    nan_stats = {"excess": math.nan, "te": math.nan, "ir": math.nan, "years": {}}
+    stats = {name: {"price": against_index(result.returns, price),
+                    "total_return": against_index(result.returns, tr) if tr is not None else nan_stats}
+             for name, result in books.items()}
     book = books["enhanced"].enhanced
-    rows = panel.dates.get_indexer(book.weights.index)
-    index_of = {str(c): j for j, c in enumerate(panel.codes)}
-    cols = np.array([index_of[c] for c in book.weights.columns])
-    g = growth(panel)[rows][:, cols] - 1.0
-    active = ((book.weights.to_numpy() - bench.weights[rows][:, cols]) * g).sum(axis=1)
-    print(f"risk bias={bias_statistic(active, book.predicted_sd.to_numpy()):.2f}")
+    bias, active = risk_bias(panel, book, bench.weights)
+    summary = Summary(index=code, weights=bench.source, proxy_te=proxy["te"], proxy_corr=proxy["corr"],
+                      dividends_ann=dividends, capital=base.capital, books=stats,
+                      turnover={name: r.metrics["turnover"] / 2 for name, r in books.items()},
+                      risk_bias=bias, extra=extra)
+    for line in contract_lines(summary):
+        print(line)
+    for name, result in books.items():
+        for against in AGAINST:
+            years = stats[name][against]["years"]
+            by_year = ", ".join(f"{y} {v:+.3f}" for y, v in years.items())
+            print(f"# {name} against {against} by year: {by_year}")
+        after = result.metrics["annual_return"]
+        print(f"# {name}: backtest {seconds[name]:.0f} s; after costs {after:+.3f}/yr")
     d = book.diagnostics
     print(f"# enhanced: {len(d)} rebalances, status {d['status'].value_counts().to_dict()}, predicted te "
           f"{d['predicted_te'].mean():.4f} (factor {d['factor_te'].mean():.4f}, "
           f"style {d['style_te'].mean():.4f}, specific {d['specific_te'].mean():.4f}), "
           "realised target-weight te "
           f"{np.nanstd(active) * math.sqrt(252):.4f}; notes: {' | '.join(book.notes)}")
+    print(f"# benchmark weights: {bench.source}; {' | '.join(bench.notes) or 'no notes'}")
     equal = daily_returns(books["enhanced"].benchmark_equity, base.capital)
     for label, series in (("weighted members", weighted), ("equal weight", equal)):
-        s = against_index(series, index)
-        print(f"# {label} against the index: excess_ann={s['excess']:+.3f} te={s['te']:.3f}")
+        s = against_index(series, price)
+        print(f"# {label} against the price index: excess_ann={s['excess']:+.3f} te={s['te']:.3f}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     d.to_csv(out / "enhanced_rebalances.csv", index=False)

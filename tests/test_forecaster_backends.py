@@ -131,3 +131,30 @@ def test_freed_heap_collects_garbage_at_most_a_tenth_of_the_time(monkeypatch):
     backends._last_gc["end"] -= 601.0
     backends.release_freed_heap()
     assert len(calls) == 2
+
+
+def test_an_address_nothing_answers_at_fails_within_seconds_naming_it(tmp_path):
+    """[run] backend = "ray" with an unreachable address printed only Ray's log lines until a
+    120 s timeout (issue 78): now one line naming the address, within seconds, before the
+    report folder is claimed."""
+    from click.testing import CliRunner
+
+    from forecaster.app.cli import main
+    from forecaster.checks import ConfigError
+    from forecaster.evaluation.backends import ray_session
+
+    port = _free_port()  # bound, then closed: nothing listens there
+    address = f"127.0.0.1:{port}"
+    started = time.perf_counter()
+    with pytest.raises(ConfigError, match=rf"^\[run\] address '{address}': no Ray cluster answered within "
+                                          r"10 s \(.*refused"):
+        with ray_session(address):
+            pass
+    assert time.perf_counter() - started < 15 and not ray.is_initialized()
+    out = tmp_path / "r"
+    res = CliRunner().invoke(main, ["backtest", "--synthetic-stocks", "6", "--synthetic-days", "200",
+                                    "--train-days", "120", "--retrain-every", "40", "--backend", "ray",
+                                    "--address", address, "--out", str(out)])
+    assert res.exit_code == 1 and f"Error: [run] address '{address}': no Ray cluster answered" in res.output
+    assert "Traceback" not in res.output and not out.exists()
+    assert time.perf_counter() - started < 60

@@ -114,8 +114,10 @@ def test_the_solvers_fallbacks_are_exercised_and_counted(world, monkeypatch):
     monkeypatch.setattr(enhanced, "solve_book", lambda *a, **k: None)
     failed = run_backtest(panel, forecast, _config()).enhanced
     assert failed.fallbacks == len(failed.diagnostics) == 8
-    assert any("held the benchmark on 8 of 8 rebalance(s)" in n and "8 the solver could not solve" in n
-               for n in failed.notes)
+    # the first fallback (from cash) holds the benchmark, the later ones the book as it is held
+    assert list(failed.diagnostics["rung"]) == ["benchmark"] + ["held"] * 7
+    assert any("held the benchmark on 1 of 8 rebalance(s) and kept the book as it was held on 7" in n
+               and "8 the solver could not solve" in n for n in failed.notes), failed.notes
     bench = benchmark_weights(panel).weights[panel.dates.get_indexer(days)]
     assert np.allclose(failed.weights.to_numpy()[0], bench[0])
 
@@ -172,6 +174,13 @@ def test_an_enhanced_run_is_judged_against_the_index_beside_the_top_k_book(tmp_p
     assert set(book["enhanced"]["topk"]) >= {"excess", "te", "ir", "years"}
     assert book["enhanced"]["rebalances"] > book["enhanced"]["fallbacks"]  # the optimiser ran
     assert "largest average active weights: syn." in verdict
+    # each figure names its benchmark (issue 78): the index's series, or the weighted members
+    assert "/yr over sh.000300 (price index), tracking error" in verdict and "over the index" not in verdict
+    assert "; the enhanced book against them: " in verdict
+    assert "/yr over the members at float_mv weights, tracking error" in verdict
+    assert book["benchmark"] == "sh.000300 (price index)"
+    assert book["against_weights"]["benchmark"] == "the members at float_mv weights"
+    assert book["enhanced"]["te_realised_against_weights"] == book["against_weights"]["te"]
 
 
 def test_predict_gives_the_enhanced_books_orders_in_lots(tmp_path):
@@ -218,3 +227,118 @@ def test_a_bad_weights_file_stops_the_run_before_anything_is_written(tmp_path):
                                     "--strategy", "enhanced", "--benchmark-weights", str(bad), *QUICK])
     assert res.exit_code != 0 and "Traceback" not in res.output
     assert "sum to 100.0000, expected 1" in res.output and not (tmp_path / "r").exists()
+
+
+# ---------------------------------------------------------------- issue 78: what the lines say
+
+
+def test_without_the_index_series_the_figures_are_against_the_weighted_members(world):
+    """No series of the index: the enhanced book's figures are reported against the members at
+    the benchmark weights (named in every line), never dropped."""
+    from types import SimpleNamespace
+
+    from forecaster.evaluation.index_book import against_index, daily_returns, index_book
+
+    panel, truth = world
+    days = truth.index[-40:]
+    forecast = pd.DataFrame(np.random.default_rng(1).normal(size=(40, N_STOCKS)), index=days,
+                            columns=truth.columns)
+    config = _config()
+    result = run_backtest(panel, forecast, config)
+    assert result.index_equity is None and result.weighted_equity is not None
+    report = SimpleNamespace(model="transformer", backtests={"transformer": result})
+    lines, facts = index_book(report, forecast, panel, config, None, None)
+    members = "the members at float_mv weights"
+    assert lines[0].startswith(f"transformer's enhanced book after costs against {members} (no costs, "
+                               "dividends included; the data hold no series of the index")
+    expect = against_index(result.returns, daily_returns(result.weighted_equity, config.capital))
+    assert facts["index"] is None and facts["benchmark"] == members
+    assert facts["book"] == expect == {k: v for k, v in facts["against_weights"].items() if k != "benchmark"}
+    assert f"it: {expect['excess']:+.2%}/yr over {members}, tracking error {expect['te']:.2%}" in lines[0]
+    assert "over the index" not in " | ".join(lines)
+    assert any(x.startswith(f"tracking error against {members} {expect['te']:.2%} realised, budget 2.00%")
+               for x in lines)
+    topk = next(x for x in lines if x.startswith("on the same forecasts, the top-k book"))
+    assert f"over {members}" in topk and topk.endswith(f"(both over {members})")
+    book = facts["enhanced"]
+    assert book["benchmark"] == members and book["te_realised"] == expect["te"]
+    assert book["rebalances"] == 8 and {"predicted_te", "fallbacks", "topk"} <= set(book)
+
+
+def _small_folder(tmp_path, n_days=200):
+    from forecaster.data import write_synthetic_panel
+
+    data = tmp_path / "syn"
+    paths = write_synthetic_panel(data, n_stocks=6, n_days=n_days, seed=1)
+    dates = pd.read_csv(paths[0])["date"]
+    return data, [p.name[:-4] for p in paths], list(dates)
+
+
+@pytest.mark.parametrize("weights", [[], ["--benchmark-weights", "equal"]])
+def test_an_enhanced_book_without_a_benchmark_is_refused(tmp_path, weights):
+    from click.testing import CliRunner
+    from test_forecaster_universe import QUICK
+
+    from forecaster.app.cli import main
+
+    data, _, _ = _small_folder(tmp_path)
+    res = CliRunner().invoke(main, ["backtest", str(data), "--out", str(tmp_path / "r"), "--strategy",
+                                    "enhanced", *weights, *QUICK])
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    assert ("--strategy enhanced needs a benchmark: an index universe (--universe csi300, or a membership "
+            "file) or --benchmark-weights FILE (date,code,weight)") in res.output
+    assert ("equal over every stock of the data is no index's book" in res.output) == bool(weights)
+    assert not (tmp_path / "r").exists()
+
+
+def test_weights_that_begin_after_the_first_test_day_stop_the_run(tmp_path):
+    from click.testing import CliRunner
+    from test_forecaster_universe import QUICK
+
+    from forecaster.app.cli import main
+
+    data, codes, dates = _small_folder(tmp_path)
+    late = tmp_path / "late.csv"
+    late.write_text("date,code,weight\n" + "".join(f"{dates[-10]},{c},{1 / len(codes)}\n" for c in codes))
+    res = CliRunner().invoke(main, ["backtest", str(data), "--out", str(tmp_path / "r"), "--strategy",
+                                    "enhanced", "--benchmark-weights", str(late), *QUICK])
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    assert (f"--benchmark-weights {late}: the first benchmark weights hold from {dates[-9]} (dated "
+            f"{dates[-10]}), after the run's first test day") in res.output
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_weights_file_is_recorded_by_its_absolute_path_and_digest(tmp_path, monkeypatch):
+    """``--benchmark-weights good.csv`` (relative) is written to experiment.toml as the file's
+    absolute path with its SHA-256, so the file runs from any folder; a changed file is refused."""
+    import hashlib
+
+    from forecaster.app.experiment import experiment_dict, read_toml, resolve, to_toml
+    from forecaster.app.fields import ConfigError
+
+    work, report, elsewhere = tmp_path / "work", tmp_path / "report", tmp_path / "elsewhere"
+    for d in (work, report, elsewhere):
+        d.mkdir()
+    good = work / "good.csv"
+    good.write_text("date,code,weight\n2018-03-01,syn.000001,1.0\n")
+    digest = hashlib.sha256(good.read_bytes()).hexdigest()
+    monkeypatch.chdir(work)
+    exp = resolve({"backtest": {"benchmark_weights": "good.csv"}}, n_stocks=5)
+    (report / "experiment.toml").write_text(to_toml(exp))
+    assert f'benchmark_weights = "{good}"\nbenchmark_weights_sha256 = "{digest}"' in to_toml(exp)
+    recorded = experiment_dict(exp)["backtest"]
+    assert (recorded["benchmark_weights"], recorded["benchmark_weights_sha256"]) == (str(good), digest)
+    monkeypatch.chdir(elsewhere)
+    raw = read_toml(report / "experiment.toml")
+    assert raw["backtest"]["benchmark_weights"] == str(good)
+    assert "benchmark_weights_sha256" not in raw["backtest"]
+    assert resolve(raw, n_stocks=5).backtest.benchmark_weights == str(good)
+    good.write_text("date,code,weight\n2018-03-01,syn.000002,1.0\n")
+    with pytest.raises(ConfigError) as err:
+        read_toml(report / "experiment.toml")
+    assert (f"[backtest] benchmark_weights = '{good}' has changed since the run (SHA-256 {digest[:12]}... "
+            "recorded") in str(err.value) and "delete benchmark_weights_sha256" in str(err.value)
+    # a relative path in an experiment file is read from the file's folder
+    (report / "mine.csv").write_text(good.read_text())
+    (report / "mine.toml").write_text('[backtest]\nbenchmark_weights = "mine.csv"\n')
+    assert read_toml(report / "mine.toml")["backtest"]["benchmark_weights"] == str(report / "mine.csv")

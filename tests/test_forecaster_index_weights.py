@@ -120,3 +120,94 @@ def test_data_without_market_values_default_to_equal():
     assert benchmark_weights(p).source == "equal"
     with pytest.raises(DataError, match="carry no float market value"):
         benchmark_weights(p, "float_mv")
+
+
+# ---------------------------------------------------------------- issue 78: dates, age, coverage
+
+
+def _weights_file(path, panel, days):
+    """A weights file of equal weights over every stock on each of ``days`` (panel rows or dates)."""
+    rows = [(pd.Timestamp(d).date(), str(c), 1 / panel.n_stocks) for d in days for c in panel.codes]
+    pd.DataFrame(rows, columns=["date", "code", "weight"]).to_csv(path, index=False)
+    return path
+
+
+def test_a_weights_row_on_a_non_trading_day_is_refused_not_moved(panel, tmp_path):
+    days = pd.date_range(panel.dates[0], panel.dates[-1])
+    closed = days[~days.isin(panel.dates)][3]  # a weekend inside the data's span
+    path = _weights_file(tmp_path / "w.csv", panel, [panel.dates[5]])
+    rows = path.read_text().splitlines()
+    rows.insert(2, f"{closed.date()},{panel.codes[0]},0.5")  # line 3
+    path.write_text("\n".join(rows) + "\n")
+    with pytest.raises(DataError) as err:
+        benchmark_weights(panel, str(path))
+    text = str(err.value)
+    assert (f"--benchmark-weights {path}: line 3, column date: {closed.date()} is not a trading day of the "
+            "data") in text
+    assert "weights are dated by the close they apply at (1 such row(s))" in text and "\n" not in text
+
+
+def test_how_old_the_weights_are_is_said_in_the_notes_and_on_the_predict_side(panel, tmp_path, caplog):
+    from forecaster.portfolio.index_weights import STALE_AFTER, next_weights, stale_line, weights_age
+
+    old = benchmark_weights(panel, str(_weights_file(tmp_path / "old.csv", panel, [panel.dates[20]])))
+    age = len(panel.dates) - 1 - 20
+    assert weights_age(panel, old) == (panel.dates[20], age) and age > STALE_AFTER
+    line = (f"the last weights are of {panel.dates[20].date()}, {age} trading days before the data's last "
+            f"day {panel.dates[-1].date()}; they are drifted with prices since")
+    assert any(line in n for n in old.notes)
+    with caplog.at_level("WARNING", logger="forecaster.portfolio.index_weights"):
+        w = next_weights(panel, str(tmp_path / "old.csv"))
+    assert np.isclose(w.sum(), 1.0)
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(said) == 1 and f"{age} trading days before the signal day {panel.dates[-1].date()}" in said[0]
+    assert said[0].startswith(f"--benchmark-weights {tmp_path / 'old.csv'}: the last weights are of")
+    # weights within STALE_AFTER trading days: nothing said; equal weights are never old
+    new = _weights_file(tmp_path / "new.csv", panel, [panel.dates[-STALE_AFTER - 1]])
+    fresh = benchmark_weights(panel, str(new))
+    assert weights_age(panel, fresh)[1] == STALE_AFTER and stale_line(panel, fresh) is None
+    assert weights_age(panel, benchmark_weights(panel, "equal")) == (None, 0)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="forecaster.portfolio.index_weights"):
+        next_weights(panel, str(tmp_path / "new.csv"))
+    assert not caplog.records
+
+
+def test_float_market_values_that_ended_long_ago_are_called_old(panel, caplog):
+    from forecaster.portfolio.index_weights import next_weights
+
+    cut = Panel.from_frames({c: f.assign(float_mv=f["float_mv"].where(f.index < panel.dates[90]))
+                             for c, f in _frames(panel).items()})
+    cut.members = panel.members
+    with caplog.at_level("WARNING", logger="forecaster.portfolio.index_weights"):
+        next_weights(cut, "float_mv")
+    assert [r.getMessage() for r in caplog.records] == [
+        f"--benchmark-weights float_mv: the last float market values are of {panel.dates[89].date()}, "
+        f"{len(panel.dates) - 90} trading days before the signal day {panel.dates[-1].date()}; they are "
+        "drifted with prices since (a member that joined since has no weight): give newer ones"]
+
+
+def test_weights_that_begin_after_the_first_test_day_are_refused(panel, tmp_path):
+    from forecaster.portfolio.index_weights import check_covers
+
+    bw = benchmark_weights(panel, str(_weights_file(tmp_path / "w.csv", panel, [panel.dates[50]])))
+    assert bw.weights[50].sum() == 0 and np.isclose(bw.weights[51].sum(), 1)  # held from the next day
+    with pytest.raises(DataError) as err:
+        check_covers(bw, panel, panel.dates[30])
+    d = [str(panel.dates[t].date()) for t in (51, 50, 30, 29)]
+    assert str(err.value) == (
+        f"--benchmark-weights {tmp_path / 'w.csv'}: the first benchmark weights hold from {d[0]} (dated "
+        f"{d[1]}), after the run's first test day {d[2]}: the book would have no benchmark until then; give "
+        f"weights dated {d[3]} or earlier, or start the test days on {d[0]} or later (--start)")
+    check_covers(bw, panel, panel.dates[51])  # covered from its first test day: accepted
+    check_covers(benchmark_weights(panel, "float_mv"), panel, panel.dates[0])
+
+
+def test_the_weighted_members_of_a_file_are_named_by_it(panel, tmp_path):
+    from forecaster.portfolio.index_weights import members_equity
+
+    path = _weights_file(tmp_path / "w.csv", panel, [panel.dates[5]])
+    eq, name = members_equity(panel, str(path), panel.dates[10:40], 1e6, next_open=False)
+    assert name == f"the members at the weights of {path} (no costs)" and len(eq) == 30
+    _, equal = members_equity(panel, "equal", panel.dates[10:40], 1e6, False)
+    assert equal == "the members at equal weights (no costs)"

@@ -57,8 +57,10 @@ def test_another_model_under_test_makes_the_transformer_a_baseline():
     alone = resolve({"model": {"name": "gbm"}, "models": {"baselines": False}}, 30)
     assert list(build_models(alone)) == ["gbm"]
     assert list(build_models(resolve({"models": {"baselines": False}}, 30))) == ["transformer"]
-    with pytest.raises(ConfigError, match="unknown key 'window' for gbm.*the Transformer's parameters apply"):
-        resolve({"model": {"name": "gbm", "window": 10}}, 30)
+    # a Transformer parameter the model under test lacks sets the Transformer baseline (issue 78)
+    assert build_models(resolve({"model": {"name": "gbm", "window": 10}}, 30))["transformer"].window == 10
+    with pytest.raises(ConfigError, match="unknown key 'bogus_key' for gbm; expected one of"):
+        resolve({"model": {"name": "gbm", "bogus_key": 10}}, 30)
     with pytest.raises(ConfigError, match=r"max_rows = 'many': expected int"):
         resolve({"model": {"name": "gbm", "max_rows": "many"}}, 30)
 
@@ -135,9 +137,9 @@ def test_bad_model_names_are_refused_before_any_output(tmp_path, folder):
     res = CliRunner().invoke(main, ["backtest", str(folder), "--model", "lgbm", "--out", str(tmp_path / "a")])
     assert res.exit_code != 0 and "--model = 'lgbm': unknown model 'lgbm'" in res.output
     assert not (tmp_path / "a").exists()
-    res = CliRunner().invoke(main, ["backtest", str(folder), "--model", "gbm", "--window", "8",
-                                    "--out", str(tmp_path / "b")])
-    assert res.exit_code != 0 and "unknown key 'window' for gbm" in res.output
+    res = CliRunner().invoke(main, ["backtest", str(folder), "--model", "gbm", "--window", "0",
+                                    "--out", str(tmp_path / "b")])  # the Transformer baseline's option
+    assert res.exit_code != 0 and "Error: --window must be a positive integer, got 0" in res.output
     assert "Traceback" not in res.output and not (tmp_path / "b").exists()
     res = CliRunner().invoke(main, ["train", str(folder), "--model", "lightgbm",
                                     "--out", str(tmp_path / "c")])

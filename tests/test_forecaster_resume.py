@@ -41,7 +41,7 @@ def folder(tmp_path_factory):
 
 def _wait_for_folds(proc, folds, n, timeout=240):
     t0 = time.time()
-    while len(list(folds.glob("fold_*.pkl"))) < n:
+    while len(list(folds.glob("fold_*.json"))) < n:
         assert proc.poll() is None, "the run ended before it could be interrupted"
         assert time.time() - t0 < timeout, "no fold finished in time"
         time.sleep(0.05)
@@ -68,14 +68,14 @@ def test_killed_run_resumes_to_the_uninterrupted_result(folder, tmp_path):
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    finished = len(list((killed / "folds").glob("fold_*.pkl")))
+    finished = len(list((killed / "folds").glob("fold_*.json")))
     assert 2 <= finished < 5 and not (killed / "metrics.json").exists()
 
     # Other options than the interrupted run's: refused, naming the difference.
     res = subprocess.run([*_cli(folder, killed, "--resume"), "--lr", "0.01"], capture_output=True,
                          text=True, env=env)
     assert res.returncode != 0 and "configuration differs" in res.stderr and "lr" in res.stderr
-    assert len(list((killed / "folds").glob("fold_*.pkl"))) == finished  # nothing lost
+    assert len(list((killed / "folds").glob("fold_*.json"))) == finished  # nothing lost
 
     res = subprocess.run(_cli(folder, killed, "--resume"), capture_output=True, text=True, env=env)
     assert res.returncode == 0, res.stderr
@@ -97,7 +97,8 @@ def test_ctrl_c_keeps_finished_folds_and_prints_the_resume_command(folder, tmp_p
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130
     assert "interrupted" in err and "--resume" in err and str(out) in err
-    assert list((out / "folds").glob("fold_*.pkl"))
+    kept = len(list((out / "folds").glob("fold_*.json")))
+    assert kept and f"interrupted: {kept} finished fold(s) kept in {out / 'folds'}" in err
 
 
 def test_resume_refuses_changed_data(tmp_path):

@@ -312,7 +312,7 @@ def test_a_snapshot_is_a_consistent_covariance():
     model = RiskModel(RiskModelConfig(min_history=100)).fit(s["returns"], s["exposures"], None, s["dates"])
     assert model.snapshot(99) is None  # 99 regressions (day 0 has none)
     assert model.snapshot(100) is not None
-    snap = model.snapshot(-1)
+    snap = model.snapshot(299)  # the last day, by its index (a negative one raises: issue 79)
     n, k = snap.exposures.shape
     assert (n, k) == (80, 12) and len(snap.factor_names) == k
     np.testing.assert_array_equal(snap.exposures[:, 0], 1.0)
@@ -410,3 +410,76 @@ def test_the_factor_returns_estimation_error_is_removed():
         realised, predicted = book_outcomes(model, s["returns"], range(300, 999), mimicking)
         bias = bias_statistic(realised, predicted)
         assert (0.93 < bias < 1.07) if remove else bias < 0.93, (remove, bias)
+
+
+# ------------------------------------------------------------------ the model's edges (issue 79 item 4)
+
+
+def _small_panel(n_stocks=12, n_days=40, seed=0):
+    """A Panel whose stock 0 is suspended on day 20 with a bar (baostock's folders: volume 0,
+    the close the previous one)."""
+    from forecaster.data.panel import Panel
+
+    rng = np.random.default_rng(seed)
+    dates = pd.bdate_range("2021-01-04", periods=n_days)
+    close = 10 * np.cumprod(1 + rng.normal(0, 0.02, (n_days, n_stocks)), axis=0)
+    close[20, 0] = close[19, 0]
+    frames = {}
+    for j in range(n_stocks):
+        pre = np.r_[10.0, close[:-1, j]]
+        volume = np.full(n_days, 1e6)
+        volume[20] = 0.0 if j == 0 else 1e6
+        frames[f"sh.{600000 + j}"] = pd.DataFrame({
+            "code": f"sh.{600000 + j}", "open": pre, "high": np.maximum(pre, close[:, j]),
+            "low": np.minimum(pre, close[:, j]), "close": close[:, j], "preclose": pre, "volume": volume,
+            "float_mv": close[:, j] * 1e8}, index=pd.Index(dates, name="date"))
+    return Panel.from_frames(frames)
+
+
+def test_a_snapshot_of_a_day_outside_the_data_raises_instead_of_wrapping():
+    s = planted(n_days=150, n_stocks=40)
+    model = RiskModel(RiskModelConfig(min_history=20, window=60)).fit(s["returns"], s["exposures"], None,
+                                                                       s["dates"])
+    assert model.snapshot(149) is not None
+    for day in (-1, -150, 150):
+        with pytest.raises(IndexError, match=f"day {day} is outside the fitted days 0..149"):
+            model.snapshot(day)
+
+
+def test_a_suspended_day_with_a_bar_is_no_return(monkeypatch):
+    from forecaster.portfolio import enhanced
+
+    panel = _small_panel()
+    assert panel.suspended[20, 0] and panel.listed[20, 0]
+    seen = {}
+
+    def fit(self, returns, exposures, universe, dates, weights=None):
+        seen["returns"] = returns
+        return self
+
+    monkeypatch.setattr(RiskModel, "fit", fit)
+    enhanced.risk_model_of(panel)
+    r = seen["returns"]
+    assert np.isnan(r[20, 0])  # not the zero return close / preclose - 1 reads
+    assert np.isfinite(r[20, 1:]).all() and np.isfinite(r[19, 0]) and np.isfinite(r[21, 0])
+
+
+def test_the_cached_risk_model_keys_on_the_members(monkeypatch):
+    from forecaster.portfolio import enhanced
+
+    panel = _small_panel()
+    fits = []
+
+    def fit(self, returns, exposures, universe, dates, weights=None):
+        fits.append(universe.copy())
+        return self
+
+    monkeypatch.setattr(RiskModel, "fit", fit)
+    everyone = enhanced.risk_model_of(panel)
+    assert enhanced.risk_model_of(panel) is everyone and len(fits) == 1  # cached
+    panel.members = np.ones(panel.listed.shape, dtype=bool)
+    panel.members[:, :6] = False
+    some = enhanced.risk_model_of(panel)
+    assert some is not everyone and len(fits) == 2 and not fits[1][:, :6].any()
+    panel.members = None
+    assert enhanced.risk_model_of(panel) is everyone and len(fits) == 2

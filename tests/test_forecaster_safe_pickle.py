@@ -105,15 +105,15 @@ def _run(tmp_path):
 def test_resume_reads_only_the_fold_files_its_run_wrote(tmp_path):
     frames, models, resume, folds = _run(tmp_path)
     assert walk_forward(frames, models, resume, checkpoint_dir=folds).n_resumed >= 2
-    victim = sorted(folds.glob("fold_*.pkl"))[0]
+    victim = sorted(folds.glob("fold_*.json"))[0]
     marker = tmp_path / "marker"
     victim.write_bytes(pickle.dumps(_Payload(marker)))  # swapped, not recorded
     with pytest.raises(ResumeError, match=f"{victim.name} is not the file the run wrote"):
         walk_forward(frames, models, resume, checkpoint_dir=folds)
-    # a digest forged alongside (written through the manifest): still never run
+    # a digest forged alongside (written through the manifest): still never run (no pickle is read)
     with atomic_write(victim) as f:
         f.write(pickle.dumps(_Payload(marker)))
-    with pytest.raises(ResumeError, match="builtins.exec"):
+    with pytest.raises(ResumeError, match=f"{victim.name}: is not JSON"):
         walk_forward(frames, models, resume, checkpoint_dir=folds)
     assert not marker.exists()
 
@@ -137,8 +137,9 @@ def test_warm_states_survive_the_fold_file(tmp_path):
     store.start(resume=False)
     state = {"nets": [{"w": torch.arange(6, dtype=torch.float32).reshape(2, 3),
                        "h": torch.ones(2, dtype=torch.bfloat16)}], "features": ("a", "b"), "blend": None}
-    store.save(FoldOutput(3, [pd.DataFrame({"forecast": [0.5]}, index=pd.to_datetime(["2021-01-04"]))],
-                          states={"transformer": state}))
+    rows = pd.DataFrame({"code": ["a"], "model": ["m"], "fold": [3], "forecast": [0.5]},
+                        index=pd.to_datetime(["2021-01-04"]))
+    store.save(FoldOutput(3, [rows], states={"transformer": state}))
     back = store.start(resume=True)[3]
     nets = back.states["transformer"]["nets"][0]
     assert torch.equal(nets["w"], state["nets"][0]["w"]) and nets["h"].dtype == torch.bfloat16

@@ -92,7 +92,7 @@ def test_a_resumed_warm_run_continues_the_chain(frames, tmp_path):
     models = {"transformer": PanelTransformer(**TINY)}
     panel = Panel.from_frames(frames)
     whole = walk_forward(panel, models, WalkForwardConfig(**config), checkpoint_dir=tmp_path)
-    files = sorted(tmp_path.glob("fold_*.pkl"))
+    files = sorted(tmp_path.glob("fold_*.json"))
     for f in files[2:]:  # as if killed after two folds
         f.unlink()
     resumed = walk_forward(panel, models, WalkForwardConfig(**config, resume=True), checkpoint_dir=tmp_path)

@@ -15,29 +15,25 @@ import click
 import pandas as pd
 
 from forecaster.app import daily, plot_run, score_cmd
-from forecaster.app.console import echo_report, exit_status
+from forecaster.app.console import echo_report, exit_status, model_lines
+from forecaster.app.errors import error_line, input_errors
 from forecaster.app.options import DATE, experiment_options, raw_sections
 from forecaster.app.outputs import check_apart, check_output, check_output_file
-from forecaster.data import DataError
 from seq2seq.core import atomic_write
 
 
 class _Commands(click.Group):
-    """Bad input never ends in a traceback: errors of input, files and checkpoints become one
-    ``Error: ...`` line and exit status 1 (``-vv`` logs the traceback as well)."""
+    """Bad input never ends in a traceback: the project's typed errors of input, files and
+    checkpoints (:func:`~forecaster.app.errors.input_errors`) become one ``Error: ...`` line and
+    exit status 1 (``-vv`` logs the traceback as well). Any other exception, a bare
+    ``ValueError`` included, is a bug: it keeps its traceback."""
 
     def invoke(self, ctx):
-        from forecaster.app.fields import ConfigError
-        from forecaster.app.outputs import OutputError
-        from seq2seq.core import CheckpointError
-
         try:
             return super().invoke(ctx)
-        except (DataError, ConfigError, OutputError, CheckpointError, OSError, ValueError) as exc:
+        except input_errors() as exc:
             logging.getLogger(__name__).debug("traceback", exc_info=True)
-            where = f"{exc.filename}: " if isinstance(exc, OSError) and exc.filename else ""
-            text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise click.ClickException(f"{where}{text}") from exc
+            raise error_line(exc) from exc
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
@@ -67,7 +63,7 @@ train, predict, plot = daily.train, daily.predict, plot_run.plot
 def _interrupted(out: str) -> None:
     """Ctrl-C: say what is kept and how to resume, and exit 130 (as a shell does)."""
     folds = Path(out) / "folds"
-    done = len(list(folds.glob("fold_*.pkl")))
+    done = len(list(folds.glob("fold_*.json")))  # a fold's JSON is written last (fold_files)
     args = [a for a in sys.argv[1:] if a != "--resume"]
     click.echo(f"\ninterrupted: {done} finished fold(s) kept in {folds}; resume with:\n  "
                + shlex.join(["forecaster", *args, "--resume"]), err=True)
@@ -76,10 +72,7 @@ def _interrupted(out: str) -> None:
 
 def _run(raw: dict, source: str, out: str, overwrite: bool = False) -> None:
     """Resolve, run and report an experiment (``backtest`` and ``run``)."""
-    from forecaster.app.fields import ConfigError
     from forecaster.app.pipeline import prepare, run_experiment
-    from forecaster.data import DataError
-    from forecaster.evaluation.fold_store import ResumeError
 
     resume = bool(raw.get("run", {}).get("resume") or raw.get("walk_forward", {}).get("resume"))
     data = raw.get("data", {})
@@ -89,18 +82,13 @@ def _run(raw: dict, source: str, out: str, overwrite: bool = False) -> None:
     check_apart([out], [data.get("path"), data.get("intraday"),
                         None if source == "<options>" or own else source])
     check_output(out, overwrite=overwrite, resume=resume)
-    try:
-        exp, loaded = prepare(raw, source)
-    except (ConfigError, DataError, FileNotFoundError) as exc:
-        raise click.ClickException(str(exc)) from exc
+    exp, loaded = prepare(raw, source)  # bad input: one line (_Commands)
     click.echo(loaded.summary, err=True)
     wf = exp.walk_forward
     click.echo(f"walk-forward: {wf.scheme} window, refit every {wf.retrain_every} days, horizon "
                f"{wf.horizon}; strategy {exp.backtest.strategy.rule}", err=True)
-    if exp.panel and "preset" in exp.model:  # the regime of the Transformer's defaults, by name
-        from forecaster.models.panel.sizing import SizeRules
-
-        click.echo(SizeRules().describe(exp.model["preset"]), err=True)
+    for line in model_lines(exp):  # the Transformer's settings as resolved, not the preset's defaults
+        click.echo(line, err=True)
     interrupted = []
 
     def on_sigint(signum, frame):
@@ -115,8 +103,6 @@ def _run(raw: dict, source: str, out: str, overwrite: bool = False) -> None:
         result, report, files = run_experiment(exp, loaded, out, overwrite=overwrite)
     except KeyboardInterrupt:
         _interrupted(out)
-    except (ResumeError, ConfigError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from exc
     finally:
         if main_thread:
             signal.signal(signal.SIGINT, previous)
@@ -148,7 +134,8 @@ def backtest(data, out, overwrite, **options):
     the same command with --resume continues from there. A model that fails on a fold is
     recorded and the run goes on (a model skipped for too little data is not a failure); the
     failures are listed first, and once the report is written the exit status is 1 when the
-    Transformer failed on any fold (a failing baseline leaves it 0).
+    model under test (--model; the Transformer by default) failed on any fold (a failing
+    baseline, the Transformer among them under another --model, leaves it 0).
     """
     raw = raw_sections(options)
     if data:
@@ -166,12 +153,8 @@ def run_command(experiment, out, resume, overwrite):
     """Run the experiment file EXPERIMENT (TOML: [data], [features], [model], [models],
     [walk_forward], [strategy], [costs], [market], [backtest]; keys as the backtest options)."""
     from forecaster.app.experiment import read_toml
-    from forecaster.app.fields import ConfigError
 
-    try:
-        raw = read_toml(experiment)
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from exc
+    raw = read_toml(experiment)  # a ConfigError: one line (_Commands)
     if resume:
         raw.setdefault("run", {})["resume"] = True
     _run(raw, str(experiment), out, overwrite)
@@ -192,10 +175,7 @@ def compare(reports, out, overwrite):
         check_apart([out, out.with_suffix(".png")], reports)
         for path in (out, out.with_suffix(".png")):
             check_output_file(path, overwrite=overwrite)
-    try:
-        table = compare_reports(list(reports))
-    except ValueError as exc:
-        raise click.ClickException(str(exc)) from exc
+    table = compare_reports(list(reports))  # a report it cannot read: one line (_Commands)
     with pd.option_context("display.width", 220, "display.max_columns", 20):
         click.echo(table.to_string(float_format=lambda v: f"{v:+.4f}"))
     if out:

@@ -72,3 +72,28 @@ def _not_computed_lines(table: pd.DataFrame, report) -> list[str]:
             by_reason.setdefault(why, []).append(col)
         lines += [f"n/c = not computed: {model} {', '.join(cols)} ({why})" for why, cols in by_reason.items()]
     return lines
+
+
+def model_lines(exp) -> list[str]:
+    """What a panel run's Transformer uses, as resolved (its preset's rules, each replaced by the
+    value given: ``--epochs 1`` says 1 epoch); with another model under test, the Transformer
+    baseline's, and which options typed set it."""
+    from forecaster.app.fields import OPTIONS, model_params, option_flag
+    from forecaster.models.panel.sizing import SizeRules
+    from forecaster.models.registry import DEFAULT_MODEL
+
+    if not exp.panel:
+        return []
+    own = exp.model_name == DEFAULT_MODEL
+    params = exp.model if own else {**model_params(True), **exp.baseline}
+    line = SizeRules().describe(params["preset"], {**params, "features": exp.features.names or None},
+                                blend=exp.features.blend, warm_start=exp.walk_forward.warm_start)
+    if own:
+        return [line]
+    lines = [f"the Transformer baseline: {line}"]
+    typed = [k for k in exp.baseline if k != "preset"]
+    if typed:
+        named = ", ".join(option_flag(k) if exp.source == OPTIONS else f"[model] {k}" for k in typed)
+        lines.append(f"{named}: of the Transformer; with {exp.model_name} under test "
+                     f"{'they apply' if len(typed) > 1 else 'it applies'} to the Transformer baseline")
+    return lines

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 import pandas as pd
 
+from forecaster.app.errors import error_line, input_errors
 from forecaster.app.experiment import DataConfig
 from forecaster.app.options import DATE, experiment_options, raw_sections
 from forecaster.app.outputs import (
@@ -121,10 +122,7 @@ def open_run(run: str, data: str | None, device: str):
     if data and (Path(data).is_dir()) != (cls is PanelTransformer):
         kind = "a folder (panel)" if cls is PanelTransformer else "one CSV"
         raise click.ClickException(f"{run} holds a model of {kind}; {data} is not that")
-    try:
-        model = cls.load(run / MODEL_FILE, device=device)
-    except ValueError as exc:
-        raise click.ClickException(str(exc)) from exc
+    model = cls.load(run / MODEL_FILE, device=device)  # a CheckpointError: one line
     return run, info, model
 
 
@@ -233,7 +231,7 @@ def train(data, out, overwrite, end, **options):
         else:
             path, frame = load_one(data, on_bad)
             if end is not None and end < frame.index[0].normalize():
-                raise ValueError(f"--end {end.date()} is before the first row ({frame.index[0].date()})")
+                raise ConfigError(f"--end {end.date()} is before the first row ({frame.index[0].date()})")
             # a date: every row of that day (minute bars included)
             frame = frame.loc[: end + pd.Timedelta(days=1) - pd.Timedelta(1)] if end is not None else frame
             model = single_stock_transformer(horizon=horizon, progress=True,
@@ -242,8 +240,8 @@ def train(data, out, overwrite, end, **options):
             source = str(path.resolve())
     except ConfigError as exc:  # names the option itself
         raise click.ClickException(str(exc)) from exc
-    except ValueError as exc:
-        raise click.ClickException(f"{data or 'embedded series'}: {exc}") from exc
+    except input_errors() as exc:  # anything else (a bare ValueError) is a bug: its traceback
+        raise click.ClickException(f"{data or 'embedded series'}: {error_line(exc).message}") from exc
     run = target.claim()
     model.save(run / MODEL_FILE)
     info = {"kind": "panel" if panel else "one_stock", "data": source, "csv": None if panel else source,
@@ -380,8 +378,8 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, overwrite, 
             table["missing_features"] = [",".join(lacking.get(c, ())) for c in table["code"]]
             orders = (next_open_orders(table, grid, holdings, raw, at_limit, trade_day) if want_orders
                       else None)
-        except ValueError as exc:
-            raise click.ClickException(str(exc)) from exc
+        except input_errors() as exc:
+            raise error_line(exc) from exc
         # Every input is validated: the outputs are written together (the signal day in each).
         with atomic_write(out, "w") as f:
             table.to_csv(f, index=False)

@@ -22,7 +22,8 @@ options are the same fields (:func:`option_fields`):
 Keys left out take their defaults; some defaults depend on the data (label and portfolio rule
 for one stock vs a panel, the rebalance period = the horizon). :func:`resolve` fills them in and
 :func:`to_toml` writes the fully resolved experiment, which the report folder keeps as
-``experiment.toml``: running that file again reproduces the report's numbers.
+``experiment.toml``: running that file again reproduces the report's numbers (a weights file
+with its path and SHA-256: :mod:`forecaster.app.weights_record`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import tomli_w
 from forecaster.app.fields import (
     OPTIONS,
     ConfigError,
+    baseline_keys,
     check_device,
     check_features,
     check_model_params,
@@ -52,6 +54,7 @@ from forecaster.app.fields import (
     type_name,
     type_ok,
 )
+from forecaster.app.weights_record import read_weights_record, record_weights
 from forecaster.configs import documented, option, same_option
 from forecaster.evaluation.folds import WalkForwardConfig
 from forecaster.models.registry import DEFAULT_MODEL, registered
@@ -218,6 +221,8 @@ class Experiment:
     source: str = "<options>"
     model_name: str = DEFAULT_MODEL  # the model under test; ``model`` holds its parameters
     run: RunConfig = dataclasses.field(default_factory=RunConfig)  # how, not what: not in the file
+    # with another model under test: the Transformer baseline's parameters given in [model]
+    baseline: dict = dataclasses.field(default_factory=dict)
 
     def sections(self) -> dict[str, dict]:
         """``{section: {key: value}}`` as an experiment file holds them."""
@@ -226,7 +231,8 @@ class Experiment:
             return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if f.name not in skip}
 
         return {"data": plain(self.data, "data"), "features": plain(self.features, "features"),
-                "model": {"name": self.model_name, **self.model}, "models": plain(self.models, "models"),
+                "model": {"name": self.model_name, **self.model, **self.baseline},
+                "models": plain(self.models, "models"),
                 "walk_forward": plain(self.walk_forward, "walk_forward"),
                 "strategy": plain(self.backtest.strategy, "strategy"),
                 "costs": plain(self.backtest.costs, "costs"),
@@ -305,6 +311,7 @@ def read_toml(path: str | Path) -> dict:
     for key in ("universe", "train_universe"):  # a file beside the experiment (else a market's name)
         if isinstance(data.get(key), str) and data[key] and (path.parent / data[key]).is_file():
             data[key] = str((path.parent / data[key]).resolve())
+    read_weights_record(raw.get("backtest", {}), path)
     return raw
 
 
@@ -322,13 +329,23 @@ def resolve(raw: Mapping[str, Mapping], n_stocks: int, source: str = "<options>"
 
     model_raw = dict(raw.get("model", {}))
     name = model_raw.pop("name", DEFAULT_MODEL)
+    baseline: dict = {}  # with another model under test: what [model] sets of the Transformer baseline
     if name == DEFAULT_MODEL:
         model = {**model_params(panel), **check_model_params(model_raw, panel, source)}
-    else:  # another model under test: [model] holds its parameters; the Transformer's defaults
-        model = check_named_model(name, model_raw, panel, source)
-    transformer = model if name == DEFAULT_MODEL else model_params(panel)
+    else:  # another model under test: [model] holds its parameters, and the Transformer's it lacks
+        theirs = baseline_keys(name, model_raw, panel)
+        model = check_named_model(name, {k: v for k, v in model_raw.items()
+                                         if k not in theirs or k == "preset"}, panel, source)
+        baseline = check_model_params({k: model_raw[k] for k in theirs}, panel, source)
+    transformer = model if name == DEFAULT_MODEL else {**model_params(panel), **baseline}
     if panel:  # the regime of the defaults, by name: recorded, so a rerun keeps it at any breadth
-        transformer["preset"] = PanelTransformer.rules.preset(n_stocks, transformer["preset"])
+        try:  # an unknown name is refused, never read as "panel"
+            transformer["preset"] = PanelTransformer.rules.preset(n_stocks, transformer["preset"])
+        except ConfigError as exc:
+            raise config_error(source, "model", str(exc), model_fields()) from None
+        if name != DEFAULT_MODEL:  # the run's regime: the baseline's, and the model's where it takes one
+            baseline["preset"] = transformer["preset"]
+            model.update({"preset": transformer["preset"]} if "preset" in model else {})
     market = panel and transformer["preset"] == "market"
     if features.blend is None:  # the preset's second set of inputs, and the networks on each set
         blend = PanelTransformer.rules.default_blend(n_stocks, transformer["preset"]) if panel else ()
@@ -360,7 +377,7 @@ def resolve(raw: Mapping[str, Mapping], n_stocks: int, source: str = "<options>"
                                    market=market, costs=costs)
     if not features.names and not panel:
         features = FeaturesConfig(("log_return",), ())
-    return Experiment(data, features, model, models, walk, backtest, panel, source, name, run)
+    return Experiment(data, features, model, models, walk, backtest, panel, source, name, run, baseline)
 
 
 def _run_keys(raw: Mapping, wf_raw: dict, source: str) -> dict:
@@ -388,7 +405,7 @@ def build_models(exp: Experiment) -> dict:
 
     horizon = exp.walk_forward.horizon
     own = exp.model_name == DEFAULT_MODEL
-    params = {**(exp.model if own else {}), "features": exp.features.names or None}
+    params = {**(exp.model if own else exp.baseline), "features": exp.features.names or None}
     if exp.panel:
         params["blend_features"] = exp.features.blend
         models = panel_models(horizon=horizon, execution=exp.backtest.execution,
@@ -442,6 +459,7 @@ def to_toml(exp: Experiment) -> str:
     whose value is ``None`` is left out, which means ``None`` (listed in a comment)."""
     sections = {section: {k: _toml_value(v) for k, v in values.items() if v is not None}
                 for section, values in exp.sections().items()}
+    sections["backtest"] = record_weights(sections["backtest"])  # a file: its absolute path, SHA-256
     unset = [f"[{section}] {k}" for section, values in exp.sections().items()
              for k, v in values.items() if v is None]
     source = str(exp.source).replace("\n", " ").replace("\r", " ")  # one comment line
@@ -456,6 +474,7 @@ def experiment_dict(exp: Experiment) -> dict:
     """The sections as JSON-able dicts, and how the run was carried out (``run``; for
     metrics.json)."""
     sections = {**exp.sections(), "run": dataclasses.asdict(exp.run)}
+    sections["backtest"] = record_weights(sections["backtest"])
     return {s: {k: (list(v) if isinstance(v, tuple) else v) for k, v in vals.items()}
             for s, vals in sections.items()}
 

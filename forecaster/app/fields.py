@@ -15,12 +15,8 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+from forecaster.checks import ConfigError  # defined there, where every part may raise it
 from forecaster.configs import option_help
-
-
-class ConfigError(ValueError):
-    """A bad experiment file or option: names the file, section and key."""
-
 
 # Transformer parameters the experiment sets from other sections.
 MODEL_DERIVED = ("horizon", "execution", "features", "blend_features", "progress")
@@ -230,6 +226,21 @@ def check_named_model(name, values: Mapping, panel: bool, source: str = OPTIONS)
     except (ValueError, TypeError) as exc:
         raise config_error(source, "model", f"{name}: {exc}") from None
     return {**params, **given}
+
+
+def baseline_keys(name: str, values: Mapping, panel: bool) -> list[str]:
+    """The keys of ``[model]`` (``values``) that set the Transformer baseline when ``name`` is
+    under test: the Transformer's parameters that model does not take (``--model gbm --epochs
+    1`` shortens the baseline; a key both take is the model under test's, but for ``preset``,
+    the run's regime, which sets both)."""
+    from forecaster.models.registry import MODELS
+
+    entry = MODELS.get(name)
+    try:
+        own = entry.parameters(panel) if entry is not None else {}
+    except ConfigError:  # not a model for this data: check_named_model says so
+        own = {}
+    return [k for k in values if (k not in own or k == "preset") and k in model_params(panel)]
 
 
 def check_features(names, panel: bool, source: str = "<options>", key: str = "names") -> None:

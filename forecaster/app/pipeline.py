@@ -22,7 +22,7 @@ from forecaster.app.experiment import (
     resolve,
     to_toml,
 )
-from forecaster.app.fields import ConfigError, config_error
+from forecaster.app.fields import OPTIONS, ConfigError, config_error
 from forecaster.app.outputs import check_output
 from forecaster.data import DataError, default_series_path, load_csv, load_dir, synthetic_panel
 from forecaster.data.market.delisting import instrument_ends
@@ -32,6 +32,7 @@ from forecaster.data.minute.session import is_bar_frame
 from forecaster.data.panel import Panel
 from forecaster.data.qlib.reader import read_qlib
 from forecaster.data.sources import is_qlib_folder
+from forecaster.evaluation.backends import check_reachable
 from forecaster.evaluation.index_book import index_book
 from forecaster.evaluation.memory import memory_summary, peak_gb, reset_peak
 from forecaster.evaluation.scoring import Report, score_run
@@ -39,8 +40,9 @@ from forecaster.evaluation.universe import restrict_to_members
 from forecaster.evaluation.walkforward import WalkForwardResult, fold_store, make_folds, walk_forward
 from forecaster.features.factors import check_available, inputs_note
 from forecaster.models.panel.model import PanelTransformer
+from forecaster.portfolio.fitted_weights import attach_index_series
 from forecaster.portfolio.index_series import attach_index, index_for, split_indices
-from forecaster.portfolio.index_weights import benchmark_weights
+from forecaster.portfolio.index_weights import benchmark_weights, check_covers
 from forecaster.portfolio.strategy import top_k_warning
 from forecaster.reporting.report import write_report
 from seq2seq.core import atomic_write
@@ -216,6 +218,10 @@ def load_universes(data: DataConfig, loaded: Loaded) -> None:
         loaded.summary += (f"\n{universe.describe(option)}"
                            + (f"; {len(warnings)} warning(s) on the list" if warnings else ""))
         setattr(loaded, key, universe)
+        code = index_for(universe.name, loaded.indices) if key == "universe" else None
+        if code is not None:  # the fitted benchmark weights (the default then) read it
+            attach_index_series(loaded.panel, code, loaded.indices[code],
+                                universe.mask(loaded.panel.dates, loaded.panel.codes))
 
 
 def _check_dates(exp: Experiment, loaded: Loaded) -> None:
@@ -231,6 +237,23 @@ def _check_dates(exp: Experiment, loaded: Loaded) -> None:
     if wf.end is not None and wf.end < first:
         raise config_error(exp.source, "walk_forward", f"end {wf.end.date()} is before the data's "
                            f"first day {first.date()}", ("end",))
+
+
+def check_benchmark(exp: Experiment, loaded: Loaded, first_test_day: pd.Timestamp) -> None:
+    """Refuse, before any work, an enhanced book without a benchmark (no universe and no
+    weights file: every stock of the data at float_mv weights is no index's book) and weights
+    that are bad or leave ``first_test_day`` without a benchmark."""
+    spec = exp.backtest.benchmark_weights
+    is_file = bool(spec) and Path(str(spec)).is_file()
+    if exp.backtest.strategy.rule == "enhanced" and loaded.universe is None and not is_file:
+        given = f" ({spec} over every stock of the data is no index's book)" if spec else ""
+        if exp.source == OPTIONS:
+            raise ConfigError("--strategy enhanced needs a benchmark: an index universe (--universe csi300, "
+                              "or a membership file) or --benchmark-weights FILE (date,code,weight)" + given)
+        raise ConfigError(f"{exp.source}: [strategy] rule = \"enhanced\" needs a benchmark: [data] universe "
+                          "(an index's name or a membership file) or [backtest] benchmark_weights = a file "
+                          "date,code,weight" + given)
+    check_covers(benchmark_weights(loaded.panel, spec), loaded.panel, first_test_day)
 
 
 def run_timings(loaded: Loaded, result: WalkForwardResult, report: Report) -> dict:
@@ -272,14 +295,17 @@ def index_benchmark(report: Report, exp: Experiment, loaded: Loaded) -> None:
 
 
 def _index_book(report: Report, exp: Experiment, loaded: Loaded, result: WalkForwardResult, grid) -> dict:
-    """The main model's book against its universe's index series, in the verdict
+    """The main model's book against its universe's index series (an enhanced book without
+    one: against the members at the benchmark weights), in the verdict
     (:mod:`forecaster.evaluation.index_book`); its figures for ``metrics.json``."""
     code = index_for(loaded.universe.name, loaded.indices) if loaded.universe is not None else None
-    if code is None or report.model not in report.backtests:
+    enhanced = exp.backtest.strategy.rule == "enhanced"
+    if (code is None and not enhanced) or report.model not in report.backtests:
         return {}
     mine = result.predictions[result.predictions["model"] == report.model]
     forecast = mine.pivot_table(index=mine.index, columns="code", values="forecast", aggfunc="first")
-    lines, facts = index_book(report, forecast.sort_index(), grid, exp.backtest, code, loaded.indices[code])
+    lines, facts = index_book(report, forecast.sort_index(), grid, exp.backtest, code,
+                              loaded.indices[code] if code is not None else None)
     report.verdict.extend(lines)
     return facts
 
@@ -326,13 +352,15 @@ def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: 
     load_peak = peak_gb()  # this process's peak so far: loading and building the panel
     models = build_models(exp)
     grid = loaded.panel
-    make_folds(grid.dates, exp.walk_forward)  # raises when no fold fits the calendar
+    folds = make_folds(grid.dates, exp.walk_forward)  # raises when no fold fits the calendar
     learn = (loaded.train_universe.learn_mask(grid.dates, grid.codes, exp.data.train_outside_weight)
              if loaded.train_universe is not None else None)
     store = fold_store(loaded.frames, models, exp.walk_forward, folder.path / "folds", learn)
     store.check(exp.walk_forward.resume)
     if exp.panel and (exp.backtest.benchmark_weights or exp.backtest.strategy.rule == "enhanced"):
-        benchmark_weights(grid, exp.backtest.benchmark_weights)  # a bad weights file: said before any work
+        check_benchmark(exp, loaded, folds[0].test_days[0])  # said before any work
+    if exp.walk_forward.backend == "ray":  # an address nothing answers at: said within seconds
+        check_reachable(exp.walk_forward.address)
     out = folder.claim()
     with atomic_write(out / EXPERIMENT_FILE, "w") as f:  # first: the run is reproducible even if cut
         f.write(to_toml(exp))

@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
-from forecaster.checks import check_choice
+from forecaster.checks import ConfigError, check_choice
 from forecaster.data.market.exchange import canonical_code
 from seq2seq.core import atomic_write
 
@@ -135,7 +135,7 @@ def _check(source: str, frequency: str, adjustflag: str, start: str, end: str) -
     check_choice("frequency", frequency, FREQUENCIES)
     check_choice("adjustflag", adjustflag, ADJUSTFLAGS)
     if start > end:
-        raise ValueError(f"start {start} is after end {end}")
+        raise ConfigError(f"--start {start} is after --end {end}")
 
 
 def fetch_bars(code: str, start: str, end: str, out: str | Path, source: str = "baostock",
@@ -193,13 +193,13 @@ def fetch_folder(codes: Iterable[str], start: str, end: str, folder: str | Path,
     spelling) is fetched once and counted."""
     _check(source, frequency, adjustflag, start, end)
     if pause < 0:
-        raise ValueError(f"pause must be >= 0 seconds, got {pause}")
+        raise ConfigError(f"--pause must be >= 0 seconds, got {pause}")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     given = [canonical_code(c) for c in codes]
     codes = list(dict.fromkeys(given))
     if not codes:
-        raise ValueError("no codes to fetch")
+        raise ConfigError("no codes to fetch")
     result = FolderFetch(folder, repeated=len(given) - len(codes))
     todo = []
     for code in codes:
@@ -227,9 +227,9 @@ def read_codes(path: str | Path) -> list[str]:
     if lines and "," in lines[0]:
         header = [h.strip() for h in lines[0].split(",")]
         if "code" not in header:
-            raise ValueError(f"{path}: a CSV of codes needs a 'code' column; got {header}")
+            raise ConfigError(f"{path}: a CSV of codes needs a 'code' column; got {header}")
         at = header.index("code")
         lines = [line.split(",")[at].strip() for line in lines[1:]]
     if not lines:
-        raise ValueError(f"{path}: no codes in the file")
+        raise ConfigError(f"{path}: no codes in the file")
     return lines

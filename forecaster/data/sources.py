@@ -83,7 +83,7 @@ def detect_format(header: list[str], path: str, first: dict | None = None, tdx: 
     daily = "; ".join(f"{f.name}: {', '.join(f.markers)}" for f in FORMATS if not f.intraday)
     shown = [c if len(c) <= 40 else c[:40] + "..." for c in header[:30]]  # a line, not kilobytes
     shown += ["..."] if len(header) > 30 else []
-    raise ValueError(
+    raise DataError(
         f"{path}: unrecognised header {shown!r}; expected the columns of one of these exports "
         f"(daily: {daily}; minute bars: baostock's date,time,code (time like 20230103103000000), "
         "akshare's 时间, efinance's 股票代码,日期 (a date and time), TDX's 日期,时间 (HHMM), date plus "

@@ -18,14 +18,21 @@ import ctypes
 import gc
 import logging
 import math
+import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
 
 from joblib import Parallel, delayed
 
+from forecaster.checks import ConfigError
+
 log = logging.getLogger(__name__)
 
 BACKENDS = ("local", "ray")
+# Seconds a Ray cluster's address has to accept a connection before the run is refused (Ray's
+# own connect waits about two minutes, saying nothing but its own log lines).
+CONNECT_TIMEOUT = 10.0
+RAY_PORT = 6379  # Ray's head port where an address gives none
 
 
 # A full garbage collection took 0.16 s once the CLI (torch, pandas) was imported, whatever the
@@ -74,6 +81,26 @@ def stop_local() -> None:
     get_reusable_executor().shutdown(wait=True)
 
 
+def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """A :class:`ConfigError` naming ``address`` (``"HOST:PORT"``, ``"ray://HOST:PORT"``)
+    unless something accepts a TCP connection there within ``timeout`` seconds; ``"auto"``
+    (a cluster on this machine, found by Ray) is left to Ray."""
+    if not address or address == "auto":
+        return
+    where = address.split("://", 1)[-1]
+    host, _, port = where.rpartition(":") if ":" in where else (where, "", str(RAY_PORT))
+    fail = f"[run] address {address!r}: no Ray cluster answered within {timeout:g} s"
+    if not port.isdigit():
+        raise ConfigError(f"[run] address {address!r}: expected HOST:PORT (e.g. 10.0.0.1:6379)")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as exc:  # refused, timed out, unknown host, no route
+        why = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise ConfigError(f"{fail} ({why}); start one there (ray start --head --port {port}), or leave "
+                          "the address empty for a local one") from None
+
+
 @contextlib.contextmanager
 def ray_session(address: str | None = None) -> Iterator:
     """A connection to Ray (``address``'s cluster, or a local instance when ``None``) for as
@@ -82,14 +109,17 @@ def ray_session(address: str | None = None) -> Iterator:
     new worker processes (each importing torch again) and its objects stored again.
 
     Raises:
-        ImportError: Ray is not installed (with the command that installs it).
+        ConfigError: Ray is not installed (with the command that installs it), or nothing
+            answers at ``address`` within :data:`CONNECT_TIMEOUT` seconds.
     """
     try:
         import ray
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("the ray backend needs Ray: pip install -e '.[ray]' (or pip install ray)") from exc
+        raise ConfigError("[run] backend = 'ray' needs Ray, which is not installed: pip install -e '.[ray]' "
+                          "(or pip install ray)") from exc
     started = not ray.is_initialized()
     if started:
+        check_reachable(address or "")
         ray.init(address=address, include_dashboard=False, log_to_driver=False,
                  logging_level=logging.WARNING)
     try:

@@ -23,9 +23,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from forecaster.checks import ConfigError
 from forecaster.data.qlib.conventions import from_qlib_code
 from forecaster.data.sources import DataError
-from forecaster.evaluation.safe_pickle import UnsafePickle, load_pickle
+from forecaster.evaluation.pickle_sandbox import load_plain_pickle
+from forecaster.evaluation.safe_pickle import RefusedPickle, UnsafePickle
 
 DATE_CONVENTIONS = ("signal", "target")
 SHOWN = 10  # examples named per kind of misalignment
@@ -51,13 +53,17 @@ def read_external(path: str | Path) -> pd.DataFrame:
     """A prediction file as ``date, code, score`` (one row per stock-day; codes canonical).
 
     Qlib's ``pred.pkl`` (a DataFrame or Series indexed by ``(datetime, instrument)``, column
-    ``score`` or a single column; read by :func:`~forecaster.evaluation.safe_pickle.load_pickle`,
-    which rebuilds frames only and never runs the file's code), a Parquet file or a CSV
+    ``score`` or a single column; read by
+    :func:`~forecaster.evaluation.pickle_sandbox.load_plain_pickle`, in a memory- and
+    CPU-limited child process that rebuilds frames of plain columns only and never runs the
+    file's code), a Parquet file or a CSV
     (``.csv``, ``.csv.gz``) with columns ``date`` (or ``datetime``), ``code`` (or
     ``instrument``) and ``score``.
 
     Raises:
-        DataError: the file cannot be read, is a pickle that asks for anything but a frame,
+        DataError: the file cannot be read, is a pickle that asks for anything but a frame
+            (or declares sizes, dtypes or cells a table of predictions never has, or crashes
+            or exhausts its reader),
             lacks a column, holds a date or score that is not one, holds no row, or scores a
             stock-day twice (one line naming it).
     """
@@ -65,7 +71,7 @@ def read_external(path: str | Path) -> pd.DataFrame:
     suffixes = "".join(path.suffixes[-2:]).lower()
     try:
         if path.suffix.lower() in (".pkl", ".pickle"):
-            table, line0 = _flat(load_pickle(path), path), None
+            table, line0 = _flat(load_plain_pickle(path), path), None
         elif path.suffix.lower() == ".parquet":
             table, line0 = _flat(pd.read_parquet(path), path), None
         else:
@@ -78,6 +84,8 @@ def read_external(path: str | Path) -> pd.DataFrame:
             "table of predictions never needs; convert it to Parquet or CSV (date,code,score) "
             "where it was made, e.g. frame.reset_index().to_parquet('pred.parquet')"
         ) from None
+    except RefusedPickle as exc:
+        raise DataError(f"{path}: refused: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - any reader's failure is the file's fault, said in one line
         what = "pickle" if path.suffix.lower() in (".pkl", ".pickle") else suffixes or "CSV"
         raise DataError(
@@ -206,7 +214,7 @@ def forecast_dates(
     none) under ``convention`` (:data:`DATE_CONVENTIONS`), and which rows fell on the data's
     last day as a signal (no next day to trade)."""
     if convention not in DATE_CONVENTIONS:
-        raise ValueError(f"dates convention must be one of {DATE_CONVENTIONS}, got {convention!r}")
+        raise ConfigError(f"dates convention must be one of {DATE_CONVENTIONS}, got {convention!r}")
     pos = calendar.get_indexer(pd.DatetimeIndex(dates))
     if convention == "target":
         return pos, np.zeros(len(pos), dtype=bool)

@@ -1,39 +1,45 @@
 """Finished folds of a walk-forward run, kept on disk so an interrupted run can resume.
 
-Each fold's output (its forecast rows, the models it skipped and the models that failed) is
-written atomically to ``FOLDER/fold_NNNN.pkl`` the moment the fold finishes, so a crash,
-SIGKILL or Ctrl-C loses only the folds still running. ``FOLDER/run.json`` holds a fingerprint
-of the data, of the configuration (fold layout, labels, every model's class and parameters)
-and of the code (the package's version and a digest of its source); a resume with other data,
-another configuration or another version is refused, since mixing folds of two runs would
-give a report that belongs to neither.
+Each fold's output (its forecast rows, the models it skipped and the models that failed, the
+warm-start states) is written to ``FOLDER/fold_NNNN.json`` with ``fold_NNNN.parquet`` (its
+rows) and, with warm-start states, ``fold_NNNN.npz`` (their tensors), each atomically and the
+JSON last, the moment the fold finishes, so a crash, SIGKILL or Ctrl-C loses only the folds
+still running. ``FOLDER/run.json`` holds a fingerprint of the data, of the configuration (fold
+layout, labels, every model's class and parameters) and of the code (the package's version and
+a digest of its source and of ``seq2seq.core``'s); a resume with other data, another
+configuration or another version is refused, since mixing folds of two runs would give a report
+that belongs to neither.
 
-A fold file is data, never code: in a report folder a resume reads only files whose SHA-256 is
-the one the run recorded in the folder's manifest (a swapped file is refused, named; a store
-outside any claimed folder, given to the API, has no manifest), and reads them with the
-restricted unpickler of :mod:`.safe_pickle` (frames, arrays, this module's ``FoldOutput`` and
-the network configuration; tensors are stored as numpy arrays), so even a file whose digest
-was forged alongside cannot run code.
+What a resume guarantees of a fold file: it is read as data, never run. The formats hold data
+only (JSON, Parquet, ``.npy`` members read with ``allow_pickle=False``; no pickle anywhere on
+the resume path, :mod:`.fold_files`), every field is checked against what this version writes
+and every size against the file that holds it, so a forged file gives one ``ResumeError``
+line, never code run, a crash or a memory bomb. In a report folder a resume also reads only
+files whose SHA-256 is the one the run recorded in the folder's manifest (a swapped file is
+refused, named); a store outside any claimed folder (given to the API) has no manifest, and
+there the JSON's own record of its companions' SHA-256 catches a mismatched pair. Fold files
+of versions that pickled them (``fold_NNNN.pkl``) are refused on resume, not read.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
-import pickle
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 
 import forecaster
+import seq2seq.core
 from forecaster.data.panel import Panel
-from forecaster.evaluation.safe_pickle import UnsafePickle, load_pickle
-from forecaster.models.panel.network import PanelNetConfig
+from forecaster.evaluation.fold_arrays import FoldFileError
+from forecaster.evaluation.fold_files import read_fold, write_fold
 from seq2seq.core import atomic_write
 from seq2seq.core.outputs import in_claimed_folder, is_own_file
 
@@ -128,45 +134,34 @@ class ResumeError(ValueError):
 
 def code_fingerprint() -> dict:
     """The version of the code that computes a run's folds: the package's version and a
-    digest of its source files (any change of the code may change the forecasts)."""
-    root = Path(forecaster.__file__).parent
+    digest of its source files and of ``seq2seq.core``'s, which it imports (any change of
+    either may change the forecasts)."""
+    roots = tuple(str(Path(package.__file__).parent) for package in (forecaster, seq2seq.core))
+    return {"version": forecaster.__version__, "source": _source_digest(roots)}
+
+
+@functools.cache
+def _source_digest(roots: tuple[str, str]) -> str:
+    """The digest of ``forecaster/`` and ``seq2seq/core/`` at ``roots``, once a process (the
+    code it runs, not files edited on disk since). Each file is hashed with its path under its
+    package's name and its length, so no two trees give the same bytes to hash."""
     h = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        h.update(path.relative_to(root).as_posix().encode())
-        h.update(path.read_bytes())
-    return {"version": forecaster.__version__, "source": h.hexdigest()[:16]}
+    for prefix, root in zip(("forecaster", "seq2seq/core"), map(Path, roots), strict=True):
+        for path in sorted(root.rglob("*.py")):
+            data = path.read_bytes()
+            h.update(f"{prefix}/{path.relative_to(root).as_posix()}\0{len(data)}\0".encode())
+            h.update(data)
+    return h.hexdigest()[:16]
 
 
-_TENSOR = "__tensor__"
-
-
-def _plain(value):
-    """``value`` with every torch tensor as ``{_TENSOR: ndarray, "dtype": name}`` (a fold file
-    holds numpy arrays, which the restricted unpickler rebuilds; tensors it does not)."""
-    if isinstance(value, torch.Tensor):
-        t = value.detach().cpu()
-        return {_TENSOR: (t.float() if t.dtype == torch.bfloat16 else t).numpy(), "dtype": str(t.dtype)}
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_plain(v) for v in value)
-    return value
-
-
-def _tensors(value):
-    """The inverse of :func:`_plain`."""
-    if isinstance(value, dict):
-        if _TENSOR in value:
-            dtype = getattr(torch, value["dtype"].removeprefix("torch."))
-            return torch.from_numpy(np.array(value[_TENSOR])).to(dtype)
-        return {k: _tensors(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_tensors(v) for v in value)
-    return value
+_FOLD = re.compile(r"fold_(\d{4,})\.json")
+# Every file a fold store writes, and the pickles of versions before the fold files of issue 78.
+_FOLD_FILES = ("fold_*.json", "fold_*.parquet", "fold_*.npz", "fold_*.pkl")
 
 
 class FoldStore:
-    """The fold files of one run in ``folder``.
+    """The fold files of one run in ``folder`` (:mod:`.fold_files`: a fold's JSON, its rows'
+    Parquet file and its tensors' npz).
 
     Args:
         folder: where fold files live (created on first write).
@@ -180,33 +175,51 @@ class FoldStore:
         fingerprint = {**fingerprint, "code": fingerprint.get("code", code_fingerprint())}
         self.fingerprint = json.loads(json.dumps(fingerprint))  # as it reads back from disk
 
-    def _fold_path(self, fold: int) -> Path:
-        return self.folder / f"fold_{fold:04d}.pkl"
-
     def finished(self) -> list[Path]:
-        return sorted(self.folder.glob("fold_*.pkl"))
+        """The JSON files of the finished folds (a fold's JSON is written last), by number."""
+        return sorted(p for p in self.folder.glob("fold_*.json") if _FOLD.fullmatch(p.name))
+
+    def _all_files(self) -> list[Path]:
+        return sorted({p for pattern in _FOLD_FILES for p in self.folder.glob(pattern)})
+
+    def _refuse(self, why: str) -> ResumeError:
+        return ResumeError(f"cannot resume the run in {self.folder}: {why}; run without --resume to start "
+                           "afresh")
 
     def check(self, resume: bool) -> None:
         """Raise :class:`ResumeError` if ``start(resume)`` would refuse; reads, never writes
         (a run validates this before it touches its folder)."""
         if not resume:
             return
+        old_files = sorted(self.folder.glob("fold_*.pkl"))
+        if old_files:
+            raise self._refuse(f"{len(old_files)} fold file(s) ({old_files[0].name}, ...) were written by an "
+                               "earlier version of forecaster, in a format no longer read (a pickle)")
         stored = self.folder / self.RUN_FILE
         if not stored.is_file():
             if self.finished():
                 raise ResumeError(f"{self.folder}: fold files without {self.RUN_FILE}; cannot tell which "
                                   "run they belong to (remove them or run without resume)")
             return
-        old = json.loads(stored.read_text())
+        try:
+            old = json.loads(stored.read_text())
+        except (ValueError, OSError) as exc:
+            why = (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise self._refuse(f"{self.RUN_FILE} cannot be read ({why})") from None
+        if not isinstance(old, dict):
+            raise self._refuse(f"{self.RUN_FILE} holds a {type(old).__name__}, not a run's fingerprint")
         problems = []
         if old.get("data") != self.fingerprint["data"]:
             problems.append("the data differ (a file was changed, added or removed)")
         if old.get("code") != self.fingerprint["code"]:
-            was = old.get("code") or {"version": "an earlier one", "source": "not recorded"}
+            was = old.get("code")
+            if not (isinstance(was, dict) and {"version", "source"} <= set(was)):
+                was = {"version": "an earlier one", "source": "not recorded"}
             problems.append(f"the folds were computed by another version of forecaster ({was['version']}, "
                             f"source {was['source']} then; {self.fingerprint['code']['version']}, source "
                             f"{self.fingerprint['code']['source']} now)")
-        diff = _differences(old.get("run", {}), self.fingerprint["run"])
+        run = old.get("run") if isinstance(old.get("run"), dict) else {}
+        diff = _differences(run, self.fingerprint["run"])
         if diff:
             problems.append("the configuration differs: " + "; ".join(diff[:8])
                             + (f" (and {len(diff) - 8} more)" if len(diff) > 8 else ""))
@@ -220,8 +233,8 @@ class FoldStore:
         it is this run, :meth:`check`); without, clear any fold files of an earlier run.
         Returns the folds already done, by number."""
         self.check(resume)
-        files = self.finished()
         if not resume or not (self.folder / self.RUN_FILE).is_file():
+            files = self._all_files()
             if resume:
                 log.warning("%s: nothing to resume, starting from the first fold", self.folder)
             elif files:
@@ -232,41 +245,37 @@ class FoldStore:
             self._write_fingerprint()
             return {}
         done = {}
-        for f in files:
+        for f in self.finished():
             out = self._read(f)
             done[out.fold] = out
+        numbers = {f"fold_{k:04d}" for k in done}
+        unfinished = [p for p in self._all_files() if p.stem not in numbers]
+        if unfinished:
+            log.warning("%s: %d file(s) of folds that did not finish (no fold_NNNN.json), such as %s, "
+                        "are left unread: those folds run again", self.folder, len(unfinished),
+                        unfinished[0].name)
         log.info("%s: resuming with %d finished fold(s)", self.folder, len(done))
         return done
 
-    def _read(self, path: Path) -> FoldOutput:
-        """One fold file, after checking it is the one this run wrote (its digest in the
-        folder's manifest) and with the restricted unpickler."""
+    def _verify(self, path: Path) -> None:
+        """Refuse a file of a claimed folder whose digest is not the one its manifest records."""
         if in_claimed_folder(path) and not is_own_file(path):
-            raise ResumeError(f"cannot resume the run in {self.folder}: {path.name} is not the file the run "
-                              "wrote (its SHA-256 is not the one recorded in the folder's manifest); a fold "
-                              "file is only read as written. Run without --resume to start afresh")
+            raise self._refuse(f"{path.name} is not the file the run wrote (its SHA-256 is not the one "
+                               "recorded in the folder's manifest); a fold file is only read as written")
+
+    def _read(self, path: Path) -> FoldOutput:
+        """One finished fold, every file checked against the manifest and read by
+        :func:`.fold_files.read_fold` (JSON, Parquet, npz: no pickle)."""
         try:
-            out = load_pickle(path, extra=(FoldOutput, PanelNetConfig))
-        except UnsafePickle as exc:
-            raise ResumeError(f"cannot resume the run in {self.folder}: {path.name} asks for {exc.name}, "
-                              "which a fold never holds (a pickle can run code: refused unread)") from None
-        except Exception as exc:  # noqa: BLE001 - a damaged file, said in one line
-            raise ResumeError(f"cannot resume the run in {self.folder}: {path.name} cannot be read "
-                              f"({(str(exc).splitlines() or [type(exc).__name__])[0]})") from None
-        if not isinstance(out, FoldOutput):
-            raise ResumeError(f"cannot resume the run in {self.folder}: {path.name} holds a "
-                              f"{type(out).__name__}, not a fold")
-        out.states = _tensors(out.states)
-        return out
+            return FoldOutput(**read_fold(path, int(_FOLD.fullmatch(path.name).group(1)), self._verify))
+        except FoldFileError as exc:
+            raise self._refuse(str(exc)) from None
 
     def _write_fingerprint(self) -> None:
         with atomic_write(self.folder / self.RUN_FILE, "w") as f:
             json.dump(self.fingerprint, f, indent=1)
 
     def save(self, output: FoldOutput) -> Path:
-        """Write one finished fold (atomically: a kill mid-write leaves no partial file)."""
-        path = self._fold_path(output.fold)
-        plain = FoldOutput(**{**output.__dict__, "states": _plain(output.states)})
-        with atomic_write(path) as f:
-            pickle.dump(plain, f, protocol=pickle.HIGHEST_PROTOCOL)
-        return path
+        """Write one finished fold: its files atomically, its JSON last, so a kill mid-write
+        leaves the fold unfinished, never half-read. Returns the JSON's path."""
+        return write_fold(self.folder, output)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from forecaster.checks import check_choice, check_date
+from forecaster.checks import ConfigError, check_choice, check_date
 from forecaster.configs import documented, option
 from forecaster.data.minute.session import is_bar_calendar
 from forecaster.evaluation.backends import BACKENDS
@@ -69,23 +69,23 @@ class WalkForwardConfig:
         for name in ("train_days", "retrain_every", "step", "horizon", "min_stock_days",
                      "margin_days", "threads_per_task"):
             if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.purge is None:
             self.purge = self.horizon
         if self.purge < self.horizon:
-            raise ValueError(f"purge ({self.purge}) must be at least the horizon ({self.horizon}): "
+            raise ConfigError(f"purge ({self.purge}) must be at least the horizon ({self.horizon}): "
                              "otherwise the last training target overlaps the first forecast")
         check_choice("label", self.label, LABELS)
         check_choice("execution", self.execution, EXECUTIONS)
         check_choice("backend", self.backend, BACKENDS)
         if self.warm_start is not None and int(self.warm_start) < 0:
-            raise ValueError(f"warm_start must be >= 0 (0: no warm start), got {self.warm_start}")
+            raise ConfigError(f"warm_start must be >= 0 (0: no warm start), got {self.warm_start}")
         if self.n_jobs == 0:
-            raise ValueError("n_jobs must not be 0 (use 1 for serial, -1 for all cores)")
+            raise ConfigError("n_jobs must not be 0 (use 1 for serial, -1 for all cores)")
         self.start = check_date("start", self.start, allow_none=True)
         self.end = check_date("end", self.end, allow_none=True)
         if self.start is not None and self.end is not None and self.start > self.end:
-            raise ValueError(f"start ({self.start.date()}) is after end ({self.end.date()})")
+            raise ConfigError(f"start ({self.start.date()}) is after end ({self.end.date()})")
 
 
 @dataclass
@@ -143,7 +143,7 @@ def make_folds(calendar: pd.DatetimeIndex, config: WalkForwardConfig) -> list[Fo
         fixes = "lower --train-days" + (" or --horizon" if config.horizon > 1 else "")
         if config.horizon >= len(calendar) // 2:
             fixes = f"choose a --horizon well below the {len(calendar)} days of the data"
-        raise ValueError(f"no fold fits: the data hold {len(calendar)} trading days, and --train-days "
+        raise ConfigError(f"no fold fits: the data hold {len(calendar)} trading days, and --train-days "
                          f"{config.train_days} plus {purge} leave no day to forecast{within}; {fixes}, "
                          "or give more data")
     return folds

@@ -141,6 +141,27 @@ def _coverage(model: str, other: str, n_mine: int, n_theirs: int, n_both) -> str
     return (f"on the {int(n_both)} days both cover ({model} covers {n_mine}, {other} {n_theirs}): ")
 
 
+def holm_family(p_values: pd.Series, gaps: dict | None = None, stat: str = "mean_ic",
+                what: str = "comparisons") -> str:
+    """How many comparisons a Holm adjustment was over, and which were not tested and why:
+    ``"the 12 comparisons with a p-value (2 not tested: zero, hist_mean: constant forecast)"``.
+    ``p_values``: the raw p-values by the other model's name (NaN: no test); ``gaps``: model ->
+    stat -> why a figure of it could not be computed (``stat`` is the one read)."""
+    p = p_values.astype(float)
+    tested = int(np.isfinite(p).sum())
+    text = f"the {tested} {what} with a p-value"
+    untested = [str(n) for n in p.index[~np.isfinite(p.to_numpy())]]
+    if not untested:
+        return f"the {tested} {what}"
+    by_why: dict[str, list[str]] = {}
+    for name in untested:
+        why = (gaps or {}).get(name, {}).get(stat) or ("no variation in the daily difference (e.g. a "
+                                                       "constant forecast) or too few shared days")
+        by_why.setdefault(why, []).append(name)
+    reasons = "; ".join(f"{', '.join(names)}: {why}" for why, names in by_why.items())
+    return f"{text} ({len(untested)} not tested: {reasons})"
+
+
 def strategy_lines(model: str, backtests: dict, tests: pd.DataFrame | None, alpha: float = 0.05) -> list[str]:
     """The verdict on the strategies, after costs: what the main model's earned against its
     benchmark, whether the best baseline's strategy beat it, by how much a year and with what
@@ -170,7 +191,8 @@ def strategy_lines(model: str, backtests: dict, tests: pd.DataFrame | None, alph
     p_adj = t.get("p_holm", math.nan) if t is not None else math.nan
     test = ("paired Newey-West test of the daily returns' difference: "
             f"t {stat_text(t['t_stat'], '+.2f', 'no variation')}, {p_text(t['p_value'], 'no variation')} "
-            f"(Holm-adjusted over {len(table)} baselines: {p_text(p_adj, 'no variation')}), "
+            f"(Holm-adjusted over {holm_family(table['p_value'], what='baselines')}: "
+            f"{p_text(p_adj, 'no variation')}), "
             f"{_significance(p_adj, alpha)}" if t is not None else "no paired test")
     where = _coverage(model, best, _days(main), _days(backtests[best]),
                       t["n_days"] if t is not None else None)
@@ -204,7 +226,8 @@ def strategy_lines(model: str, backtests: dict, tests: pd.DataFrame | None, alph
             sig = [n for n in ahead.index if table.loc[n].get("p_holm", math.nan) < alpha]
             lines.append(f"{len(ahead)} of {n_others} baseline strategies earned more than {model}'s after "
                          f"costs: {named} (each on the days it shares with {model}); significantly "
-                         f"(paired test, Holm-adjusted p < {alpha:g} over {len(table)}): "
+                         f"(paired test, Holm-adjusted p < {alpha:g} over "
+                         f"{holm_family(table['p_value'], what='baselines')}): "
                          f"{', '.join(sig) if sig else 'none'}")
         else:
             lines.append(f"none of {n_others} baseline strategies earned more than {model}'s after costs "
@@ -285,9 +308,9 @@ def _ic_lines(model: str, ic: dict, ic_tests: pd.DataFrame | None, gaps: dict) -
     adjusted = ic_tests["p_holm"] if "p_holm" in ic_tests else ic_tests["p_value"]
     wins = ic_tests[(ic_tests["mean_diff"] > 0) & (adjusted < 0.05)]
     losses = ic_tests[(ic_tests["mean_diff"] < 0) & (adjusted < 0.05)]
+    family = holm_family(ic_tests.set_index("baseline")["p_value"], gaps)
     line = (f"{model} beats {len(wins)} of {len(ic_tests)} other models significantly "
-            f"(rank IC on the days each pair shares; Holm-adjusted p < 0.05 over the {len(ic_tests)} "
-            "comparisons)")
+            f"(rank IC on the days each pair shares; Holm-adjusted p < 0.05 over {family})")
     if len(losses):
         losses = losses.sort_values("mean_diff")
         line += "; significantly better than it: " + ", ".join(

@@ -41,7 +41,7 @@ from sklearn.base import clone
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from forecaster.checks import NotEnoughData
+from forecaster.checks import ConfigError, NotEnoughData
 from forecaster.data.panel import Panel
 from forecaster.evaluation.assembly import assemble, compact_codes, fold_part
 from forecaster.evaluation.backends import ray_session, release_freed_heap, run_local, run_ray, stop_local
@@ -314,7 +314,7 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
     if folds and len(empty) == len(folds):  # the cause named, not "no model produced any forecast"
         most = int(np.max(grid.listed[: grid.dates.searchsorted(folds[-1].cut, side="right")].sum(axis=0),
                           initial=0))
-        raise ValueError(f"no fold has a stock with --min-stock-days {config.min_stock_days} rows up to its "
+        raise ConfigError(f"no fold has a stock with --min-stock-days {config.min_stock_days} rows up to its "
                          f"cut-off (the most any stock has by the last cut-off {folds[-1].cut.date()} is "
                          f"{most}); lower --min-stock-days or give more data")
     if empty:
@@ -391,10 +391,12 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
         log.warning("fold %d: %s skipped: %s", fold, name, reason)
     for (fold, name), reason in sorted(failed.items()):
         log.error("fold %d: %s FAILED: %s", fold, name, reason)
-    if not rows:
-        raise ValueError("no model produced any forecast"
-                         + (f" ({len(failed)} model-fold(s) failed, e.g. {next(iter(failed.values()))})"
-                            if failed else ""))
+    if not rows and not failed:  # every model skipped on every fold: the data are too thin
+        raise NotEnoughData(f"no model produced any forecast: {len(skipped)} model-fold(s) skipped, e.g. "
+                            f"{next(iter(skipped.values()), 'no fold')}")
+    if not rows:  # every model failed: each failure is logged above; worth a bug report
+        raise ValueError(f"no model produced any forecast ({len(failed)} model-fold(s) failed, e.g. "
+                         f"{next(iter(failed.values()))})")
     fold_peaks = {o.fold: o.peak_gb for o in outputs if getattr(o, "peak_gb", None) is not None}
     del outputs, output  # the per-fold parts: as large as the predictions at whole-market size
     started = time.perf_counter()

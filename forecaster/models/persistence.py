@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from seq2seq.core import load_checkpoint, resolve_device, save_checkpoint
+from seq2seq.core import CheckpointError, load_checkpoint, resolve_device, save_checkpoint
 
 
 def save_model(model, path: str | Path, kind: str, version: int, payload: dict) -> Path:
@@ -24,7 +24,7 @@ def content_errors(path: str | Path, what: str) -> Iterator[None]:
     try:
         yield
     except (KeyError, TypeError, RuntimeError, ValueError) as exc:
-        raise ValueError(f"{path}: checkpoint content does not fit this {what}: {exc}") from exc
+        raise CheckpointError(f"{path}: checkpoint content does not fit this {what}: {exc}") from exc
 
 
 def load_model(cls, path: str | Path, kind: str, version: int, device: str, config_cls,

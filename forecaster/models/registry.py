@@ -12,10 +12,12 @@ did not set them (so every model of a run forecasts the same label from the same
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from forecaster.checks import ConfigError
 from forecaster.features.factors import FACTORS
 from forecaster.models.panel.baselines import FactorScore, FeatureRegressor
 from forecaster.models.panel.model import PanelTransformer
@@ -41,19 +43,34 @@ class Registered:
         panel: builds the model for a folder of stocks (``None``: not for a panel).
         one_stock: builds it for one stock's file (``None``: not for one stock).
         fixed: keywords the name fixes (``lightgbm``: ``FeatureRegressor(estimator="lightgbm")``).
+        needs: ``(package, extra)`` of an optional package the model imports when it fits
+            (``lightgbm``: ``("lightgbm", "lightgbm")``), checked before a run tests it.
     """
 
     name: str
     panel: Callable | None
     one_stock: Callable | None = None
     fixed: Mapping = field(default_factory=dict)
+    needs: tuple[str, str] | None = None
 
     def factory(self, panel: bool) -> Callable:
         built = self.panel if panel else self.one_stock
         if built is None:
             kind = "a folder of stocks" if panel else "one stock"
-            raise ValueError(f"{self.name} is not a model for {kind}")
+            raise ConfigError(f"{self.name} is not a model for {kind}")
         return built
+
+    def check_installed(self) -> None:
+        """A :class:`ConfigError` with the install line where the optional package the model
+        needs does not import (said before a run, not found on every fold)."""
+        if self.needs is None:
+            return
+        package, extra = self.needs
+        try:
+            importlib.import_module(package)
+        except (ImportError, OSError) as exc:  # OSError: installed, but a library it loads is not
+            raise ConfigError(f"{self.name} needs the {package} package, which does not import ({exc}): "
+                              f"pip install 'ashare-seq2seq-toolkit[{extra}]'") from None
 
     def parameters(self, panel: bool) -> dict[str, object]:
         """``{keyword: default}`` a user may set (the run's and the name's own left out)."""
@@ -75,11 +92,13 @@ class Registered:
 MODELS: dict[str, Registered] = {}
 
 
-def register(name: str, panel: Callable | None, one_stock: Callable | None = None, **fixed) -> None:
-    """Make ``name`` a model a run can test or compare (see the module's docstring)."""
-    if name in MODELS:
+def register(name: str, panel: Callable | None, one_stock: Callable | None = None,
+             needs: tuple[str, str] | None = None, **fixed) -> None:
+    """Make ``name`` a model a run can test or compare (see the module's docstring); ``needs``:
+    ``(package, extra)`` of an optional package it imports."""
+    if name in MODELS:  # two registrations of one name: a programming error, not input
         raise ValueError(f"a model named {name!r} is registered already")
-    MODELS[name] = Registered(name, panel, one_stock, dict(fixed))
+    MODELS[name] = Registered(name, panel, one_stock, dict(fixed), needs)
 
 
 def model_names(panel: bool) -> list[str]:
@@ -88,15 +107,17 @@ def model_names(panel: bool) -> list[str]:
 
 
 def registered(name: str, panel: bool) -> Registered:
-    """The model named ``name``; an unknown name, or one not for this kind of data, is a
-    ``ValueError`` naming what is known."""
+    """The model named ``name`` as the model under test; an unknown name, one not for this kind
+    of data, or one whose optional package is not installed is a :class:`ConfigError` naming
+    what is known (or the install line)."""
     model = MODELS.get(name)
     kind = "a folder of stocks" if panel else "one stock's file"
     known = ", ".join(model_names(panel))
     if model is None:
-        raise ValueError(f"unknown model {name!r}; expected one of: {known}")
+        raise ConfigError(f"unknown model {name!r}; expected one of: {known}")
     if (model.panel if panel else model.one_stock) is None:
-        raise ValueError(f"{name!r} is not a model for {kind}; expected one of: {known}")
+        raise ConfigError(f"{name!r} is not a model for {kind}; expected one of: {known}")
+    model.check_installed()
     return model
 
 
@@ -109,7 +130,7 @@ def _one_stock_transformer(horizon: int = 1, features=None, **params):
 
 register("transformer", PanelTransformer, one_stock=_one_stock_transformer)
 register("gbm", FeatureRegressor, estimator="gbm")
-register("lightgbm", FeatureRegressor, estimator="lightgbm")
+register("lightgbm", FeatureRegressor, estimator="lightgbm", needs=("lightgbm", "lightgbm"))
 register("ridge_features", FeatureRegressor, estimator="ridge")
 for _factor in FACTORS:
     register(_factor, FactorScore, factor=_factor)

@@ -21,7 +21,13 @@ marked at each day's close, from the first execution day through the last foreca
 Simulation
 ----------
 One pass over the days keeps the state that forbids vectorising across time (cash, shares,
-T+1); within a day the orders are derived with numpy over all stocks. Each day, per stock:
+T+1); within a day the orders are derived with numpy over all stocks
+(:func:`~forecaster.portfolio.execution.simulate`). Each day the loop asks the strategy's policy
+(:mod:`forecaster.portfolio.policy`) for the target weights of the forecast row it trades,
+handing it what the book holds at the signal day's close (after lots, tolerance, blocked trades
+and suspensions): top-k and top-k dropout decide from their own picks, all rows at once; the
+enhanced book solves from the held weights on rebalance rows, by the function ``predict`` calls.
+Each day, per stock:
 
 * target shares = ``weight * NAV / price`` floored to whole lots (NAV at the execution prices;
   the price includes a cost estimate so a fully invested target is affordable);
@@ -104,14 +110,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from forecaster.checks import check_choice
+from forecaster.checks import ConfigError, check_choice
 from forecaster.configs import documented, option
 from forecaster.data.panel import Panel
 from forecaster.portfolio.benchmark import equal_weight_benchmark
 from forecaster.portfolio.broker import TRADE_COLUMNS, Broker, performance_metrics
-from forecaster.portfolio.delisted import EXIT_COLUMNS, Exits
-from forecaster.portfolio.execution import corporate_actions, trade_towards
+from forecaster.portfolio.delisted import EXIT_COLUMNS
+from forecaster.portfolio.execution import simulate, trade_towards
 from forecaster.portfolio.index_weights import members_equity
+from forecaster.portfolio.policy import EnhancedPolicy, Policy, RulePolicy, in_force
 from forecaster.portfolio.rules import CostModel, MarketRules
 from forecaster.portfolio.strategy import (
     ST_BLOCK,
@@ -137,7 +144,7 @@ __all__ = [
 ]
 
 EXECUTIONS = ("next_open", "close")
-WEIGHT_SOURCES = ("float_mv", "equal")  # or a file (forecaster.portfolio.index_weights)
+WEIGHT_SOURCES = ("fitted", "float_mv", "equal")  # or a file (forecaster.portfolio.index_weights)
 PREDICTIONS_FORMATS = ("auto", "csv", "parquet")
 
 
@@ -167,26 +174,27 @@ class BacktestConfig:
         '(predictions.parquet) or "auto" (Parquet above 1,000,000 rows, e.g. a whole-market run, CSV below).')
     benchmark_weights: str | None = option(None,
         "the index's weights over its members (the enhanced book's benchmark, and a benchmark line of an "
-        'index universe): "float_mv" (the float market value at the previous close; the default where the '
-        'data carry it), "equal", or a CSV file date,code,weight (index_weights).')
+        'index universe): "fitted" (fitted each month to the index\'s own series, the default where the data '
+        'hold it), "float_mv" (the float market value at the previous close; the default where the '
+        'data carry it and not the index), "equal", or a CSV file date,code,weight (index_weights).')
 
     def __post_init__(self):
         if not (isinstance(self.capital, (int, float)) and math.isfinite(self.capital) and self.capital > 0):
-            raise ValueError(f"capital must be a positive amount of CNY, got {self.capital!r}")
+            raise ConfigError(f"capital must be a positive amount of CNY, got {self.capital!r}")
         check_choice("execution", self.execution, EXECUTIONS)
         if not (isinstance(self.rebalance_tolerance, (int, float)) and self.rebalance_tolerance >= 0):
-            raise ValueError(f"rebalance_tolerance must be >= 0, got {self.rebalance_tolerance!r}")
+            raise ConfigError(f"rebalance_tolerance must be >= 0, got {self.rebalance_tolerance!r}")
         if self.predictions_format not in PREDICTIONS_FORMATS:
-            raise ValueError(f"predictions_format must be one of {PREDICTIONS_FORMATS}, "
+            raise ConfigError(f"predictions_format must be one of {PREDICTIONS_FORMATS}, "
                              f"got {self.predictions_format!r}")
         spec = self.benchmark_weights
         if spec is not None and spec not in WEIGHT_SOURCES and not Path(str(spec)).is_file():
-            raise ValueError(f"benchmark_weights must be one of {WEIGHT_SOURCES} or a CSV file "
+            raise ConfigError(f"benchmark_weights must be one of {WEIGHT_SOURCES} or a CSV file "
                              f"date,code,weight; {spec!r} is neither")
         for name, kind in (("strategy", StrategyConfig), ("market", MarketRules), ("costs", CostModel)):
             value = getattr(self, name)
             if not isinstance(value, kind):
-                raise ValueError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
+                raise ConfigError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
 
     @classmethod
     def for_universe(cls, n_stocks: int, strategy: StrategyConfig | None = None, **kwargs) -> BacktestConfig:
@@ -301,52 +309,6 @@ def _build_panel(data: Panel, codes: list[str]) -> _Panel:
                   st=pd.DataFrame(np.where(has_bar, grid.st, np.nan)).ffill().to_numpy() == 1)
 
 
-def _trade_day(broker: Broker, panel: _Panel, config: BacktestConfig, j: int, w: np.ndarray,
-               price: np.ndarray, value_price: np.ndarray, resize: bool, tolerance: float,
-               signal_date, no_buy: np.ndarray | None) -> None:
-    """Move the book towards weights ``w [stocks]`` at ``price [stocks]`` on day ``j``."""
-    trade_towards(broker, panel.dates[j], w, price, value_price, panel.up[j], panel.down[j],
-                  panel.suspended[j], config, resize, tolerance, signal_date, no_buy)
-
-
-def _simulate(panel: _Panel, weights: np.ndarray, rebalance: np.ndarray, start: int, end: int,
-              config: BacktestConfig, tolerance: float, allow_short: bool, no_buy: np.ndarray | None = None):
-    """Run days ``start..end`` with target weights ``[days x stocks]`` on the panel calendar;
-    ``no_buy`` ``[days x stocks]`` by forecast row: stocks not bought (the ST rule).
-
-    Returns ``(equity [days], cash [days], positions [days x stocks], trades, delisted exits)``.
-    """
-    broker = Broker(panel.codes, config.capital, config.costs, config.market.lot_size, allow_short)
-    exits = Exits(panel)  # positions ended by a delisting (a no-op without one)
-    n_days = end - start + 1
-    equity, cash = np.empty(n_days), np.empty(n_days)
-    positions = np.zeros((n_days, len(panel.codes)), dtype=np.int64)
-    at_open = config.execution == "next_open"
-    for d, j in enumerate(range(start, end + 1)):
-        broker.new_day()
-        if d and broker.shares.any():
-            corporate_actions(broker, panel, j, config.market.corporate_actions)
-        if at_open:  # the signal date: the trading day before, whose close the decision used
-            signal = panel.dates[j - 1] if j else pd.NaT  # (none in the data before its first day)
-            exits.before(broker)
-            _trade_day(broker, panel, config, j, weights[j], panel.open[j], panel.open_val[j], rebalance[j],
-                       tolerance, signal, None if no_buy is None else no_buy[j])
-            exits.after(broker, panel.exclude[j])
-            exits.close_out(broker, j, panel.dates[j], signal)  # at the close of a last trading day
-        else:  # the signal date: the day itself, whose close the decision used and trades at
-            exits.close_out(broker, j, panel.dates[j], panel.dates[j])
-            if j < end:  # at the close, for tomorrow's forecast row
-                exits.before(broker)
-                _trade_day(broker, panel, config, j, weights[j + 1], panel.close[j], panel.close_val[j],
-                           rebalance[j + 1], tolerance, panel.dates[j],
-                           None if no_buy is None else no_buy[j + 1])
-                exits.after(broker, panel.exclude[j + 1])
-        equity[d] = broker.cash + float(broker.shares @ panel.close_val[j])
-        cash[d] = broker.cash
-        positions[d] = broker.shares
-    return equity, cash, positions, broker.trades_frame(), exits.frame()
-
-
 def run_backtest(data: Panel | Mapping[str, pd.DataFrame], forecast: pd.DataFrame | pd.Series,
                  config: BacktestConfig | None = None, given: bool = False) -> BacktestResult:
     """Trade forecasts ``[date x code]`` against prices under A-share rules.
@@ -406,26 +368,22 @@ def run_backtest(data: Panel | Mapping[str, pd.DataFrame], forecast: pd.DataFram
     no_buy = no_buy if no_buy.any() else None
     book = bench = None
     if given:
-        weights = forecast.fillna(0.0)
+        policy: Policy = RulePolicy(forecast.fillna(0.0))
     elif config.strategy.rule == "enhanced":
-        from forecaster.portfolio.enhanced import enhanced_for_backtest
-
-        allowed = np.ones((len(rows_of), len(codes)), dtype=bool) if pit is None else pit
-        book, bench = enhanced_for_backtest(data, forecast, config, allowed,
-                                            None if no_buy is None else no_buy[rows_of])
-        weights = book.weights
+        allowed = ~panel.exclude[rows_of] if delisting else None
+        policy = EnhancedPolicy(data, forecast, config, allowed, None if no_buy is None else no_buy[rows_of])
+        bench = policy.bench
     else:
-        weights = target_weights(forecast, config.strategy, pit, None if no_buy is None else no_buy[rows_of])
+        policy = RulePolicy(target_weights(forecast, config.strategy, pit,
+                                           None if no_buy is None else no_buy[rows_of]))
     first, last = panel.dates.get_loc(forecast.index[0]), panel.dates.get_loc(forecast.index[-1])
-    w_cal = np.zeros((len(panel.dates), len(codes)))
-    w_cal[first:last + 1] = weights.reindex(panel.dates[first:last + 1]).ffill().to_numpy()
-    if data.members is not None:  # a holding that leaves the universe is sold at the next execution
-        w_cal[first:last + 1] *= panel.member[first:last + 1]
-    if delisting:  # ... and so is one whose delisting is known
-        w_cal[first:last + 1] *= ~panel.exclude[first:last + 1]
+    row_of = np.full(len(panel.dates), -1)  # the forecast row in force each day (between rows: the last)
+    row_of[rows_of] = np.arange(len(rows_of))
+    row_of[first:last + 1] = np.maximum.accumulate(row_of[first:last + 1])
     rebalance = np.zeros(len(panel.dates), dtype=bool)
     rows = np.unique(rebalance_rows(len(forecast), config.strategy.rebalance_every))
     rebalance[panel.dates.get_indexer(forecast.index[rows])] = True
+    targets = in_force(policy, panel, row_of, rebalance, data.members is not None, delisting)
     if config.execution == "next_open":
         start = first
     elif first > 0:
@@ -438,22 +396,25 @@ def run_backtest(data: Panel | Mapping[str, pd.DataFrame], forecast: pd.DataFram
         raise ValueError("execution='close' needs at least two trading days")
 
     allow_short = config.strategy.mode == "long_short"
-    eq, cash, pos, trades, exits = _simulate(panel, w_cal, rebalance, start, last, config,
-                                             config.rebalance_tolerance, allow_short, no_buy)
+    eq, cash, pos, trades, exits = simulate(panel, targets, rebalance, start, last, config,
+                                            config.rebalance_tolerance, allow_short, no_buy)
+    if isinstance(policy, EnhancedPolicy):  # what it decided in the loop
+        book = policy.book()
+    weights = book.weights if book is not None else policy.weights
     days = panel.dates[start:last + 1]
     equity = pd.Series(eq, index=days, name="equity")
     returns = pd.Series(np.diff(np.concatenate([[config.capital], eq])) / np.concatenate(
         [[config.capital], eq[:-1]]), index=days, name="returns")
 
     if len(codes) == 1:
-        ones = np.zeros_like(w_cal)
+        ones = np.zeros((len(panel.dates), 1))
         ones[first:last + 1] = 1.0
         bench_config = dataclasses.replace(config, strategy=dataclasses.replace(config.strategy,
                                                                                  mode="long_flat"))
         if delisting:
             ones[first:last + 1] *= ~panel.exclude[first:last + 1]
-        b_eq, _, _, b_trades, _ = _simulate(panel, ones, np.zeros_like(rebalance), start, last, bench_config,
-                                            math.inf, False)
+        b_eq, _, _, b_trades, _ = simulate(panel, lambda k, held: ones[k], np.zeros_like(rebalance), start,
+                                           last, bench_config, math.inf, False)
         benchmark = f"buy-and-hold {codes[0]} (same costs and rules)"
     else:
         b_eq = equal_weight_benchmark(panel, start, last, config.capital, config.execution == "next_open")

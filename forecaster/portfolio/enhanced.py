@@ -2,25 +2,32 @@
 under a tracking-error budget.
 
 At each rebalance row ``t`` (a forecast known after day ``t-1``'s close, traded at day ``t``'s
-execution) one convex problem is solved over the day's investable members (a bar at ``t-1``, a
-risk estimate, not known to delist):
+execution) one convex problem is solved over the day's investable members with a benchmark
+weight and every name held now (:func:`problem_inputs`), composed from small parts
+(:mod:`forecaster.portfolio.book_terms`, :mod:`forecaster.portfolio.book_constraints`,
+:mod:`forecaster.portfolio.book_problem`):
 
-    maximise    alpha' w  -  risk_aversion * a' V a  -  cost * |w - w_prev|_1
+    maximise    h alpha' w  -  risk_aversion * h * a' V a  -  buy' (w - w_prev)+ - sell' (w_prev - w)+
     subject to  sum w = 1,  w >= 0                          (long-only, fully invested)
-                |a_i| <= active_bound                        (a = w - b, per stock)
+                |a_i| <= active_bound                        (a = w - b, per stock that can trade)
                 |X_style' a| <= style_bound                  (active style exposure, in sd)
                 |w - w_prev|_1 / 2 <= max_turnover           (one-sided, per rebalance)
                 a' V a <= tracking_error^2 / 252             (the daily active variance budget)
-                w_i <= w_prev_i where stock i may not be bought (ST on the signal day)
+                w_i <= w_prev_i where stock i may not be bought (ST on the signal day; a non-member)
+                w_i  = w_prev_i where stock i cannot trade today (suspended, locked at a limit)
 
+``h``: the holding period (``rebalance_every`` days), so alpha and risk are over the same
+horizon and ``risk_aversion`` means the same at every rebalance frequency; the cost is paid once.
 ``b``: the benchmark weights (:mod:`forecaster.portfolio.index_weights`) renormalised over the
-investable members; ``V = X F X' + diag(D)``: the point-in-time risk model's snapshot at
-``t-1``'s close (:mod:`forecaster.risk`); ``w_prev``: the previous target drifted by the
-prices since. ``alpha_i = ic * sigma_i * z_i`` (Grinold's rule: ``z`` the forecast's
-cross-sectional z-score winsorised at 3, ``sigma`` the stock's specific daily sd, ``ic`` a
-stated information coefficient). The solver is Clarabel through cvxpy. A day it cannot solve
-is solved again without the turnover limit; a day that still fails holds the benchmark ``b``
-(counted, and named in the report).
+problem's names; ``V = X F X' + diag(D)``: the point-in-time risk model's snapshot at
+``t-1``'s close (:mod:`forecaster.risk`; a name it does not cover stays in at the largest
+specific variance it has); ``w_prev``: the weights held now. ``alpha_i = ic * sigma_i * z_i``
+(Grinold's rule: ``z`` the forecast's cross-sectional z-score winsorised at 3, ``sigma`` the
+stock's specific daily sd, ``ic`` a stated information coefficient). ``buy``, ``sell``: the
+backtest's cost model on the trade's day (:func:`trade_rates`: stamp duty by date on sells,
+the minimum commission). The solver is Clarabel through cvxpy; a solution is taken only once it
+keeps every constraint. The fallback ladder: the whole problem, without the turnover limit, with
+the style bound soft, then the drifted book held (counted; the benchmark when nothing is held).
 """
 
 from __future__ import annotations
@@ -33,25 +40,40 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from forecaster.portfolio.book_constraints import (
+    ActiveBound,
+    FullyInvested,
+    Held,
+    LongOnly,
+    NoBuy,
+    StyleBound,
+    TrackingBudget,
+    TurnoverLimit,
+)
+from forecaster.portfolio.book_problem import RUNGS, relax, solve
+from forecaster.portfolio.book_terms import ActiveRisk, Alpha, BenchmarkDistance, TradingCost, trade_rates
+
 log = logging.getLogger(__name__)
 
 TRADING_DAYS = 252
 _RISK = ("predicted_te", "factor_te", "style_te", "specific_te")
-_SOLVER = "CLARABEL"
 
 
 @dataclass
 class EnhancedBook:
-    """What :func:`enhanced_weights` decided.
+    """What the enhanced policy decided in a backtest (:class:`~forecaster.portfolio.policy.EnhancedPolicy`).
 
     Attributes:
         weights: ``[date x code]`` target weights by forecast row (held between rebalances).
         diagnostics: one row per rebalance: ``date``, ``status`` (``optimal``,
-            ``no_turnover_limit``: solved without the turnover limit, ``benchmark``: the
-            fallback), ``predicted_te`` (annual), ``factor_te``, ``style_te``, ``specific_te``
-            (annual; the active risk split: all factors, the style factors alone, specific),
-            ``turnover`` (one-sided), ``n_stocks``, ``missing_weight`` (benchmark weight of
-            members without a risk estimate or a bar, left out).
+            ``no_turnover_limit``: solved without the turnover limit, ``soft_style``: with the
+            style bound a penalty, ``benchmark``: the fallback; ``rung`` says what it held: the
+            benchmark, the book as ``held``, or ``empty``: the benchmark had no weight among the
+            investable members), ``predicted_te`` (annual), ``factor_te``, ``style_te``,
+            ``specific_te`` (annual; the active risk split: all factors, the style factors alone,
+            specific), ``turnover`` (one-sided, from the weights held), ``n_stocks``,
+            ``missing_weight`` (benchmark weight of members without a risk estimate),
+            ``fixed_weight`` (the weight held in stocks that could not trade on the signal day).
         active: ``[date x code]`` active weights ``w - b`` on rebalance rows.
         predicted_sd: ``[date]`` the book's predicted daily active sd in force on each row.
     """
@@ -64,7 +86,14 @@ class EnhancedBook:
 
     @property
     def fallbacks(self) -> int:
-        return int((self.diagnostics["status"] == "benchmark").sum()) if len(self.diagnostics) else 0
+        """The rebalances the optimiser did not solve (not those without a benchmark weight)."""
+        d = self.diagnostics
+        if not len(d):
+            return 0
+        fell = d["status"] == "benchmark"
+        if "rung" in d:  # a day without a benchmark weight is not a fallback of the optimiser
+            fell &= d["rung"] != "empty"
+        return int(fell.sum())
 
 
 def alpha_of(scores: np.ndarray, specific_sd: np.ndarray, ic: float) -> np.ndarray:
@@ -78,43 +107,47 @@ def alpha_of(scores: np.ndarray, specific_sd: np.ndarray, ic: float) -> np.ndarr
     return ic * specific_sd * z
 
 
+def book_parts(alpha: np.ndarray, bench: np.ndarray, prev: np.ndarray, exposures: np.ndarray,
+               factor_cov: np.ndarray, specific_var: np.ndarray, n_style: int, strategy,
+               no_buy: np.ndarray | None = None, cost=0.0, held: np.ndarray | None = None,
+               sell_cost=None) -> tuple[list, list]:
+    """``(terms, constraints)`` of one rebalance (module docstring) over ``[n]`` arrays:
+    alpha over the holding period, the active risk over the same horizon
+    (``strategy.rebalance_every`` days), the trading cost at ``cost`` per unit bought and
+    ``sell_cost`` (None: ``cost``) per unit sold (scalars or ``[n]``); the budget, long-only,
+    active bounds (not on ``held`` names), style bounds, the turnover limit (when something is
+    held), the tracking budget, the ST rule (``no_buy``) and the ``held`` names fixed at
+    ``prev``."""
+    risk = ActiveRisk(bench, exposures, factor_cov, specific_var, strategy.risk_aversion,
+                      horizon=strategy.rebalance_every)
+    terms = [Alpha(alpha), risk, TradingCost(prev, cost, cost if sell_cost is None else sell_cost)]
+    free = np.ones(len(alpha), bool) if held is None else ~np.asarray(held, bool)
+    constraints = [FullyInvested(), LongOnly(), ActiveBound(bench, strategy.active_bound, free),
+                   TrackingBudget(risk, strategy.tracking_error / math.sqrt(TRADING_DAYS))]
+    if n_style:
+        constraints.append(StyleBound(exposures[:, :n_style], bench, strategy.style_bound))
+    if prev.sum() > 0:
+        constraints.append(TurnoverLimit(prev, strategy.max_turnover))
+    if no_buy is not None:
+        constraints.append(NoBuy(no_buy, prev))
+    if held is not None:
+        constraints.append(Held(held, prev))
+    return terms, constraints
+
+
 def solve_book(alpha: np.ndarray, bench: np.ndarray, prev: np.ndarray, exposures: np.ndarray,
                factor_cov: np.ndarray, specific_var: np.ndarray, n_style: int, strategy,
-               no_buy: np.ndarray | None = None, cost: float = 0.0,
-               turnover_limit: bool = True) -> np.ndarray | None:
-    """The optimal weights ``[n]`` of one rebalance (module docstring), or None when the
-    solver finds none. ``exposures`` ``[n, k]`` (the first ``n_style`` columns styles),
+               no_buy: np.ndarray | None = None, cost=0.0, turnover_limit: bool = True,
+               soft_style: bool = False, held: np.ndarray | None = None, sell_cost=None) -> np.ndarray | None:
+    """The optimal weights ``[n]`` of one rebalance (:func:`book_parts`, composed and checked
+    by :mod:`forecaster.portfolio.book_problem`), or None when the solver finds none that keeps
+    the constraints. ``exposures`` ``[n, k]`` (the first ``n_style`` columns styles),
     ``factor_cov`` ``[k, k]``, ``specific_var`` ``[n]`` (daily); ``prev`` ``[n]`` the weights
-    held now; ``cost``: cost per unit traded (one way)."""
-    import cvxpy as cp
-
-    n = len(alpha)
-    w = cp.Variable(n)
-    a = w - bench
-    chol = np.linalg.cholesky(factor_cov + 1e-12 * np.eye(len(factor_cov)))
-    y = chol.T @ (exposures.T @ a)
-    risk = cp.hstack([y, cp.multiply(np.sqrt(specific_var), a)])
-    budget = strategy.tracking_error / math.sqrt(TRADING_DAYS)
-    constraints = [cp.sum(w) == 1, w >= 0, cp.abs(a) <= strategy.active_bound,
-                   cp.norm(risk, 2) <= budget]
-    if n_style:
-        constraints.append(cp.abs(exposures[:, :n_style].T @ a) <= strategy.style_bound)
-    if turnover_limit and prev.sum() > 0:
-        constraints.append(cp.norm(w - prev, 1) <= 2 * strategy.max_turnover)
-    if no_buy is not None and no_buy.any():
-        constraints.append(w[no_buy] <= prev[no_buy])
-    objective = alpha @ w - strategy.risk_aversion * cp.sum_squares(risk) - cost * cp.norm(w - prev, 1)
-    problem = cp.Problem(cp.Maximize(objective), constraints)
-    try:
-        problem.solve(solver=_SOLVER)
-    except cp.error.SolverError as exc:
-        log.debug("solver failed: %s", exc)
-        return None
-    if problem.status not in ("optimal", "optimal_inaccurate") or w.value is None:
-        return None
-    out = np.asarray(w.value, dtype=float)
-    out[out < 1e-6] = 0.0  # an interior-point solver's dust is not a position
-    return out / out.sum() if out.sum() > 0 else None
+    held now; ``turnover_limit`` False: without it; ``soft_style``: the style bound a penalty."""
+    terms, constraints = book_parts(alpha, bench, prev, exposures, factor_cov, specific_var, n_style,
+                                    strategy, no_buy, cost, held, sell_cost)
+    terms, constraints = relax(terms, constraints, turnover_limit, soft_style)
+    return solve(terms, constraints, len(alpha), prev, held)
 
 
 def _risk_split(active, exposures, factor_cov, specific_var, n_style) -> tuple[float, float, float, float]:
@@ -129,149 +162,163 @@ def _risk_split(active, exposures, factor_cov, specific_var, n_style) -> tuple[f
             math.sqrt(max(style, 0.0)) * year, math.sqrt(specific) * year)
 
 
-def problem_inputs(scores: np.ndarray, bench: np.ndarray, snap, day: np.ndarray, strategy):
+def problem_inputs(scores: np.ndarray, bench: np.ndarray, snap, day: np.ndarray, strategy,
+                   held: np.ndarray | None = None):
     """What one rebalance's problem is made of, over ``[stocks]`` arrays: ``idx`` the stocks in
-    it (``day``'s investable members the risk model covers), their alpha over the holding
-    period, benchmark weights renormalised over them, exposures ``[n, k]``, specific variances,
-    the number of style columns, and the share of ``day``'s benchmark weight left out."""
+    it (``day``'s investable members with a benchmark weight, and the names ``held`` now),
+    their alpha over the holding period, benchmark weights renormalised over them, exposures
+    ``[n, k]``, specific variances, the number of style columns, and the share of ``day``'s
+    benchmark weight without a risk estimate. A name the snapshot does not cover stays in: its
+    specific variance the largest the snapshot has (conservative), its market exposure 1 and
+    its other exposures 0 (the cross-sectional mean), its alpha from the median specific sd."""
     n_stocks = len(scores)
     n_style = sum(not name.startswith("stat") for name in snap.factor_names)
     cover = np.zeros(n_stocks, dtype=bool)
     cover[snap.stocks] = True
-    idx = np.flatnonzero(day & cover)
+    inside = day if held is None else (day | (held > 0))
+    idx = np.flatnonzero(inside)
     pos = np.full(n_stocks, -1)
     pos[snap.stocks] = np.arange(len(snap.stocks))
-    x, dvar = np.nan_to_num(snap.exposures[pos[idx]]), snap.specific_var[pos[idx]]
+    known = cover[idx]
+    x = np.zeros((len(idx), snap.exposures.shape[1]))
+    x[:, 0] = 1.0  # the market factor: every stock's
+    x[known] = np.nan_to_num(snap.exposures[pos[idx[known]]])
+    dvar = np.full(len(idx), float(np.max(snap.specific_var)))
+    dvar[known] = snap.specific_var[pos[idx[known]]]
+    sd = np.sqrt(dvar)
+    sd[~known] = float(np.median(np.sqrt(snap.specific_var)))
     missing = float(bench[day & ~cover].sum()) / max(float(bench[day].sum()), 1e-12)
     b = bench[idx] / bench[idx].sum()
     # over the holding period: the rebalance's days of daily alpha against one trade's cost
-    alpha = alpha_of(scores[idx], np.sqrt(dvar), strategy.alpha_ic) * strategy.rebalance_every
+    alpha = alpha_of(scores[idx], sd, strategy.alpha_ic) * strategy.rebalance_every
     return idx, alpha, b, x, dvar, n_style, missing
 
 
+def _empty_row(new: np.ndarray, held: np.ndarray, n_stocks: int, rung: str, note: str = "") -> dict:
+    """The diagnostics of a rebalance decided without the optimiser (no risk figures)."""
+    return {"status": "benchmark", **dict.fromkeys(_RISK, math.nan),
+            "turnover": float(np.abs(new - held).sum() / 2), "n_stocks": n_stocks, "missing_weight": math.nan,
+            "rung": rung, "note": note}
+
+
+def _fallback(held: np.ndarray, bench: np.ndarray, may_buy: np.ndarray) -> tuple[np.ndarray, str]:
+    """The last rung: the book held as it drifted (``"held"``); with nothing held, the
+    benchmark over the names that may be bought (``"benchmark"``)."""
+    if held.sum() > 0:
+        return held.copy(), "held"
+    new = np.where(may_buy, bench, 0.0)
+    return (new / new.sum() if new.sum() > 0 else new), "benchmark"
+
+
+def _toward_benchmark(held, bench, day, no_buy, stuck, strategy, may_buy) -> tuple[np.ndarray, str]:
+    """Without a risk model: the book closest to the benchmark (:class:`BenchmarkDistance`)
+    that the rules allow (the turnover limit, the ST rule, held names that cannot trade; the
+    objective, not the active bounds, keeps it near), ``"benchmark"``; solved without the
+    turnover limit if need be; else the last rung (:func:`_fallback`)."""
+    idx = np.flatnonzero(day | (held > 0))
+    b, prev = bench[idx] / bench[idx].sum(), held[idx]
+    nb = (~day[idx]) | (False if no_buy is None else np.asarray(no_buy, bool)[idx])
+    hold = stuck[idx] if stuck[idx].any() else None
+    constraints = [FullyInvested(), LongOnly(), NoBuy(nb, prev)]
+    if prev.sum() > 0:
+        constraints.append(TurnoverLimit(prev, strategy.max_turnover))
+    if hold is not None:
+        constraints.append(Held(hold, prev))
+    for turnover_limit in (True, False):
+        w = solve(*relax([BenchmarkDistance(b)], constraints, turnover_limit), len(idx), prev, hold)
+        if w is not None:
+            new = np.zeros(len(held))
+            new[idx] = w
+            return new, "benchmark"
+    return _fallback(held, bench, may_buy)
+
+
 def rebalance(scores: np.ndarray, held: np.ndarray, bench: np.ndarray, snap, investable: np.ndarray,
-              no_buy: np.ndarray | None, strategy, cost: float) -> tuple[np.ndarray, dict, np.ndarray]:
+              no_buy: np.ndarray | None, strategy, cost, *, fixed: np.ndarray | None = None,
+              date=None, value: float | None = None) -> tuple[np.ndarray, dict, np.ndarray]:
     """One rebalance (module docstring) over ``[stocks]`` arrays: the scores, the weights held
     now, the benchmark weights, the investable members and the ST rule's mask; ``snap``: the
     risk model's snapshot at the signal day's close, its ``stocks`` indexing these arrays (None:
-    not enough history, the benchmark is held). Returns the new weights ``[stocks]``, the
-    diagnostics row (:class:`EnhancedBook`) and the active weights (NaN outside the book)."""
+    not enough history). ``cost``: a :class:`~forecaster.portfolio.rules.CostModel` (its rates
+    on ``date``, the trade's day, default the snapshot's; the minimum commission on a book of
+    ``value`` CNY, :func:`trade_rates`) or a number (per unit traded either way). ``fixed``:
+    names that cannot trade today (suspended, locked at a limit): held ones stay at their
+    weight, in the budget, the turnover and the cost. Every held name is in the problem (sold
+    by the problem, never by omission).
+
+    The ladder: the whole problem, without the turnover limit, with the style bound soft, then
+    the drifted book held (the benchmark when nothing is held). Without a snapshot: the book
+    closest to the benchmark the rules allow (:func:`_toward_benchmark`). A day
+    without an investable member with a benchmark weight holds the book and says so (``note``).
+    Returns the new weights ``[stocks]``, the diagnostics row (:class:`EnhancedBook`, and
+    ``rung``: which rung decided, ``note``) and the active weights (NaN outside the book)."""
     n_stocks = len(scores)
+    held = np.asarray(held, dtype=float)
     day = investable & (bench > 0)
     active = np.full(n_stocks, np.nan)
-    if snap is None or not day.any():
-        new = np.where(day, bench, 0.0)
-        new = new / new.sum() if new.sum() > 0 else new
-        return new, {"status": "benchmark", **dict.fromkeys(_RISK, math.nan), "turnover": math.nan,
-                     "n_stocks": int(day.sum()), "missing_weight": math.nan}, active
-    idx, alpha, b, x, dvar, n_style, missing = problem_inputs(scores, bench, snap, day, strategy)
+    stuck = np.zeros(n_stocks, bool) if fixed is None else np.asarray(fixed, bool)
+    may_buy = day & ~stuck & (True if no_buy is None else ~np.asarray(no_buy, bool))
+    when = pd.Timestamp(date if date is not None else (snap.date if snap is not None else "NaT"))
+    if not day.any():
+        note = (f"{'the rebalance' if pd.isna(when) else when.date()}: no investable member with a benchmark "
+                "weight; the book is held")
+        log.warning("enhanced book: %s", note)
+        return held.copy(), _empty_row(held, held, 0, "empty", note), active
+    if snap is None or len(snap.stocks) == 0:
+        new, rung = _toward_benchmark(held, bench, day, no_buy, stuck, strategy, may_buy)
+        return new, _empty_row(new, held, int(day.sum()), rung), active
+    idx, alpha, b, x, dvar, n_style, missing = problem_inputs(scores, bench, snap, day, strategy, held)
     prev = held[idx]
-    nb = None if no_buy is None else no_buy[idx]
-    status = "optimal"
-    w = solve_book(alpha, b, prev, x, snap.factor_cov, dvar, n_style, strategy, nb, cost)
+    nb = (~day[idx]) | (False if no_buy is None else np.asarray(no_buy, bool)[idx])  # non-members: sold only
+    hold = stuck[idx] if stuck[idx].any() else None
+    buy, sell = trade_rates(cost, when, prev, b, strategy.active_bound, value)
+    status = w = None
+    for rung, turnover_limit, soft_style in RUNGS:
+        w = solve_book(alpha, b, prev, x, snap.factor_cov, dvar, n_style, strategy, nb, buy,
+                       turnover_limit=turnover_limit, soft_style=soft_style, held=hold, sell_cost=sell)
+        if w is not None:
+            status = rung
+            break
     if w is None:
-        status = "no_turnover_limit"
-        w = solve_book(alpha, b, prev, x, snap.factor_cov, dvar, n_style, strategy, nb, cost,
-                       turnover_limit=False)
-    if w is None:
-        status, w = "benchmark", b.copy()
+        status = "benchmark"  # the optimiser did not solve: counted by EnhancedBook.fallbacks
+        fallback, rung = _fallback(held, bench, may_buy)
+        w = fallback[idx]
     total_te, factor_te, style_te, specific_te = _risk_split(w - b, x, snap.factor_cov, dvar, n_style)
     new = np.zeros(n_stocks)
     new[idx] = w
     active[idx] = w - b
     return new, {"status": status, "predicted_te": total_te, "factor_te": factor_te, "style_te": style_te,
                  "specific_te": specific_te, "turnover": float(np.abs(new - held).sum() / 2),
-                 "n_stocks": len(idx), "missing_weight": missing}, active
+                 "n_stocks": len(idx), "missing_weight": missing, "rung": rung, "note": ""}, active
 
 
-def enhanced_weights(forecast: pd.DataFrame, rows_of: np.ndarray, bench: np.ndarray, risk, growth: np.ndarray,
-                     strategy, investable: np.ndarray, no_buy: np.ndarray | None = None,
-                     cost: float = 0.0) -> EnhancedBook:
-    """The enhanced book of ``forecast`` ``[rows x stocks]`` (module docstring).
-
-    Args:
-        forecast: scores by forecast row, the panel's stocks as columns.
-        rows_of: ``[rows]`` each forecast row's index in the panel's calendar.
-        bench: ``[days, stocks]`` benchmark weights (row ``t`` held over day ``t``).
-        risk: a fitted :class:`forecaster.risk.RiskModel` of the panel (``snapshot(t)``).
-        growth: ``[days, stocks]`` price return factors (drifting the held weights).
-        strategy: the :class:`~forecaster.portfolio.strategy.StrategyConfig` (rule ``enhanced``).
-        investable: ``[rows, stocks]`` bool, the members a book may hold on each forecast row.
-        no_buy: ``[rows, stocks]`` bool, not to be bought on that row (held ones may stay).
-        cost: cost per unit traded one way (:func:`one_way_cost`).
-    """
-    from forecaster.portfolio.strategy import rebalance_rows
-
-    f = forecast.to_numpy(dtype=float)
-    n_rows, n_stocks = f.shape
-    decide = np.zeros(n_rows, dtype=bool)
-    decide[np.unique(rebalance_rows(n_rows, strategy.rebalance_every))] = True
-    out = np.zeros_like(f)
-    active_rows = np.full_like(f, np.nan)
-    sd = np.full(n_rows, np.nan)
-    held = np.zeros(n_stocks)
-    diag, missing_risk = [], 0
-    for i in range(n_rows):
-        t = int(rows_of[i])
-        if i:  # the previous row's book drifted by the prices of the day it was held
-            held = held * growth[int(rows_of[i - 1])]
-            held = held / held.sum() if held.sum() > 0 else held
-        if not decide[i]:
-            out[i], sd[i] = held, sd[i - 1] if i else np.nan
-            continue
-        snap = risk.snapshot(t - 1) if t >= 1 else None
-        missing_risk += snap is None
-        held, row, active = rebalance(f[i], held, bench[t], snap, investable[i],
-                                      None if no_buy is None else no_buy[i], strategy, cost)
-        diag.append({"date": forecast.index[i], **row})
-        active_rows[i] = active
-        out[i], sd[i] = held, row["predicted_te"] / math.sqrt(TRADING_DAYS)
-    notes = []
-    fallbacks = [d for d in diag if d["status"] == "benchmark"]
-    if fallbacks:
-        notes.append(f"the optimiser held the benchmark on {len(fallbacks)} of {len(diag)} rebalance(s) "
-                     f"({missing_risk} before the risk model had enough history, "
-                     f"{len(fallbacks) - missing_risk} the solver could not solve; first: "
-                     f"{pd.Timestamp(fallbacks[0]['date']).date()})")
-    missing = [d["missing_weight"] for d in diag if d["missing_weight"] > 0]
-    if missing:  # members without a risk estimate (too little history) are left out of the book
-        notes.append(f"on {len(missing)} of {len(diag)} rebalance(s) members without a risk estimate were "
-                     f"left out of the book: {np.mean(missing):.2%} of the benchmark weight on average, "
-                     f"{max(missing):.2%} at most")
-    relaxed = sum(d["status"] == "no_turnover_limit" for d in diag)
-    if relaxed:
-        notes.append(f"{relaxed} rebalance(s) solved only without the turnover limit")
-    index, columns = forecast.index, forecast.columns
-    columns_of_diag = ["date", "status", *_RISK, "turnover", "n_stocks", "missing_weight"]
-    diagnostics = pd.DataFrame(diag, columns=columns_of_diag)
-    return EnhancedBook(pd.DataFrame(out, index=index, columns=columns), diagnostics,
-                        pd.DataFrame(active_rows, index=index, columns=columns), pd.Series(sd, index=index),
-                        notes)
-
-
-def one_way_cost(costs) -> float:
-    """Cost per unit of value traded one way: commission, transfer fee, slippage and half the
-    current stamp duty (paid on sells)."""
+def one_way_cost(costs, date=None) -> float:
+    """Cost per unit of value traded one way, a buy and a sell averaged: commission, transfer
+    fee, slippage and half the stamp duty (paid on sells) in force on ``date`` (None: today's,
+    the rate a trade placed now pays). :func:`trade_rates` gives a buy's and a sell's apart."""
+    when = pd.Timestamp.today() if date is None else date
     return float(costs.commission_rate + costs.transfer_fee_rate + costs.slippage_bps / 1e4
-                 + costs.stamp_duty_after / 2)
+                 + costs.stamp_duty_rate(when) / 2)
 
 
 def risk_model_of(data):
     """The point-in-time risk model of the Panel ``data`` (fitted once per panel): style
     exposures from its prices, volumes and (carried) float market values over the day's
-    members, the daily regressions and their residuals (:mod:`forecaster.risk`)."""
+    members, the daily regressions and their residuals (:mod:`forecaster.risk`). A suspended
+    day with a bar (baostock's folders keep them) has no return, not a zero one; the cache keys
+    on the members, so a panel whose members change gets a model of its own."""
     from forecaster.portfolio.index_weights import carried_float_mv, growth
-    from forecaster.risk import RiskModel, style_exposures
+    from forecaster.risk import RiskModel, style_exposures, universe_key
 
     def fit():
-        returns = np.where(data.listed, growth(data) - 1.0, np.nan)
+        returns = np.where(data.listed & ~data.suspended, growth(data) - 1.0, np.nan)
         mv = carried_float_mv(data)
         universe = data.listed if data.members is None else (data.members & data.listed)
         x = style_exposures(returns, data.fields["close"], data.fields.get("volume", np.ones_like(returns)),
                             mv, universe)
         return RiskModel().fit(returns, x, universe, data.dates, weights=mv)
 
-    return data.derived(("risk_model",), fit)
+    return data.derived(("risk_model", universe_key(data.members)), fit)
 
 
 class _Columns:
@@ -288,44 +335,3 @@ class _Columns:
         keep = cols >= 0
         return dataclasses.replace(snap, stocks=cols[keep], exposures=snap.exposures[keep],
                                    specific_var=snap.specific_var[keep])
-
-
-def enhanced_for_backtest(data, forecast: pd.DataFrame, config, investable: np.ndarray,
-                          no_buy: np.ndarray | None) -> tuple[EnhancedBook, object]:
-    """The enhanced book of ``forecast`` (columns: codes of the Panel ``data``) under
-    ``config`` (:class:`~forecaster.portfolio.backtest.BacktestConfig`), with ``investable``
-    and ``no_buy`` ``[rows, codes]`` as the backtest decides them; also the benchmark weights
-    (:class:`~forecaster.portfolio.index_weights.BenchmarkWeights`) on the panel's stocks."""
-    from forecaster.portfolio.index_weights import benchmark_weights, growth
-
-    bench = benchmark_weights(data, config.benchmark_weights)
-    index = {str(c): j for j, c in enumerate(data.codes)}
-    cols = np.array([index[str(c)] for c in forecast.columns])
-    column_of = np.full(len(data.codes), -1)
-    column_of[cols] = np.arange(len(cols))
-    rows_of = data.dates.get_indexer(forecast.index)
-    listed_before = np.zeros((len(rows_of), len(cols)), dtype=bool)
-    ok = rows_of >= 1
-    listed_before[ok] = data.listed[rows_of[ok] - 1][:, cols]
-    investable = investable & listed_before
-    cost = one_way_cost(config.costs)
-    risk = _Columns(risk_model_of(data), column_of)
-    book = enhanced_weights(forecast, rows_of, bench.weights[:, cols], risk, growth(data)[:, cols],
-                            config.strategy, investable, no_buy, cost)
-    book.notes[0:0] = bench.notes
-    return book, bench
-
-
-def enhanced_target(panel, scores: np.ndarray, held: np.ndarray, config, investable: np.ndarray,
-                    no_buy: np.ndarray | None) -> tuple[np.ndarray, dict]:
-    """Tomorrow's enhanced book ``[stocks]`` of the Panel ``panel`` (its stocks' order) from
-    today's ``scores`` and the weights ``held`` now: the benchmark weights for the next day,
-    the risk model at the last close, one :func:`rebalance`; also its diagnostics row
-    (``predicted_te`` annual)."""
-    from forecaster.portfolio.index_weights import next_weights
-
-    bench = next_weights(panel, config.benchmark_weights)
-    snap = risk_model_of(panel).snapshot(panel.n_days - 1)
-    new, row, _ = rebalance(np.asarray(scores, float), held, bench, snap, investable, no_buy, config.strategy,
-                            one_way_cost(config.costs))
-    return new, row

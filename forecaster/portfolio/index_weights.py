@@ -2,9 +2,13 @@
 
 :func:`benchmark_weights` gives ``[days, stocks]`` weights, row ``t`` the book the index holds
 over day ``t`` (decided at ``t-1``'s close, so known when a strategy decides at that close),
-over the day's members (all stocks when the run has no universe), summing to 1. Three sources,
+over the day's members (all stocks when the run has no universe), summing to 1. Four sources,
 one option (``--benchmark-weights``, :attr:`~forecaster.portfolio.backtest.BacktestConfig.benchmark_weights`):
 
+* ``fitted``: fitted to the index's own series where the panel holds it (the default then):
+  monthly constrained least squares of its returns on the members' over a trailing window,
+  shrunk toward the float market value, drifting with prices between refits
+  (:mod:`forecaster.portfolio.fitted_weights`).
 * ``float_mv``: each member's float market value at the previous close, the usual stand-in for
   a cap-weighted index's free-float weights. Past a stock's last value (a source that ends
   early) its float shares are held: the value is carried forward by the stock's price return
@@ -12,8 +16,15 @@ one option (``--benchmark-weights``, :attr:`~forecaster.portfolio.backtest.Backt
   which day. A member that never had a value gets the day's median member value (counted).
 * ``equal``: the members with a bar, equally.
 * a file ``date,code,weight`` (a vendor's export of an index's weights): on each of its dates
-  the given weights (fractions summing to 1 a date); between dates each weight drifts with its
-  stock's price return and the row is renormalised. Codes in any form the loaders read.
+  the given weights (fractions summing to 1 a date), held from the next day; between dates each
+  weight drifts with its stock's price return and the row is renormalised. Codes in any form the
+  loaders read. A date must be a trading day of the data (weights are dated by the close they
+  apply at): a weekend or holiday is refused, never moved to the next trading day.
+
+How old the weights are: :attr:`BenchmarkWeights.last_given` (a file's last date, the last day
+with a float market value), :func:`weights_age`, :func:`stale_line`; :func:`next_weights` (the
+predict side) logs a warning past :data:`STALE_AFTER` trading days, and a backtest's notes say
+so. :func:`check_covers` refuses a run whose first test day has no benchmark weights.
 
 :func:`weights_tracking` says how closely the members so weighted follow the index's own
 series (a check that the weights are right).
@@ -21,6 +32,7 @@ series (a check that the weights are right).
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,9 +43,13 @@ import pandas as pd
 from forecaster.data.panel import Panel
 from forecaster.data.qlib.conventions import from_qlib_code
 from forecaster.data.sources import DataError
+from forecaster.portfolio.fitted_weights import fit_to_index, index_series_of
 
-SOURCES = ("float_mv", "equal")
+SOURCES = ("fitted", "float_mv", "equal")
 SUM_TOLERANCE = 0.02  # a file's date whose weights sum further from 1 is refused
+STALE_AFTER = 20  # trading days (about a month) past the last given weights before a warning
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -41,16 +57,23 @@ class BenchmarkWeights:
     """``weights``: ``[days, stocks]`` (row ``t`` held over day ``t``; rows sum to 1 where the
     day has members, else 0); ``source``: what they are (``"float_mv"``, ``"equal"`` or the
     file); ``carried_from``: the first day a float market value was carried forward (None: not
-    needed); ``notes``: what the report says of them."""
+    needed); ``notes``: what the report says of them; ``last_given``: the last day the source
+    gave weights (a file's last date, the last day with a float market value; None: every day,
+    as equal weights), past which they are drifted by prices."""
 
     weights: np.ndarray
     source: str
     carried_from: pd.Timestamp | None = None
     notes: list[str] = field(default_factory=list)
+    last_given: pd.Timestamp | None = None
 
 
 def default_source(panel: Panel) -> str:
-    """``float_mv`` where the data carry a float market value, else ``equal``."""
+    """``fitted`` where the panel holds its universe's index series
+    (:func:`~forecaster.portfolio.fitted_weights.attach_index_series`), else ``float_mv`` where
+    the data carry a float market value, else ``equal``."""
+    if index_series_of(panel) is not None:
+        return "fitted"
     mv = panel.fields.get("float_mv")
     return "float_mv" if mv is not None and np.isfinite(mv).any() else "equal"
 
@@ -136,7 +159,7 @@ def float_mv_weights(panel: Panel) -> BenchmarkWeights:
         notes.append(f"{n_never:,} member-days of {len(codes)} stock(s) without any float market value "
                      f"weighted at the day's median member value: {', '.join(codes[:8])}"
                      + (" ..." if len(codes) > 8 else ""))
-    return BenchmarkWeights(weights, "float_mv", carried_from, notes)
+    return BenchmarkWeights(weights, "float_mv", carried_from, notes, last_given=panel.dates[end])
 
 
 def equal_weights(panel: Panel) -> BenchmarkWeights:
@@ -184,13 +207,19 @@ def file_weights(panel: Panel, path: str | Path) -> BenchmarkWeights:
         span = f"{panel.dates[0].date()}..{panel.dates[-1].date()}"
         raise DataError(f"{at}: line {i + 2}: {dates.iloc[i].date()} is outside the data's days {span} "
                         f"({int(outside.sum())} such row(s))")
+    closed = ~dates.isin(panel.dates)
+    if closed.any():
+        i = int(np.flatnonzero(closed.to_numpy())[0])
+        raise DataError(f"{at}: line {i + 2}, column date: {dates.iloc[i].date()} is not a trading day of "
+                        "the data (no stock has a bar: the exchange was closed); weights are dated by the "
+                        f"close they apply at ({int(closed.sum())} such row(s))")
     sums = weights.groupby(dates).sum()
     far = sums[(sums - 1).abs() > SUM_TOLERANCE]
     if len(far):
         hint = " (percentages? give fractions)" if abs(far.iloc[0] - 100) < 100 * SUM_TOLERANCE else ""
         raise DataError(f"{at}: the weights of {far.index[0].date()} sum to {far.iloc[0]:.4f}, expected 1 "
                         f"(within {SUM_TOLERANCE}){hint}; {len(far)} such date(s)")
-    rows = panel.dates.searchsorted(dates.to_numpy())  # a date off the calendar: the next trading day
+    rows = panel.dates.get_indexer(dates)  # every date is a trading day (checked above)
     given = np.full((len(panel.dates), len(panel.codes)), np.nan)
     given_rows = np.unique(rows)
     given[given_rows] = 0.0
@@ -209,7 +238,11 @@ def file_weights(panel: Panel, path: str | Path) -> BenchmarkWeights:
     if len(before):
         notes.append(f"no weights before {panel.dates[given_rows[0]].date()}: no benchmark weight on the "
                      f"{len(before)} earlier day(s)")
-    return BenchmarkWeights(weights, f"file {path}", None, notes)
+    bw = BenchmarkWeights(weights, f"file {path}", None, notes, last_given=panel.dates[given_rows[-1]])
+    stale = stale_line(panel, bw, "the data's last day")
+    if stale:
+        notes.append(stale)
+    return bw
 
 
 def benchmark_weights(panel: Panel, spec: str | None = None) -> BenchmarkWeights:
@@ -219,9 +252,53 @@ def benchmark_weights(panel: Panel, spec: str | None = None) -> BenchmarkWeights
         return float_mv_weights(panel)
     if spec == "equal":
         return equal_weights(panel)
+    if spec == "fitted":  # shrunk toward the float market value where the data carry it, else equal
+        prior = float_mv_weights(panel) if carried_float_mv(panel) is not None else equal_weights(panel)
+        fitted = BenchmarkWeights(*fit_to_index(panel, prior.weights, prior.source, growth(panel)))
+        fitted.notes += prior.notes
+        return fitted
     if not Path(spec).is_file():
-        raise DataError(f"--benchmark-weights: {spec!r} is neither float_mv, equal nor a file")
+        raise DataError(f"--benchmark-weights: {spec!r} is neither fitted, float_mv, equal nor a file")
     return file_weights(panel, spec)
+
+
+def weights_age(panel: Panel, bench: BenchmarkWeights) -> tuple[pd.Timestamp | None, int]:
+    """The last day ``bench``'s source gave weights and how many trading days of the panel
+    follow it (``(None, 0)``: weights given every day)."""
+    if bench.last_given is None:
+        return None, 0
+    return bench.last_given, int(len(panel.dates) - panel.dates.searchsorted(bench.last_given, "right"))
+
+
+def stale_line(panel: Panel, bench: BenchmarkWeights, upto: str = "the signal day") -> str | None:
+    """One line saying how old ``bench``'s weights are at the panel's last day (``upto``
+    names it) when they are more than :data:`STALE_AFTER` trading days old; else None."""
+    last, age = weights_age(panel, bench)
+    if last is None or age <= STALE_AFTER:
+        return None
+    what = "weights" if bench.source.startswith("file") else "float market values"
+    return (f"--benchmark-weights {bench.source.removeprefix('file ')}: the last {what} are of "
+            f"{last.date()}, {age:,} trading days before {upto} {panel.dates[-1].date()}; they are drifted "
+            "with prices since (a member that joined since has no weight): give newer ones")
+
+
+def check_covers(bench: BenchmarkWeights, panel: Panel, first_test_day: pd.Timestamp) -> None:
+    """Refuse (:class:`DataError`, one line) benchmark weights that leave the run's first test
+    day without a benchmark: a book held against them would sit in cash, its excess and
+    information ratio measured against nothing."""
+    t = int(panel.dates.searchsorted(pd.Timestamp(first_test_day)))
+    if t >= len(panel.dates) or bench.weights[t].sum() > 0:
+        return
+    weighted = np.flatnonzero(bench.weights.sum(axis=1) > 0)
+    at = f"--benchmark-weights {bench.source.removeprefix('file ')}"
+    if not len(weighted):
+        raise DataError(f"{at}: no day of the data has benchmark weights over the day's members")
+    first = int(weighted[0])
+    raise DataError(f"{at}: the first benchmark weights hold from {panel.dates[first].date()} (dated "
+                    f"{panel.dates[max(first - 1, 0)].date()}), after the run's first test day "
+                    f"{panel.dates[t].date()}: the book would have no benchmark until then; give weights "
+                    f"dated {panel.dates[max(t - 1, 0)].date()} or earlier, or start the test days on "
+                    f"{panel.dates[first].date()} or later (--start)")
 
 
 def weighted_returns(panel: Panel, weights: np.ndarray) -> np.ndarray:
@@ -270,14 +347,21 @@ def members_equity(data: Panel, bench: BenchmarkWeights | str | None, days: pd.D
     start, end = data.dates.get_loc(days[0]), data.dates.get_loc(days[-1])
     eq = weighted_equity(data, bench.weights, start, end, capital, next_open)
     eq = pd.Series(eq, index=data.dates[start:end + 1], name="weighted").reindex(days).ffill()
-    return eq, f"the members at {bench.source} weights (no costs)"
+    source = bench.source  # a file's: "the weights of PATH", not "file PATH weights"
+    named = f"the weights of {source[5:]}" if source.startswith("file ") else f"{source} weights"
+    return eq, f"the members at {named} (no costs)"
 
 
 def next_weights(panel: Panel, spec: str | None = None) -> np.ndarray:
     """``[stocks]`` the benchmark weights for the trading day after the panel's last, over the
-    last day's members: the values at its close (float_mv), equal, or a file's last weights
-    drifted by that day's prices."""
+    last day's members: the values at its close (float_mv), equal, or a file's (or the fitted)
+    last weights drifted by that day's prices. Weights more than :data:`STALE_AFTER` trading days old (a
+    file's last date, float market values that ended) are logged as a warning
+    (:func:`stale_line`)."""
     bw = benchmark_weights(panel, spec)
+    stale = stale_line(panel, bw)
+    if stale:
+        log.warning(stale)
     last = len(panel.dates) - 1
     members = _members(panel)[last]
     if bw.source == "float_mv":

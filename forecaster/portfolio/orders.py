@@ -41,6 +41,7 @@ from forecaster.data.panel import Panel
 from forecaster.portfolio.backtest import BacktestConfig, trade_towards
 from forecaster.portfolio.broker import Broker
 from forecaster.portfolio.next_day import delisting_reasons
+from forecaster.portfolio.policy import Holding, enhanced_target
 from forecaster.portfolio.strategy import ST_BLOCK, ST_REASON, st_no_buy, weights_for_book
 
 ORDER_COLUMNS = ("code", "side", "shares", "requested", "reference_price", "value", "est_costs",
@@ -122,7 +123,7 @@ def next_day_orders(scores: pd.Series, book: Book, config: BacktestConfig, *, da
         no_buy: ``[stocks]`` bool, the ST rule's mask (:func:`~forecaster.portfolio.strategy.st_no_buy`):
             not bought, a holding kept but not added to; ``None``: none.
         target: ``[stocks]`` the target weights when decided elsewhere (the enhanced book,
-            :func:`~forecaster.portfolio.enhanced.enhanced_target`); ``None``: by the rule.
+            :func:`~forecaster.portfolio.policy.enhanced_target`); ``None``: by the rule.
 
     Returns:
         One row per stock with an order, a blocked wish or a position (``ORDER_COLUMNS``):
@@ -238,13 +239,12 @@ def book_orders_for_panel(scores: pd.Series, panel: Panel, book: Book, config: B
     no_buy = st_no_buy(panel.st[last], config.strategy)
     target, enhanced = None, None
     if config.strategy.rule == "enhanced":  # the optimised book: its own target, by the same orders
-        from forecaster.portfolio.enhanced import enhanced_target
-
         held = np.array([book.shares.get(str(c), 0) for c in panel.codes], dtype=float) * np.nan_to_num(close)
         nav = held.sum() + book.cash
         investable = listed & (np.ones(panel.n_stocks, dtype=bool) if members is None else members)
         target, enhanced = enhanced_target(panel, scores.reindex(panel.codes).to_numpy(dtype=float),
-                                           held / nav if nav > 0 else held, config, investable, no_buy)
+                                           Holding(held / nav if nav > 0 else held, nav), config, investable,
+                                           no_buy, date=next_day)
     table = next_day_orders(scores.reindex(panel.codes), book, config, date=next_day, price=price,
                             value_price=np.nan_to_num(close), up=broker_up, down=broker_down,
                             suspended=suspended | ~listed, signal_date=panel.dates[-1],

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from forecaster.checks import check_choice, check_date, check_int
+from forecaster.checks import ConfigError, check_choice, check_date, check_int
 from forecaster.configs import documented, option
 from forecaster.data.market.exchange import board, round_price
 
@@ -40,11 +40,11 @@ class CostModel:
         for name in ("commission_rate", "stamp_duty_before", "stamp_duty_after", "transfer_fee_rate"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 0.0 <= value < 0.1):
-                raise ValueError(f"CostModel.{name} must be a fraction in [0, 0.1), got {value!r}")
+                raise ConfigError(f"CostModel.{name} must be a fraction in [0, 0.1), got {value!r}")
         if not (isinstance(self.min_commission, (int, float)) and 0.0 <= self.min_commission < 1e6):
-            raise ValueError(f"CostModel.min_commission must be CNY >= 0, got {self.min_commission!r}")
+            raise ConfigError(f"CostModel.min_commission must be CNY >= 0, got {self.min_commission!r}")
         if not (isinstance(self.slippage_bps, (int, float)) and 0.0 <= self.slippage_bps < 1000):
-            raise ValueError(f"CostModel.slippage_bps must be in [0, 1000) bps, got {self.slippage_bps!r}")
+            raise ConfigError(f"CostModel.slippage_bps must be in [0, 1000) bps, got {self.slippage_bps!r}")
         change = check_date("CostModel.stamp_duty_change", self.stamp_duty_change)
         object.__setattr__(self, "stamp_duty_change", change)  # parsed once; the dataclass is frozen
         object.__setattr__(self, "_change", change)
@@ -93,7 +93,7 @@ class MarketRules:
     def __post_init__(self):
         check_int("lot_size", self.lot_size)
         if self.corporate_actions not in CORPORATE_ACTIONS:
-            raise ValueError(f"corporate_actions must be one of {CORPORATE_ACTIONS}, "
+            raise ConfigError(f"corporate_actions must be one of {CORPORATE_ACTIONS}, "
                              f"got {self.corporate_actions!r}")
 
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from forecaster.checks import check_choice, check_int
+from forecaster.checks import ConfigError, check_choice, check_int
 from forecaster.configs import documented, option
 
 RULES = ("top_k", "dropout", "threshold", "enhanced")
@@ -91,7 +91,8 @@ class StrategyConfig:
         "enhanced: the information coefficient that turns a score into expected return (alpha = alpha_ic x "
         "specific volatility x the score's z-score).")
     risk_aversion: float = option(10.0,
-        "enhanced: the penalty on daily active variance in the objective; small against a forecast's alpha, "
+        "enhanced: the penalty on active variance over the holding period (as alpha is) in the objective; "
+        "small against a forecast's alpha, "
         "so the tracking-error budget limits risk, but it makes a book without a view hold the benchmark (0: "
         "any book within the limits is as good).")
 
@@ -103,25 +104,25 @@ class StrategyConfig:
         check_int("n_drop", self.n_drop)
         check_int("rebalance_every", self.rebalance_every)
         if not isinstance(self.exclude_st, bool):
-            raise ValueError(f"exclude_st must be true or false, got {self.exclude_st!r}")
+            raise ConfigError(f"exclude_st must be true or false, got {self.exclude_st!r}")
         if not (isinstance(self.threshold, (int, float)) and not isinstance(self.threshold, bool)
                 and math.isfinite(self.threshold) and self.threshold >= 0):
-            raise ValueError(f"threshold must be a finite number >= 0, got {self.threshold!r}")
+            raise ConfigError(f"threshold must be a finite number >= 0, got {self.threshold!r}")
         for name, (zero_ok, high) in _ENHANCED_RANGES.items():
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
                     and (value > 0 or (zero_ok and value == 0)) and value <= high):
                 opening = "[" if zero_ok else "("
-                raise ValueError(f"{name} must be a number in {opening}0, {high:g}], got {value!r}")
+                raise ConfigError(f"{name} must be a number in {opening}0, {high:g}], got {value!r}")
         if self.rule == "enhanced" and self.mode != "long_flat":
-            raise ValueError("rule 'enhanced' holds a long book only (mode 'long_flat')")
+            raise ConfigError("rule 'enhanced' holds a long book only (mode 'long_flat')")
         if self.rule == "dropout":
             if self.top_k is None:
-                raise ValueError("rule 'dropout' needs top_k (the number of names held)")
+                raise ConfigError("rule 'dropout' needs top_k (the number of names held)")
             if self.n_drop > self.top_k:
-                raise ValueError(f"n_drop ({self.n_drop}) cannot exceed top_k ({self.top_k})")
+                raise ConfigError(f"n_drop ({self.n_drop}) cannot exceed top_k ({self.top_k})")
             if self.mode != "long_flat":
-                raise ValueError("rule 'dropout' holds a long book only (mode 'long_flat')")
+                raise ConfigError("rule 'dropout' holds a long book only (mode 'long_flat')")
 
     @classmethod
     def for_universe(cls, n_stocks: int, **overrides) -> StrategyConfig:

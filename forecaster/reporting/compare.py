@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from forecaster.data.sources import DataError
+
 COLUMNS = ("model", "rank_ic", "icir", "best_baseline", "baseline_rank_ic", "ic_diff_p", "ann_return",
            "excess_ann", "sharpe", "max_dd", "turnover", "costs_pct", "folds", "stocks")
 
@@ -20,15 +22,15 @@ def report_row(folder: str | Path) -> dict:
     """The model under test's figures from ``folder/metrics.json``.
 
     Raises:
-        ValueError: the folder has no readable ``metrics.json``.
+        DataError: the folder has no readable ``metrics.json``.
     """
     path = Path(folder) / "metrics.json"
     try:
         m = json.loads(path.read_text())
     except FileNotFoundError as exc:
-        raise ValueError(f"{folder}: not a report folder (no metrics.json)") from exc
+        raise DataError(f"{folder}: not a report folder (no metrics.json)") from exc
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc})") from exc
+        raise DataError(f"{path}: not valid JSON ({exc})") from exc
     model = m["model"]
     ic = m.get("daily_rank_ic", {})
     mine = ic.get(model, {})

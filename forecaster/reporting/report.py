@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from forecaster.data.sources import DataError
 from forecaster.evaluation.scoring import Report
 from forecaster.evaluation.verdict import best_ic_baseline, best_strategy
 from forecaster.evaluation.walkforward import WalkForwardResult
@@ -75,12 +76,12 @@ def read_predictions(folder: str | Path) -> pd.DataFrame:
     (the newer where both are there): index ``date``, one row per model, stock and day.
 
     Raises:
-        ValueError: the folder has neither file.
+        DataError: the folder has neither file.
     """
     folder = Path(folder)
     found = [folder / name for name in PREDICTION_FILES.values() if (folder / name).is_file()]
     if not found:
-        raise ValueError(f"{folder}: no predictions.parquet or predictions.csv (not a report folder?)")
+        raise DataError(f"{folder}: no predictions.parquet or predictions.csv (not a report folder?)")
     path = max(found, key=lambda p: p.stat().st_mtime_ns)
     if path.suffix == ".parquet":
         return pd.read_parquet(path)

@@ -199,8 +199,12 @@ def skill_table(report) -> tuple[pd.DataFrame, dict]:
 
 
 def strategy_table(report) -> pd.DataFrame:
-    """Every backtest after costs, best first, the benchmark last: the columns the verdict
-    reads."""
+    """Every backtest after costs, the benchmark last: the columns the verdict reads, with each
+    strategy's days (``days``) and those it shares with the model under test (``shared_days``).
+    Ranked as the verdict compares: by ``vs_main``, its annual return minus the model under
+    test's on the days both cover (the model under test at 0), never by a return over its own
+    days (a peer on the last half of the days would rank by a half the model was not judged on);
+    by the annual return where no paired test was made."""
     stats = report.strategy
     risk = stats.risk
     if not isinstance(risk, pd.DataFrame) or not len(risk):
@@ -208,11 +212,21 @@ def strategy_table(report) -> pd.DataFrame:
     table = risk[["annual_return", "annual_return_gross", "excess_annual_return", "sharpe", "max_drawdown",
                   "information_ratio", "turnover"]].copy()
     tests = stats.tests.set_index("baseline") if len(stats.tests) else pd.DataFrame()
-    table["vs_main"] = (-tests["annual_return_diff"] if len(tests) else np.nan)
+    table["vs_main"] = (-tests["annual_return_diff"].astype(float) if len(tests) else np.nan)
     table["p_paired"] = tests["p_value"] if len(tests) else np.nan
+    backtests = getattr(report, "backtests", {}) or {}
+    main = backtests.get(report.model)
+    main_days = len(main.returns) if main is not None else np.nan
+    table["days"] = [len(backtests[m].returns) if m in backtests else main_days for m in table.index]
+    table["shared_days"] = tests["n_days"].astype(float) if len(tests) else np.nan
+    table.loc[[m for m in table.index if m in (report.model, "benchmark")], "shared_days"] = main_days
     bench = table.loc[["benchmark"]] if "benchmark" in table.index else table.iloc[:0]
-    rest = table.drop(index="benchmark", errors="ignore").sort_values("annual_return", ascending=False,
-                                                                     na_position="last", kind="stable")
+    rest = table.drop(index="benchmark", errors="ignore")
+    if len(tests):  # the model under test itself at 0: the point the others are ranked from
+        key = rest["vs_main"].where(rest.index != report.model, 0.0)
+        rest = rest.loc[key.sort_values(ascending=False, na_position="last", kind="stable").index]
+    else:
+        rest = rest.sort_values("annual_return", ascending=False, na_position="last", kind="stable")
     return pd.concat([rest, bench])
 
 
@@ -225,14 +239,18 @@ def strategy_section(report, best: str | None) -> list[str]:
                "excess_annual_return": "over the benchmark, a year", "sharpe": "Sharpe",
                "max_drawdown": "max drawdown", "information_ratio": "information ratio",
                "turnover": "turnover, a year", "vs_main": f"this minus {model}, a year",
-               "p_paired": f"p, paired vs {model}"}
+               "p_paired": f"p, paired vs {model}", "days": "days",
+               "shared_days": f"days shared with {model}"}
     fmts = {"annual_return": fmt_pct, "annual_return_gross": fmt_pct, "excess_annual_return": fmt_pct,
             "sharpe": fmt_ratio, "max_drawdown": fmt_pct, "information_ratio": fmt_ratio,
-            "turnover": fmt_times, "vs_main": fmt_pct, "p_paired": fmt_p}
+            "turnover": fmt_times, "vs_main": fmt_pct, "p_paired": fmt_p, "days": fmt_count,
+            "shared_days": fmt_count}
     shown = table.rename(columns=headers)
     shown.index.name = "strategy"
     bench = report.backtests[model].benchmark if model in report.backtests else "benchmark"
-    caption = (f"Sorted by the annual return after costs (the verdict's column). Before costs: the same "
+    caption = (f"Sorted as the verdict compares: by this minus {model} on the days both cover (the days "
+               f"shared with {model}; {model} itself at 0), not by a return over a strategy's own days. "
+               f"After costs, a year: over the strategy's own days (days). Before costs: the same "
                f"positions without fees, stamp duty and slippage. Over the benchmark: annual return minus "
                f"the benchmark's ({bench}). Max drawdown: the largest fall from a peak. Information "
                f"ratio: mean / spread of the daily return over the benchmark, a year. Turnover: value "

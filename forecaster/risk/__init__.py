@@ -6,7 +6,7 @@ covariance and specific variances from trailing windows (:mod:`~forecaster.risk.
 
 from forecaster.risk.bias import bias_statistic, book_outcomes, rolling_bias
 from forecaster.risk.exposures import STYLES, style_exposures
-from forecaster.risk.model import RiskModel, RiskModelConfig, RiskSnapshot
+from forecaster.risk.model import RiskModel, RiskModelConfig, RiskSnapshot, universe_key
 
 __all__ = [
     "STYLES",
@@ -17,4 +17,5 @@ __all__ = [
     "book_outcomes",
     "rolling_bias",
     "style_exposures",
+    "universe_key",
 ]

@@ -11,6 +11,7 @@ in for what the data lack (industries above all).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass
 
@@ -29,6 +30,16 @@ from forecaster.risk.exposures import STYLES
 log = logging.getLogger(__name__)
 
 MIN_STOCKS_PER_FACTOR = 2  # a day's regression needs this many stocks per factor (and 10 at least)
+
+
+def universe_key(universe: np.ndarray | None) -> str:
+    """What a model fitted over the universe mask ``universe`` ``[T, N]`` (None: every stock)
+    is cached under: its shape and a digest of its bits, so another universe fits anew."""
+    if universe is None:
+        return "all"
+    mask = np.asarray(universe, dtype=bool)
+    digest = hashlib.blake2b(np.packbits(mask).tobytes(), digest_size=16).hexdigest()
+    return f"{mask.shape[0]}x{mask.shape[1]}:{digest}"
 
 
 @dataclass
@@ -255,9 +266,10 @@ class RiskModel:
         if not hasattr(self, "factor_returns_"):
             raise RuntimeError("fit the risk model before asking for a snapshot")
         n_days = len(self.dates_)
-        if not -n_days <= t < n_days:
-            raise IndexError(f"day {t} is outside the fitted {n_days} days")
-        t = t % n_days
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not 0 <= t < n_days:
+            # a day before the data must not wrap, as a negative index would, to the last day
+            raise IndexError(f"day {t!r} is outside the fitted days 0..{n_days - 1}")
+        t = int(t)
         cfg = self.config
         lo = max(0, t - cfg.window + 1)
         before = self._regressed[lo - 1] if lo else 0

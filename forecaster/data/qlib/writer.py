@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from forecaster.checks import ConfigError
 from forecaster.data.qlib.conventions import PRICE_FIELDS, qlib_code
 
 
@@ -66,7 +67,7 @@ def qlib_predictions(predictions: pd.DataFrame, model: str = "transformer",
     pred = predictions.reset_index() if "date" not in predictions.columns else predictions
     chosen = pred[pred["model"] == model]
     if chosen.empty:
-        raise ValueError(f"no predictions of model {model!r}; models: {sorted(pred['model'].unique())}")
+        raise ConfigError(f"no predictions of model {model!r}; models: {sorted(pred['model'].unique())}")
     dates = pd.DatetimeIndex(chosen["date"])
     if signal_starts is not None:
         calendar = dates.unique().union(pd.DatetimeIndex(signal_starts)).sort_values()

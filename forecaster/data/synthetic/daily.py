@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from forecaster.checks import check_int
+from forecaster.checks import ConfigError, check_int
 from forecaster.data.market.exchange import MAIN_BOARD_ST_CHANGE, float_market_value, round_price
 
 
@@ -36,11 +36,11 @@ class SyntheticConfig:
 
     def __post_init__(self) -> None:
         if self.n_days < 2:
-            raise ValueError(f"n_days must be >= 2, got {self.n_days}")
+            raise ConfigError(f"n_days must be >= 2, got {self.n_days}")
         if not 0 <= self.alpha + self.beta < 1:
-            raise ValueError("alpha + beta must be in [0, 1) for a stationary GARCH")
+            raise ConfigError("alpha + beta must be in [0, 1) for a stationary GARCH")
         if self.initial_price <= 0 or not 0 < self.limit < 1:
-            raise ValueError("initial_price must be positive and limit in (0, 1)")
+            raise ConfigError("initial_price must be positive and limit in (0, 1)")
 
 
 def synthetic_prices(config: SyntheticConfig | None = None) -> pd.DataFrame:
@@ -135,7 +135,7 @@ def _panel_dates(start: str, n_days: int) -> pd.DatetimeIndex:
     try:
         days = pd.bdate_range(start, periods=n_days)
     except (ValueError, TypeError) as exc:
-        raise ValueError(f"start must be a date like '2018-01-02', got {start!r}") from exc
+        raise ConfigError(f"start must be a date like '2018-01-02', got {start!r}") from exc
     return pd.DatetimeIndex(pd.to_datetime(days.strftime("%Y-%m-%d"), format="%Y-%m-%d"), name="date")
 
 
@@ -207,9 +207,9 @@ def synthetic_panel(n_stocks: int = 50, n_days: int = 1000, signal_ic: float = 0
     check_int("n_days", n_days, minimum=2)
     check_int("seed", seed, minimum=0)
     if not isinstance(signal_ic, (int, float, np.floating)) or not abs(float(signal_ic)) < 0.5:
-        raise ValueError(f"signal_ic must be a number with |signal_ic| < 0.5, got {signal_ic!r}")
+        raise ConfigError(f"signal_ic must be a number with |signal_ic| < 0.5, got {signal_ic!r}")
     if seed < 0:
-        raise ValueError(f"seed must be >= 0, got {seed}")
+        raise ConfigError(f"seed must be >= 0, got {seed}")
 
     n, T, ic = int(n_stocks), int(n_days), float(signal_ic)
     dates = _panel_dates(start, T)

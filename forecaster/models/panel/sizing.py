@@ -14,8 +14,10 @@ Two regimes, split at :attr:`SizeRules.market_above` stocks:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from forecaster.checks import check_choice
 from forecaster.features.factors import DEFAULT_FEATURES, MARKET_FEATURES
 
 # Parameters a fit's budget resolves (each ``None`` on the model means "chosen here").
@@ -79,7 +81,10 @@ class SizeRules:
 
     def is_market(self, n_stocks: int, preset: str = "auto") -> bool:
         """Whether a fit on ``n_stocks`` uses the whole-market regime: ``preset`` ``"market"``
-        or ``"panel"`` says so; ``"auto"``: past the threshold."""
+        or ``"panel"`` says so; ``"auto"``: past the threshold. Another name (``"MARKET"``,
+        ``"bogus"``) is a ``ConfigError`` naming ``preset`` and the choices, never read as
+        ``"panel"``."""
+        check_choice("preset", preset, PRESETS)
         if preset != "auto":
             return preset == "market"
         return n_stocks > self.market_above
@@ -88,24 +93,43 @@ class SizeRules:
         """``preset`` resolved to ``"panel"`` or ``"market"`` for ``n_stocks``."""
         return "market" if self.is_market(n_stocks, preset) else "panel"
 
-    def describe(self, preset: str) -> str:
-        """What a resolved preset sets, for a run's summary."""
-        if preset == "market":
-            s = self.market_schedule
-            return (f"preset market (the whole-market regime, chosen past {self.market_above} stocks): "
-                    f"{s['loss']} loss, {s['max_epochs']} epochs of {self.market_epoch_stock_days:,} "
-                    f"stock-days, the last {s['average_last']} averaged, no validation; feed-forward "
-                    f"{self.market_d_ff}, the market gate, up to {len(self.market_features)} features "
-                    f"(as the data's columns allow) and a second set ({', '.join(self.market_blend)}), "
-                    f"{self.market_blend_seeds} network(s) on each; "
-                    f"refits warm-started {self.market_warm_start} folds back; no per-stock time-series "
-                    "baselines")
-        s = self.schedule
-        return (f"preset panel (up to {self.market_above} stocks): {s['loss']} loss, up to "
-                f"{s['max_epochs']} epochs with early stopping on the latest "
-                f"{s['val_fraction']:.0%} of the training days; feed-forward {self.d_ff}, up to "
-                f"{len(self.features)} features (as the data's columns allow), {self.n_seeds} networks; "
-                "each refit from scratch")
+    def describe(self, preset: str, given: Mapping | None = None, blend: tuple | None = None,
+                 warm_start: int | None = None) -> str:
+        """What a resolved preset (``"panel"`` or ``"market"``) sets, for a run's summary: the
+        rule's values, each replaced by ``given``'s (the Transformer's parameters) where that
+        is not ``None``, so the line says what the run uses (``--epochs 1``: 1 epoch);
+        ``blend``: the second set of inputs as resolved (``None``: the preset's);
+        ``warm_start``: the walk-forward's, as resolved (``None``: the preset's)."""
+        given = {k: v for k, v in (given or {}).items() if v is not None}
+        market = preset == "market"
+        s = {**(self.market_schedule if market else self.schedule),
+             **{k: given[k] for k in self.schedule if k in given}}
+        subsample = market and "stocks_per_batch" not in given  # the rule's epoch of stock-days
+        epoch = given.get("epoch_stock_days", self.market_epoch_stock_days if subsample else None)
+        epochs = f"{s['max_epochs']} epoch{'s' if s['max_epochs'] != 1 else ''}"
+        epochs += f" of {epoch:,} stock-days" if epoch else ""
+        if s["val_fraction"]:
+            training = (f"up to {epochs} with early stopping on the latest {s['val_fraction']:.0%} of "
+                        "the training days")
+        else:
+            kept = min(s["average_last"], s["max_epochs"])  # no more epochs averaged than run
+            last = "the last epoch's weights" if kept == 1 else f"the last {kept} averaged"
+            training = f"{epochs}, {last}, no validation"
+        context = {"gate": "the market gate", "input": "the market's context as inputs",
+                   "none": "no market context"}[self.market_mode(given.get("market", "auto"), 0, preset)]
+        names = given.get("features") or (self.market_features if market else self.features)
+        blend = tuple(self.default_blend(0, preset) if blend is None else blend)
+        seeds = given.get("n_seeds", self.default_seeds(0, preset, bool(blend)))
+        nets = (f"a second set ({', '.join(blend)}), {given.get('blend_seeds', seeds)} network(s) on it and "
+                f"{seeds} on the first" if blend else f"{seeds} network(s)")
+        warm = self.warm_start(0, preset) if warm_start is None else warm_start
+        head = (f"preset market (the whole-market regime, chosen past {self.market_above} stocks)" if market
+                else f"preset panel (up to {self.market_above} stocks)")
+        return (f"{head}: {s['loss']} loss, {training}; feed-forward "
+                f"{given.get('d_ff', self.market_d_ff if market else self.d_ff)}, {context}, up to "
+                f"{len(names)} features (as the data's columns allow), {nets}; "
+                + (f"refits warm-started {warm} folds back" if warm else "each refit from scratch")
+                + ("; no per-stock time-series baselines" if market else ""))
 
     def budget(self, given: dict, n_stocks: int, n_fit_days: int, preset: str = "auto") -> dict:
         """``{BUDGET_KEYS: value}`` for a fit on ``n_stocks`` x ``n_fit_days`` training days:

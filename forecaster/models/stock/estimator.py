@@ -364,7 +364,7 @@ class CausalTransformerForecaster(BaseEstimator):
             ends.append(e)
             offset += len(s.y)
         if sum(len(e) for e in ends) == 0:
-            raise ValueError(f"too few usable days for window={L}, horizon={H}")
+            raise NotEnoughData(f"too few usable days for window={L}, horizon={H}")
         raw = self._forward_last(sliding_windows(torch.cat(xs), L), torch.as_tensor(np.concatenate(starts)))
         out, at = {}, 0
         for s, e in zip(series, ends, strict=True):
@@ -379,7 +379,7 @@ class CausalTransformerForecaster(BaseEstimator):
         out = {}
         for s in self._known(data):
             if len(s.y) < self.window:
-                raise ValueError(f"{s.name}: {len(s.y)} usable days are fewer than window={self.window}")
+                raise NotEnoughData(f"{s.name}: {len(s.y)} usable days are fewer than window={self.window}")
             x = self._scaled(s)[-self.window :].unsqueeze(0)
             raw = self._forward_last(x, torch.tensor([0]))
             out[s.name] = self._format(raw, [s.dates[-1] + pd.offsets.BDay(self.horizon)], s.name)

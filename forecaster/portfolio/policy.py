@@ -1,0 +1,260 @@
+"""Policies: what the book should hold after a rebalance, decided from what it holds.
+
+The backtest's day loop (:mod:`forecaster.portfolio.backtest`) asks its policy for the target
+weights ``[stocks]`` on every trading day, handing it the weights actually held at the signal
+day's close (after lots, the rebalance tolerance, blocked trades and suspensions):
+
+* :class:`RulePolicy`: top-k, top-k dropout, threshold, or weights decided elsewhere. The rule's
+  picks depend on its own previous picks, not on the fills, so it decides every row at once
+  (vectorised, :func:`~forecaster.portfolio.strategy.target_weights`) and hands out row ``t``.
+* :class:`EnhancedPolicy`: the enhanced-index book (:mod:`forecaster.portfolio.enhanced`), one
+  convex problem on each rebalance row, solved from the held weights by :func:`enhanced_day`,
+  the very function ``predict --strategy enhanced`` calls (:func:`enhanced_target`): the same
+  day, data and holdings give the same targets.
+
+What the enhanced decision of a forecast row ``t`` (traded at day ``t``, decided at the close of
+the signal day ``s``, the trading day before) reads is known at ``s``'s close: the benchmark
+weights over the members with a bar on ``s`` (:func:`known_weights`: no renormalising over day
+``t``'s bars), the members, the risk model's snapshot and the suspensions of ``s``. A held stock
+that cannot trade on the signal day (suspended, no bar) is held at its current weight inside the
+problem (:func:`~forecaster.portfolio.enhanced.rebalance`'s ``fixed``: in the budget, the
+turnover and the cost; the diagnostics' ``fixed_weight`` and the notes count it); one the risk
+model does not cover stays in the problem at a conservative risk. A rebalance whose benchmark
+has no weight among the investable members keeps what is held (``rung`` ``empty``), counted
+apart from the fallbacks of the optimiser (:attr:`~forecaster.portfolio.enhanced.EnhancedBook.fallbacks`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from forecaster.portfolio.enhanced import (
+    _RISK,
+    TRADING_DAYS,
+    EnhancedBook,
+    _Columns,
+    rebalance,
+    risk_model_of,
+)
+from forecaster.portfolio.index_weights import benchmark_weights, carried_float_mv, growth
+
+DIAGNOSTICS = ["date", "status", *_RISK, "turnover", "n_stocks", "missing_weight", "fixed_weight", "rung"]
+
+
+@dataclass
+class Holding:
+    """What the book holds at the signal day's close: ``weights`` ``[stocks]`` (value / NAV,
+    after lots, tolerance, blocked trades and suspensions) and ``value`` (the NAV, CNY)."""
+
+    weights: np.ndarray
+    value: float
+
+
+class Policy:
+    """Decides target weights ``[stocks]`` from what the book holds."""
+
+    def targets(self, row: int, held: Holding, rebalance_day: bool) -> np.ndarray:
+        """The target weights in force for forecast row ``row`` from what is ``held``;
+        ``rebalance_day``: the row is a rebalance row (else the last decision holds)."""
+        raise NotImplementedError
+
+
+class RulePolicy(Policy):
+    """A rule's weights ``[rows x stocks]`` decided at once (they do not read the fills)."""
+
+    def __init__(self, weights: pd.DataFrame):
+        self.weights = weights
+        self._w = weights.to_numpy()
+
+    def targets(self, row: int, held: Holding, rebalance_day: bool) -> np.ndarray:
+        return self._w[row]
+
+
+def in_force(policy: Policy, panel, row_of: np.ndarray, rebalance: np.ndarray, masked: bool,
+              delisting: bool):
+    """The day loop's ``targets(k, held)`` of ``policy``: the forecast row in force on calendar
+    row ``k`` (``row_of``), a holding that left the universe (``masked``) or whose delisting is
+    known sold at the next execution."""
+    def targets(k: int, held: Holding) -> np.ndarray:
+        if row_of[k] < 0:
+            return np.zeros(len(panel.codes))
+        w = policy.targets(int(row_of[k]), held, bool(rebalance[k]))
+        if masked:
+            w = w * panel.member[k]
+        if delisting:
+            w = w * ~panel.exclude[k]
+        return w
+
+    return targets
+
+
+def _members(panel) -> np.ndarray:
+    return panel.listed if panel.members is None else (panel.members & panel.listed)
+
+
+def known_weights(panel, bench=None) -> np.ndarray:
+    """``[days, stocks]`` the benchmark weights known at each day's close, for the next trading
+    day: row ``s`` over the members with a bar on ``s`` (float_mv: the values at ``s``'s close,
+    a member without one at the day's median; equal; another source's weights held over ``s``
+    drifted by ``s``'s prices), rows summing to 1 (0 where no member has a weight). ``bench``:
+    the :class:`~forecaster.portfolio.index_weights.BenchmarkWeights` or the source it names."""
+    if bench is None or isinstance(bench, str):
+        bench = benchmark_weights(panel, bench)
+    members = _members(panel)
+    if bench.source == "float_mv":
+        values = carried_float_mv(panel)
+        has = members & np.isfinite(values) & (values > 0)
+        with np.errstate(all="ignore"):
+            median = np.nanmedian(np.where(has, values, np.nan), axis=1, keepdims=True)
+        fill = np.where(has.any(axis=1, keepdims=True), median, 1.0)
+        raw = np.where(has, values, np.where(members, fill, 0.0))
+    elif bench.source == "equal":
+        raw = members.astype(float)
+    else:  # a file, fitted weights: the weights held over day s drifted by its prices
+        raw = bench.weights * growth(panel)
+    raw = np.where(members & np.isfinite(raw) & (raw > 0), raw, 0.0)
+    total = raw.sum(axis=1, keepdims=True)
+    return np.divide(raw, total, out=np.zeros_like(raw), where=total > 0)
+
+
+def enhanced_day(scores: np.ndarray, held: Holding, bench: np.ndarray, snap, investable: np.ndarray,
+                 tradable: np.ndarray, no_buy: np.ndarray | None, strategy, costs, date
+                 ) -> tuple[np.ndarray, dict, np.ndarray]:
+    """One enhanced rebalance, the one call of the backtest and of ``predict``: from what is
+    ``held`` at the signal day's close, the benchmark weights known then (:func:`known_weights`),
+    the risk ``snap`` at that close (None: too little history), ``investable`` and ``tradable``
+    (a bar, not suspended) ``[stocks]`` on the signal day, the ST rule's ``no_buy``, the
+    :class:`~forecaster.portfolio.rules.CostModel` ``costs`` and the trade's ``date``. A held
+    stock that cannot trade keeps its weight, inside the problem
+    (:func:`~forecaster.portfolio.enhanced.rebalance`'s ``fixed``). Returns the target
+    ``[stocks]``, the diagnostics row (:data:`DIAGNOSTICS` less the date; ``fixed_weight``: the
+    held weight that could not trade) and the active weights (NaN outside the problem)."""
+    weights = np.nan_to_num(np.asarray(held.weights, dtype=float))
+    fixed = (weights > 0) & ~np.asarray(tradable, bool)
+    new, row, active = rebalance(np.asarray(scores, float), weights, bench, snap,
+                                 np.asarray(investable, bool), no_buy, strategy, costs, fixed=fixed,
+                                 date=date, value=held.value)
+    return new, {**row, "fixed_weight": float(weights[fixed].sum())}, active
+
+
+def enhanced_target(panel, scores: np.ndarray, held: Holding, config, investable: np.ndarray,
+                    no_buy: np.ndarray | None, date=None) -> tuple[np.ndarray, dict]:
+    """Tomorrow's enhanced book ``[stocks]`` of the Panel ``panel`` (its stocks' order; its last
+    day the signal day) from today's ``scores`` and what is ``held`` at its close, traded on
+    ``date``, by :func:`enhanced_day` (the backtest's decision); also its diagnostics row
+    (``predicted_te`` annual)."""
+    last = panel.n_days - 1
+    bench = known_weights(panel, config.benchmark_weights)[last]
+    snap = risk_model_of(panel).snapshot(last)
+    tradable = panel.listed[last] & ~panel.suspended[last]
+    new, row, _ = enhanced_day(scores, held, bench, snap, investable, tradable, no_buy, config.strategy,
+                               config.costs, date)
+    return new, row
+
+
+class EnhancedPolicy(Policy):
+    """The enhanced book of ``forecast`` ``[rows x codes]`` (codes of the Panel ``data``) under
+    ``config`` (:class:`~forecaster.portfolio.backtest.BacktestConfig`), decided inside the
+    backtest's day loop on rebalance rows, held in between. ``allowed`` ``[rows, codes]``: not
+    known to delist (None: all); ``no_buy``: the ST rule by row. :meth:`book`: what it decided."""
+
+    def __init__(self, data, forecast: pd.DataFrame, config, allowed: np.ndarray | None,
+                 no_buy: np.ndarray | None):
+        self.bench = benchmark_weights(data, config.benchmark_weights)
+        index = {str(c): j for j, c in enumerate(data.codes)}
+        cols = np.array([index[str(c)] for c in forecast.columns])
+        column_of = np.full(len(data.codes), -1)
+        column_of[cols] = np.arange(len(cols))
+        self.forecast, self.scores = forecast, forecast.to_numpy(dtype=float)
+        self.signal_of = data.dates.get_indexer(forecast.index) - 1  # each row's signal day (data calendar)
+        # the trade's day: the row's own under next_open, the signal day's close under close
+        self.dates = forecast.index if config.execution == "next_open" else data.dates[np.maximum(
+            self.signal_of, 0)]
+        self.known = known_weights(data, self.bench)[:, cols]
+        self.investable = _members(data)[:, cols]
+        self.tradable = (data.listed & ~data.suspended)[:, cols]
+        self.allowed, self.no_buy = allowed, no_buy
+        self.strategy, self.costs = config.strategy, config.costs
+        self.risk = _Columns(risk_model_of(data), column_of)
+        n_rows, n_stocks = self.scores.shape
+        self.weights = np.full((n_rows, n_stocks), np.nan)
+        self.active = np.full((n_rows, n_stocks), np.nan)
+        self.sd = np.full(n_rows, np.nan)
+        self.current, self.current_sd = None, math.nan
+        self.diag: list[dict] = []
+        self.no_history: list[bool] = []
+
+    def targets(self, row: int, held: Holding, rebalance_day: bool) -> np.ndarray:
+        if rebalance_day or self.current is None:
+            self._decide(row, held)
+        self.weights[row], self.sd[row] = self.current, self.current_sd
+        return self.current
+
+    def _decide(self, row: int, held: Holding) -> None:
+        s = int(self.signal_of[row])
+        n = self.scores.shape[1]
+        if s >= 0:
+            snap, bench = self.risk.snapshot(s), self.known[s]
+            investable, tradable = self.investable[s], self.tradable[s]
+        else:  # nothing is known before the data's first day: the book stays as it is
+            snap, bench, investable, tradable = None, np.zeros(n), np.zeros(n, bool), np.zeros(n, bool)
+        if self.allowed is not None:
+            investable = investable & self.allowed[row]
+        no_buy = None if self.no_buy is None else self.no_buy[row]
+        new, diag, active = enhanced_day(self.scores[row], held, bench, snap, investable, tradable, no_buy,
+                                         self.strategy, self.costs, self.dates[row])
+        self.current, self.current_sd = new, diag["predicted_te"] / math.sqrt(TRADING_DAYS)
+        self.active[row] = active
+        self.diag.append({"date": self.forecast.index[row], **diag})
+        self.no_history.append(snap is None)
+
+    def book(self) -> EnhancedBook:
+        """What the policy decided: the targets in force by forecast row (a row it was never
+        asked for, the first under ``execution="close"`` when the data hold no day before it,
+        carries the next one's), the diagnostics and the notes."""
+        index, columns = self.forecast.index, self.forecast.columns
+        weights = pd.DataFrame(self.weights, index=index, columns=columns).bfill().fillna(0.0)
+        diagnostics = pd.DataFrame(self.diag, columns=DIAGNOSTICS)
+        return EnhancedBook(weights, diagnostics, pd.DataFrame(self.active, index=index, columns=columns),
+                            pd.Series(self.sd, index=index), [*self.bench.notes, *self._notes()])
+
+    def _notes(self) -> list[str]:
+        """The report's lines on the rebalances: the fallbacks (held the benchmark, or the book as
+        it was), the days without a benchmark apart from them, what was left out or held."""
+        diag, n = self.diag, len(self.diag)
+        notes = []
+        empty = [d for d in diag if d.get("rung") == "empty"]
+        fell = [i for i, d in enumerate(diag) if d["status"] == "benchmark" and d.get("rung") != "empty"]
+        if fell:
+            early = sum(self.no_history[i] for i in fell)
+            bench = sum(diag[i].get("rung") != "held" for i in fell)
+            what = [f"held the benchmark on {bench} of {n} rebalance(s)"] if bench else []
+            if len(fell) - bench:
+                what.append(f"kept the book as it was held on {len(fell) - bench}")
+            notes.append(f"the optimiser {' and '.join(what)} ({early} before the risk model had enough "
+                         f"history, {len(fell) - early} the solver could not solve; first: "
+                         f"{pd.Timestamp(diag[fell[0]]['date']).date()})")
+        if empty:
+            notes.append(f"the benchmark had no weight among the investable members on {len(empty)} of {n} "
+                         f"rebalance(s) (first: {pd.Timestamp(empty[0]['date']).date()}): the book kept what "
+                         "it held; not counted as holding the benchmark")
+        missing = [d["missing_weight"] for d in diag if d["missing_weight"] > 0]
+        if missing:
+            notes.append(f"on {len(missing)} of {n} rebalance(s) members without a risk estimate were in the "
+                         f"book at a conservative risk: {np.mean(missing):.2%} of the benchmark weight on "
+                         f"average, {max(missing):.2%} at most")
+        fixed = [d["fixed_weight"] for d in diag if d["fixed_weight"] > 0]
+        if fixed:
+            notes.append(f"on {len(fixed)} of {n} rebalance(s) holdings that could not trade on the signal "
+                         f"day (suspended, no bar) were held at their weight: {np.mean(fixed):.2%} of the "
+                         f"book on average, {max(fixed):.2%} at most")
+        for status, what in (("no_turnover_limit", "without the turnover limit"),
+                             ("soft_style", "with the style bound as a penalty")):
+            k = sum(d["status"] == status for d in diag)
+            if k:
+                notes.append(f"{k} rebalance(s) solved only {what}")
+        return notes

@@ -1,0 +1,203 @@
+"""The pure parts of scripts/bench_enhanced.py (its contract lines, issue 79 item 7, and its
+options) and scripts/qlib_enhanced_worker.py (Qlib's units and the count of each trial's
+solves, item 6), without the bench's long run and without Qlib: a stand-in optimiser logs as
+Qlib's does."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import math
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _load("bench_enhanced")
+worker = _load("qlib_enhanced_worker")
+
+ISSUE_LINES = ("benchmark index=sh.000300 weights=fitted proxy_te=0.0150 proxy_corr=0.997 "
+               "dividends_ann=0.026 capital=100000000\n" + """\
+book name=enhanced against=total_return excess_ann=+0.080 te=0.048 ir=1.67 turnover=12.3 years_positive=8 of 8
+book name=enhanced against=price excess_ann=+0.106 te=0.049 ir=2.16 turnover=12.3 years_positive=8 of 8
+book name=topk against=total_return excess_ann=+0.130 te=0.115 ir=1.13 turnover=25.0 years_positive=7 of 8
+book name=topk against=price excess_ann=+0.156 te=0.116 ir=1.34 turnover=25.0 years_positive=7 of 8
+risk bias=0.97""").splitlines()
+
+
+def _stats(excess, te, ir, negative_years=0):
+    years = {2019 + i: (-0.01 if i < negative_years else 0.02) for i in range(8)}
+    return {"excess": excess, "te": te, "ir": ir, "years": years}
+
+
+def _summary(**changes) -> object:
+    fields = dict(
+        index="sh.000300", weights="fitted", proxy_te=0.01502, proxy_corr=0.99712, dividends_ann=0.0261,
+        capital=1e8, risk_bias=0.9711,
+        books={"enhanced": {"price": _stats(0.1061, 0.0491, 2.163),
+                            "total_return": _stats(0.0801, 0.0484, 1.671)},
+               "topk": {"total_return": _stats(0.1304, 0.1151, 1.1349, 1),
+                        "price": _stats(0.1556, 0.1158, 1.3449, 1)}},
+        turnover={"enhanced": 12.34, "topk": 24.96})
+    fields.update(changes)
+    return bench.Summary(**fields)
+
+
+def test_contract_lines_are_the_issues_lines_for_a_hand_made_result():
+    assert bench.contract_lines(_summary()) == ISSUE_LINES
+
+
+def test_years_positive_counts_calendar_years_with_a_positive_excess():
+    assert bench.years_positive({2019: 0.01, 2020: -0.02, 2021: 0.0, 2022: 0.3}) == (2, 4)
+    assert bench.years_positive({}) == (0, 0)
+
+
+def test_the_qlib_peers_lines_end_in_each_trials_solves():
+    books = dict(_summary().books, qlib_enhanced={"total_return": _stats(-0.12, 0.085, -1.5, 7),
+                                                  "price": _stats(-0.1, 0.086, -1.2, 7)})
+    words = bench.solves_words({"trial1": 412, "trial2": 1450, "failed": 38}, 1900)
+    lines = bench.contract_lines(_summary(books=books, turnover={"enhanced": 12.3, "topk": 25.0,
+                                                                 "qlib_enhanced": 121.3},
+                                          extra={"qlib_enhanced": words}))
+    assert lines[5:7] == [
+        "book name=qlib_enhanced against=total_return excess_ann=-0.120 te=0.085 ir=-1.50 turnover=121.3 "
+        "years_positive=1 of 8 solved_trial1=412 solved_trial2=1450 unsolved=38 of 1900",
+        "book name=qlib_enhanced against=price excess_ann=-0.100 te=0.086 ir=-1.20 turnover=121.3 "
+        "years_positive=1 of 8 solved_trial1=412 solved_trial2=1450 unsolved=38 of 1900"]
+    assert lines[1] == ISSUE_LINES[1] and lines[-1] == "risk bias=0.97"
+
+
+def test_dividends_ann_is_what_the_total_return_index_adds_a_year(monkeypatch):
+    days = pd.bdate_range("2024-01-02", periods=300)
+    price = pd.Series(np.random.default_rng(0).normal(0, 0.01, 300), index=days)
+    calls = []
+
+    def total_return_index(index_returns, panel, weights):
+        calls.append((panel, weights))
+        return index_returns + 1e-4, ["dividends on 12 ex-date(s)"]
+
+    monkeypatch.setattr(bench, "TOTAL_RETURN", types.SimpleNamespace(total_return_index=total_return_index))
+    tr, dividends, note = bench.total_return("PANEL", price, "WEIGHTS")
+    assert calls == [("PANEL", "WEIGHTS")]
+    np.testing.assert_allclose(tr.to_numpy(), price.to_numpy() + 1e-4)
+    assert dividends == pytest.approx(0.0252)
+    assert "dividends on 12 ex-date(s)" in note
+    monkeypatch.setattr(bench, "TOTAL_RETURN", types.SimpleNamespace(
+        total_return_index=lambda index_returns, panel, weights: (None, ["the data carry no preclose"])))
+    tr, dividends, note = bench.total_return("PANEL", price, "WEIGHTS")
+    assert tr is None and math.isnan(dividends) and "the data carry no preclose" in note
+
+
+def test_without_a_total_return_estimate_its_lines_say_nan(monkeypatch):
+    monkeypatch.setattr(bench, "TOTAL_RETURN", None)
+    tr, dividends, note = bench.total_return(None, None, None)
+    assert tr is None and math.isnan(dividends) and "no total-return estimator" in note
+    nan = {"excess": math.nan, "te": math.nan, "ir": math.nan, "years": {}}
+    books = {"enhanced": {"price": _stats(0.1, 0.05, 2.0), "total_return": nan}}
+    lines = bench.contract_lines(_summary(books=books, dividends_ann=dividends, turnover={"enhanced": 12.0}))
+    assert lines[0].endswith("dividends_ann=nan capital=100000000")
+    assert lines[1] == ("book name=enhanced against=total_return excess_ann=+nan te=nan ir=nan turnover=12.0 "
+                        "years_positive=0 of 0")
+
+
+def test_capital_defaults_to_1e8_and_bad_options_are_one_line(capsys, tmp_path):
+    assert bench._args([]).capital == 1e8
+    assert bench._args(["--capital", "5e6"]).capital == 5e6
+    for argv, said in ((["--capital", "0"], "--capital 0.0: expected a positive amount of CNY"),
+                       (["--report", str(tmp_path / "none")], "no such folder"),
+                       (["--qlib-python", str(tmp_path / "py")], "no such file")):
+        with pytest.raises(SystemExit) as e:
+            bench._args(argv)
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert said in err and "Traceback" not in err
+
+
+def test_the_worker_hands_qlib_percent_as_its_risk_models_make_them():
+    """Qlib's RiskModel.predict multiplies returns by 100 before estimating: a covariance in
+    percent squared. The worker's conversion of a decimal covariance gives that covariance."""
+    rng = np.random.default_rng(0)
+    returns = rng.normal(0.0, 0.02, size=(250, 3))  # daily decimal returns
+    cov_decimal = np.cov(returns, rowvar=False)
+    r, cov, var = worker.to_percent(np.array([0.001, -0.002, 0.0]), cov_decimal, np.diag(cov_decimal))
+    np.testing.assert_allclose(cov, np.cov(returns * 100, rowvar=False))
+    np.testing.assert_allclose(var, np.diag(np.cov(returns * 100, rowvar=False)))
+    np.testing.assert_allclose(r, [0.1, -0.2, 0.0])
+
+
+class _FakeOptimizer:
+    """Qlib's EnhancedIndexingOptimizer's trials and log messages, on a script of outcomes:
+    ``1`` solves with every limit, ``2`` only without the turnover limit, ``0`` fails both."""
+
+    script: list[int] = []
+    seen: list[tuple] = []
+
+    def __init__(self, lamb, delta, b_dev, f_dev):
+        self.logger = logging.getLogger("qlib.EnhancedIndexingOptimizer")
+        self.logger.setLevel(logging.INFO)  # as Qlib's QlibLogger sets it on each use
+
+    def __call__(self, r, F, cov_b, var_u, w0, wb):
+        type(self).seen.append((r, cov_b, var_u))
+        outcome = type(self).script.pop(0)
+        if outcome == 1:
+            return wb.copy()
+        self.logger.warning("trial 1 failed  (status: infeasible)")
+        self.logger.info("try removing turnover constraint as the last optimization failed")
+        if outcome == 2:
+            return wb.copy()
+        self.logger.warning("trial 2 failed  (status: infeasible)")
+        self.logger.warning("optimization failed, will return current holding weight")
+        return w0
+
+
+def _inputs(folder: Path, n: int) -> dict:
+    rng = np.random.default_rng(1)
+    arrays = {}
+    for k in range(n):
+        wb = rng.uniform(0.5, 1.5, 4)
+        arrays.update({f"codes_{k}": np.array(["a", "b", "c", "d"]), f"growth_{k}": np.ones(4),
+                       f"r_{k}": rng.normal(0, 1e-3, 4), f"F_{k}": rng.normal(size=(4, 2)),
+                       f"cov_{k}": np.eye(2) * 1e-4, f"var_{k}": np.full(4, 4e-4), f"wb_{k}": wb / wb.sum()})
+    np.savez(folder / "inputs.npz", n=n, **arrays)
+    return arrays
+
+
+def test_the_worker_counts_the_solves_of_each_trial(tmp_path, monkeypatch, capfd):
+    arrays = _inputs(tmp_path, 5)
+    _FakeOptimizer.script, _FakeOptimizer.seen = [1, 2, 2, 0, 1], []
+    fake = types.ModuleType("qlib.contrib.strategy.optimizer")
+    fake.EnhancedIndexingOptimizer = _FakeOptimizer
+    for name in ("qlib", "qlib.contrib", "qlib.contrib.strategy"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "qlib.contrib.strategy.optimizer", fake)
+    monkeypatch.setattr(sys, "argv", ["worker", str(tmp_path), "--delta", "0.2"])
+    logger = logging.getLogger(worker.LOGGER)
+    monkeypatch.setattr(logger, "handlers", [])
+    monkeypatch.setattr(logger, "propagate", True)
+    worker.main()
+    got = np.load(tmp_path / "qlib_weights.npz")
+    assert got["trial"].tolist() == [1, 2, 2, 0, 1]
+    assert (int(got["trial1"]), int(got["trial2"]), int(got["failed"])) == (2, 2, 1)
+    err = capfd.readouterr().err
+    assert ("5 rebalances, 2 solved by trial 1 (all limits), 2 by trial 2 (no turnover limit), "
+            "1 returned the holdings unchanged") in err
+    assert "trial 1 failed" not in err  # Qlib's per-rebalance warnings are counted, not printed
+    # the optimiser was handed percent: returns x 100, variances x 10,000
+    r, cov, var = _FakeOptimizer.seen[0]
+    np.testing.assert_allclose(r, arrays["r_0"] * 100)
+    np.testing.assert_allclose(cov, np.eye(2))
+    np.testing.assert_allclose(var, np.full(4, 4.0))
