@@ -46,7 +46,9 @@ per-stock and style limits set to this book's (its objective has no tracking-err
 its risk aversion ``lamb`` = 1), and the same backtest trades its weights: the lines ``book
 name=qlib_enhanced ...``, ending in how many rebalances each of its trials solved
 (``solved_trial1``: with every limit; ``solved_trial2``: its second trial, without the turnover
-limit; ``unsolved``: the holdings kept) of how many. Its solver is hard-coded to ECOS, which
+limit; ``unsolved``: the holdings kept) of how many (the worker bounds the statistical factors,
+which this book leaves free, on their own scale: with a bound of 1e6 ECOS ended nearly every
+rebalance ``optimal_inaccurate``, which fails the first trial). Its solver is hard-coded to ECOS, which
 current cvxpy no longer installs: without ``ecos`` every solve fails and it returns the
 holdings (the worker starts the book from the index, not from cash).
 

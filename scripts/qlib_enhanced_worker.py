@@ -43,6 +43,19 @@ def to_percent(r: np.ndarray, cov: np.ndarray, var: np.ndarray) -> tuple[np.ndar
     return r * PERCENT, cov * PERCENT ** 2, var * PERCENT ** 2
 
 
+def factor_limits(F: np.ndarray, n_style: int, style_bound: float | None) -> np.ndarray | None:
+    """``[k]`` Qlib's ``f_dev`` (a bound on each active exposure ``|(w - wb) @ F|``): the first
+    ``n_style`` (style) columns at ``style_bound``, the others (statistical factors, unbounded
+    in this project's book) at ``2 x max |F[:, j]|`` and a little more, a bound no fully
+    invested long-only book can reach (``sum |w - wb| <= 2``). Not 1e6: a bound that far off
+    scale leaves ECOS at ``optimal_inaccurate``, which fails Qlib's first trial. None without
+    ``style_bound``."""
+    if style_bound is None:
+        return None
+    reach = 2.0 * np.abs(F).max(axis=0) * 1.01 + 1e-6
+    return np.where(np.arange(F.shape[1]) < n_style, style_bound, reach)
+
+
 class TrialLog(logging.Handler):
     """Collects what Qlib's optimiser logs during one call: ``trial1_failed`` (and the
     solver's status then, ``trial1_status``) and ``gave_up`` (it returned the holdings)."""
@@ -107,9 +120,7 @@ def main() -> None:
         # from cash a first failure would keep the book in cash)
         w0 = w0 / w0.sum() if w0.sum() > 0 else data[f"wb_{k}"].copy()
         F = data[f"F_{k}"]
-        f_dev = None
-        if args.f_dev is not None:  # bound the style factors only (exposures: unitless)
-            f_dev = np.where(np.arange(F.shape[1]) < args.n_style, args.f_dev, 1e6)
+        f_dev = factor_limits(F, args.n_style, args.f_dev)  # exposures are unitless: no conversion
         r, cov, var = to_percent(data[f"r_{k}"], data[f"cov_{k}"], data[f"var_{k}"])
         opt = EnhancedIndexingOptimizer(lamb=args.lamb, delta=args.delta, b_dev=args.b_dev, f_dev=f_dev)
         log.reset()
@@ -128,7 +139,7 @@ def main() -> None:
           "unchanged", file=sys.stderr)
     if why:
         print("qlib optimiser: trial 1 failed with the solver's status " +
-              ", ".join(f"{status} {n}" for status, n in why.most_common()), file=sys.stderr)
+              ", ".join(f"{status} {count}" for status, count in why.most_common()), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -145,8 +145,10 @@ class _FakeOptimizer:
 
     script: list[int] = []
     seen: list[tuple] = []
+    limits: list = []
 
     def __init__(self, lamb, delta, b_dev, f_dev):
+        type(self).limits.append(f_dev)
         self.logger = logging.getLogger("qlib.EnhancedIndexingOptimizer")
         self.logger.setLevel(logging.INFO)  # as Qlib's QlibLogger sets it on each use
 
@@ -178,13 +180,14 @@ def _inputs(folder: Path, n: int) -> dict:
 
 def test_the_worker_counts_the_solves_of_each_trial(tmp_path, monkeypatch, capfd):
     arrays = _inputs(tmp_path, 5)
-    _FakeOptimizer.script, _FakeOptimizer.seen = [1, 2, 2, 0, 1], []
+    _FakeOptimizer.script, _FakeOptimizer.seen, _FakeOptimizer.limits = [1, 2, 2, 0, 1], [], []
     fake = types.ModuleType("qlib.contrib.strategy.optimizer")
     fake.EnhancedIndexingOptimizer = _FakeOptimizer
     for name in ("qlib", "qlib.contrib", "qlib.contrib.strategy"):
         monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
     monkeypatch.setitem(sys.modules, "qlib.contrib.strategy.optimizer", fake)
-    monkeypatch.setattr(sys, "argv", ["worker", str(tmp_path), "--delta", "0.2"])
+    monkeypatch.setattr(sys, "argv", ["worker", str(tmp_path), "--delta", "0.2", "--f-dev", "0.5",
+                                      "--n-style", "1"])
     logger = logging.getLogger(worker.LOGGER)
     monkeypatch.setattr(logger, "handlers", [])
     monkeypatch.setattr(logger, "propagate", True)
@@ -195,9 +198,25 @@ def test_the_worker_counts_the_solves_of_each_trial(tmp_path, monkeypatch, capfd
     err = capfd.readouterr().err
     assert ("5 rebalances, 2 solved by trial 1 (all limits), 2 by trial 2 (no turnover limit), "
             "1 returned the holdings unchanged") in err
-    assert "trial 1 failed" not in err  # Qlib's per-rebalance warnings are counted, not printed
+    assert "trial 1 failed with the solver's status infeasible 3" in err
+    assert "(status: infeasible)" not in err  # Qlib's per-rebalance warnings are counted, not printed
     # the optimiser was handed percent: returns x 100, variances x 10,000
     r, cov, var = _FakeOptimizer.seen[0]
     np.testing.assert_allclose(r, arrays["r_0"] * 100)
     np.testing.assert_allclose(cov, np.eye(2))
     np.testing.assert_allclose(var, np.full(4, 4.0))
+    # the style column bounded as asked, the statistical one at a bound on its own scale
+    reach = 2.02 * np.abs(arrays["F_0"][:, 1]).max() + 1e-6
+    np.testing.assert_allclose(_FakeOptimizer.limits[0], [0.5, reach])
+
+
+def test_factor_limits_bound_the_styles_and_never_bind_the_others():
+    rng = np.random.default_rng(2)
+    F = rng.normal(size=(300, 6)) * np.array([1, 1, 1, 0.05, 0.05, 0.05])  # 3 styles, 3 statistical
+    limits = worker.factor_limits(F, 3, 0.5)
+    np.testing.assert_allclose(limits[:3], 0.5)
+    assert np.all(limits[3:] < 1.0)  # on the loadings' scale, not 1e6 (ECOS: optimal_inaccurate)
+    for _ in range(200):  # no long-only fully invested book against a benchmark reaches them
+        w, wb = rng.dirichlet(np.full(300, 0.05)), rng.dirichlet(np.ones(300))
+        assert np.all(np.abs((w - wb) @ F)[3:] < limits[3:])
+    assert worker.factor_limits(F, 3, None) is None

@@ -126,8 +126,12 @@ def test_strategy_table_sorted_with_units_and_unsigned_p_values(tiny):
     head = table["head"]
     rows = [r for r in table["rows"] if r]
     after = head.index("after costs, a year")
-    values = [float(r[after].replace(" %", "")) for r in rows if r[0] != "benchmark"]
-    assert values == sorted(values, reverse=True)  # the verdict's column, best first
+    vs = head.index("this minus transformer, a year")  # on the days both cover, as the verdict compares
+    keys = [0.0 if r[0] == "transformer" else float(r[vs].replace(" %", "")) for r in rows
+            if r[0] != "benchmark"]
+    assert keys == sorted(keys, reverse=True)  # best first, the model under test at 0
+    days = head.index("days")
+    assert all(r[days] == f"{len(report.backtests['transformer'].returns):,}" for r in rows)  # all share
     assert all(r[after].endswith(" %") for r in rows)
     assert rows[-1][0] == "benchmark"
     p = head.index("p, paired vs transformer")

@@ -26,7 +26,7 @@ from forecaster.evaluation.tearsheet import strategy_stats
 from forecaster.evaluation.verdict import _ic_lines, holm_family
 from forecaster.metrics import holm
 from forecaster.models.panel.sizing import SizeRules
-from forecaster.reporting.tables import strategy_table
+from forecaster.reporting.tables import strategy_section, strategy_table
 
 
 def _compare_raising(monkeypatch, tmp_path, exc):
@@ -166,10 +166,22 @@ def test_the_strategies_table_ranks_on_shared_days_with_a_days_column():
     assert list(table.index) == ["transformer", "peer", "benchmark"]  # as the verdict compares
     assert table.loc["transformer", "days"] == 300 and table.loc["peer", "days"] == 150
     assert table.loc["peer", "shared_days"] == 150 and table.loc["transformer", "shared_days"] == 300
+    page = "".join(strategy_section(report, "peer"))
+    assert "<th>days</th>" in page and page.index("<td>transformer</td>") < page.index("<td>peer</td>")
+    assert "<td>300</td>" in page and "<td>150</td>" in page
 
 
 def test_backtest_help_names_the_model_under_test():
     res = CliRunner().invoke(main, ["backtest", "--help"])
     text = " ".join(res.output.split())
-    assert "the exit status is 1 when the model under test (--model; the Transformer by default) failed" in text
+    assert ("the exit status is 1 when the model under test (--model; the Transformer by default) "
+            "failed") in text
     assert "when the Transformer failed" not in text
+
+
+def test_a_strategy_with_more_days_than_it_shares_says_both():
+    report = _peer_report()
+    report.backtests = {"transformer": report.backtests["peer"], "peer": report.backtests["transformer"]}
+    report.strategy = strategy_stats(report.backtests, "transformer")
+    page = "".join(strategy_section(report, "peer"))
+    assert "<td>300 (150 shared)</td>" in page and "<td>150</td>" in page

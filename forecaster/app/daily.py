@@ -343,7 +343,7 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, overwrite, 
     universe = data_options.get("universe")
     on_bad = run_on_bad(data_options.get("on_bad"), info)
     if info.get("kind") == "panel":
-        from forecaster.app.next_day_marks import draw_next_day
+        from forecaster.app.next_day_marks import draw_next_day, enhanced_lines_and_figure
         from forecaster.features.factors import missing_features
         from forecaster.portfolio.next_day import ranked_list
 
@@ -352,6 +352,9 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, overwrite, 
         orders_file = out.with_name("orders.csv")
         want_orders = bool(holdings) or "capital" in raw.get("backtest", {})
         written = [out, out.with_suffix(".png")] + ([orders_file] if want_orders else [])
+        active_png = out.with_name("next_day_active.png")  # the enhanced book's target against the benchmark
+        if want_orders and raw.get("strategy", {}).get("rule") == "enhanced":
+            written.append(active_png)
         check_apart(written, [source, holdings, intraday, run / MODEL_FILE, run / RUN_FILE])
         for path in written:  # the command's own earlier outputs are replaced, nothing else
             check_output_file(path, overwrite=overwrite)
@@ -388,6 +391,11 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, overwrite, 
             with atomic_write(orders_file, "w") as f:
                 orders.to_csv(f, index=False)
             click.echo(orders_line(orders, orders_file))
+            lines, drawn = enhanced_lines_and_figure(orders, source, active_png)
+            for line in lines:
+                click.echo(line)
+            if drawn is not None:
+                click.echo(f"wrote {drawn}")
             if orders.attrs.get("warning"):
                 click.echo(orders.attrs["warning"], err=True)
         elif stale_orders:  # never beside a list of another signal day

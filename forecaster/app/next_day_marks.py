@@ -113,3 +113,43 @@ def name_in_file(path: Path) -> str:
         return ""
     values = [v.strip() for v in raw[column].astype(str) if v.strip()]
     return values[-1] if values else ""
+
+
+def enhanced_lines_and_figure(orders: pd.DataFrame, source: str, path: Path, n: int = 5
+                              ) -> tuple[list[str], Path | None]:
+    """``predict --strategy enhanced``: what the console says of tomorrow's book (its predicted
+    tracking error against the budget's benchmark, its largest active weights, named where the
+    data carry names, the trades' estimated cost) and ``next_day_active.png`` at ``path``
+    (tomorrow's target weights against the benchmark weights, drawn by
+    :func:`~forecaster.reporting.index_figures.plot_next_day_active`). ``orders``: the orders
+    table, its ``attrs["enhanced"]`` from :func:`~forecaster.portfolio.orders.book_orders_for_panel`;
+    nothing (``[], None``) for another rule."""
+    from forecaster.reporting.figures import CJK_FONT
+    from forecaster.reporting.index_figures import plot_next_day_active
+
+    e = orders.attrs.get("enhanced") or {}
+    if not e.get("weights"):
+        return [], None
+    w = pd.DataFrame(e["weights"], columns=["code", "target", "benchmark"])
+    w["active"] = w["target"] - w["benchmark"]
+    top = w.reindex(w["active"].abs().sort_values(ascending=False).index).head(n)
+    names = stock_names(source, list(w.reindex(w["active"].abs().sort_values(ascending=False).index)
+                                     ["code"].head(24)))
+    if CJK_FONT is None and any(not v.isascii() for v in names.values()):
+        names = {}  # no font draws them; the codes alone
+    w["label"] = [f"{c} {names[c]}" if c in names else c for c in w["code"]]
+    live = orders[orders["status"].isin(["order", "partial", "limit_order"])]
+    value = float(live["value"].abs().sum()) if "value" in live else float("nan")
+    cost = float(live["est_costs"].sum())
+    named = ", ".join(f"{c}{' ' + names[c] if c in names else ''} {a:+.2%}" for c, a in
+                      zip(top["code"], top["active"], strict=True))
+    lines = [f"enhanced book: predicted tracking error {e.get('predicted_te', float('nan')):.2%} against the "
+             f"benchmark weights (styles {e.get('style_te', float('nan')):.2%}, specific "
+             f"{e.get('specific_te', float('nan')):.2%}); {len(w[w['target'] > 0])} names held; largest "
+             f"active weights: {named or 'none'}",
+             f"trades' estimated cost {cost:,.0f} CNY on {value:,.0f} traded "
+             f"({cost / value if value > 0 else 0.0:.3%} of the value traded)"]
+    te = e.get("predicted_te", float("nan"))
+    drawn = plot_next_day_active(w, path, f"tomorrow's target weights against the benchmark weights "
+                                          f"(predicted tracking error {te:.2%})")
+    return lines, drawn

@@ -34,6 +34,7 @@ from forecaster.data.qlib.reader import read_qlib
 from forecaster.data.sources import is_qlib_folder
 from forecaster.evaluation.backends import check_reachable
 from forecaster.evaluation.index_book import index_book
+from forecaster.evaluation.index_daily import index_view
 from forecaster.evaluation.memory import memory_summary, peak_gb, reset_peak
 from forecaster.evaluation.scoring import Report, score_run
 from forecaster.evaluation.universe import restrict_to_members
@@ -304,9 +305,16 @@ def _index_book(report: Report, exp: Experiment, loaded: Loaded, result: WalkFor
         return {}
     mine = result.predictions[result.predictions["model"] == report.model]
     forecast = mine.pivot_table(index=mine.index, columns="code", values="forecast", aggfunc="first")
+    keep: dict = {}
     lines, facts = index_book(report, forecast.sort_index(), grid, exp.backtest, code,
-                              loaded.indices[code] if code is not None else None)
+                              loaded.indices[code] if code is not None else None, keep=keep)
     report.verdict.extend(lines)
+    report.index_view = index_view(report, grid, exp.backtest, facts, keep.get("topk"),
+                                   keep.get("topk_name", "top-k"))
+    if report.index_view is not None and len(report.index_view.active_top):
+        from forecaster.app.next_day_marks import stock_names
+
+        report.index_view.names = stock_names(loaded.source, list(report.index_view.active_top.index))
     return facts
 
 

@@ -65,12 +65,13 @@ def _by_year(s: dict) -> str:
 
 
 def index_book(report, forecast: pd.DataFrame, grid, backtest, index_code: str | None,
-               index_frame: pd.DataFrame | None) -> tuple[list[str], dict]:
+               index_frame: pd.DataFrame | None, keep: dict | None = None) -> tuple[list[str], dict]:
     """The verdict's lines and ``metrics.json``'s ``index_book`` for the main model's book of
     ``report`` (its backtests already carry the index, where there is one). ``forecast``: the
     main model's ``[date x code]`` forecasts (for the top-k book beside an enhanced one).
     ``index_code``/``index_frame``: the index's series (None: the data hold none; then only an
-    enhanced book is judged, against the members at the benchmark weights)."""
+    enhanced book is judged, against the members at the benchmark weights). ``keep``: gets the
+    top-k book run beside an enhanced one (``topk``, ``topk_name``), for the report's figures."""
     main = report.backtests.get(report.model)
     enhanced = backtest.strategy.rule == "enhanced"
     if main is None or (main.index_equity is None and not (enhanced and main.weighted_equity is not None)):
@@ -112,13 +113,14 @@ def index_book(report, forecast: pd.DataFrame, grid, backtest, index_code: str |
     out["equal_weight"] = equal
     if enhanced and main.enhanced is not None:
         more, facts = _enhanced(report, main, forecast, grid, backtest, (ref, ref_name, mine),
-                                None if main.index_equity is None else vs_weights, weights_name)
+                                None if main.index_equity is None else vs_weights, weights_name,
+                                {} if keep is None else keep)
         lines += more
         out["enhanced"] = facts
     return lines, out
 
 
-def _enhanced(report, main, forecast, grid, backtest, against, vs_weights, weights_name):
+def _enhanced(report, main, forecast, grid, backtest, against, vs_weights, weights_name, keep):
     """The enhanced book's lines and figures; ``against``: ``(daily returns, name, the book's
     figures)`` of the benchmark the lines are on; ``vs_weights``: the book against the weighted
     members, where that benchmark is the index."""
@@ -147,6 +149,7 @@ def _enhanced(report, main, forecast, grid, backtest, against, vs_weights, weigh
     topk_config = dataclasses.replace(backtest, strategy=StrategyConfig.for_universe(
         int(grid.members.sum(axis=1).max()) if grid.members is not None else grid.n_stocks))
     topk = run_backtest(grid, forecast, topk_config)
+    keep.update(topk=topk, topk_name=f"{topk_config.strategy.rule}, top {topk_config.strategy.top_k}")
     theirs = against_index(topk.returns, ref)
     lines.append(f"on the same forecasts, the top-k book ({topk_config.strategy.rule}, top "
                  f"{topk_config.strategy.top_k}) -- " + _line("it", theirs, ref_name)

@@ -103,6 +103,7 @@ class Report:
     timings: dict = field(default_factory=dict)  # seconds of the scoring's phases
     strategy: StrategyStats = field(default_factory=StrategyStats)  # the tear sheet (tearsheet.py)
     quantile_curves: dict = field(default_factory=dict)  # model -> cumulative quantile returns
+    index_view: object | None = None  # the main book against its index (index_daily.IndexView)
 
     @property
     def bars(self) -> bool:

@@ -16,6 +16,7 @@ import pandas as pd
 
 from forecaster.data.minute.features import INTRADAY_FEATURES
 from forecaster.data.panel import Panel
+from forecaster.data.sources import DataError
 from forecaster.features.alpha import ALPHA158, ALPHA360, ALPHA_FEATURES, ALPHA_NEEDS, alpha_feature
 
 # name -> (days of history it needs, what it is)
@@ -285,7 +286,7 @@ def check_available(panel: Panel, names) -> None:
     is named with the columns it lacks (left in, it would reach the network as zeros)."""
     absent = lacking(panel, names)
     if absent:
-        raise ValueError("the data's columns do not give the features " + "; ".join(
+        raise DataError("the data's columns do not give the features " + "; ".join(
             f"{n} (needs {', '.join(cols)})" for n, cols in absent.items())
             + " (intraday features need the minute bars: --intraday DIR)" * any(
                 n in INTRADAY_FEATURES for n in absent))

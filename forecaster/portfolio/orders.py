@@ -41,7 +41,7 @@ from forecaster.data.panel import Panel
 from forecaster.portfolio.backtest import BacktestConfig, trade_towards
 from forecaster.portfolio.broker import Broker
 from forecaster.portfolio.next_day import delisting_reasons
-from forecaster.portfolio.policy import Holding, enhanced_target
+from forecaster.portfolio.policy import Holding, enhanced_target, known_weights
 from forecaster.portfolio.strategy import ST_BLOCK, ST_REASON, st_no_buy, weights_for_book
 
 ORDER_COLUMNS = ("code", "side", "shares", "requested", "reference_price", "value", "est_costs",
@@ -245,6 +245,10 @@ def book_orders_for_panel(scores: pd.Series, panel: Panel, book: Book, config: B
         target, enhanced = enhanced_target(panel, scores.reindex(panel.codes).to_numpy(dtype=float),
                                            Holding(held / nav if nav > 0 else held, nav), config, investable,
                                            no_buy, date=next_day)
+        bench = known_weights(panel, config.benchmark_weights)[last]
+        # (code, target, benchmark) of every name in either: plain tuples, as attrs are compared
+        enhanced = {**enhanced, "weights": [(str(c), float(t), float(b)) for c, t, b in
+                                            zip(panel.codes, target, bench, strict=True) if t > 0 or b > 0]}
     table = next_day_orders(scores.reindex(panel.codes), book, config, date=next_day, price=price,
                             value_price=np.nan_to_num(close), up=broker_up, down=broker_down,
                             suspended=suspended | ~listed, signal_date=panel.dates[-1],

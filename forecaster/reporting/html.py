@@ -1,6 +1,8 @@
 """``report.html``: one self-contained page per report folder (figures embedded as data
 URIs, no scripts, no network), for a screen 1280 px wide and for A4 paper (a print
-stylesheet): the verdict first, then the strategies after costs (their table, the excess
+stylesheet): for a run on an index universe whose series the data hold, the main book
+against the index first (:mod:`forecaster.reporting.index_page`); the verdict, then the
+strategies after costs (their table, the excess
 return over the benchmark, equity curves, the risk table, returns by month and year, the
 worst drawdowns, holdings and turnover), then forecast skill (its table, rolling IC,
 quantiles, IC by horizon, year and board, folds), the universe, failures, the notes and the
@@ -82,7 +84,7 @@ pre{background:#f6f8fa;padding:.8rem;font-size:.78rem;white-space:pre-wrap;word-
 body{max-width:none;margin:0;padding:0;font-size:9.5pt;line-height:1.35}
 nav{display:none}
 h1{font-size:15pt}h2{font-size:12pt;margin-top:10pt;break-after:avoid}h3{break-after:avoid}
-table{font-size:7.6pt}th,td{padding:1px 3px}
+table{font-size:7.4pt}th,td{padding:1px 2px}
 figure,table,.verdict,.grid2>div{break-inside:avoid}
 figure img{max-width:100%;width:auto !important;border:none}
 .verdict,tr.main td,tr.best td,th{-webkit-print-color-adjust:exact;print-color-adjust:exact}
@@ -133,6 +135,15 @@ def _figure(path: Path, caption: str) -> str:
             f"{esc(caption)}</figcaption></figure>")
 
 
+def _index_screen(view, out: Path) -> list[str]:
+    """The first screen of a run on an index universe (:mod:`forecaster.reporting.index_page`)."""
+    from forecaster.reporting.index_figures import INDEX_FIGURES
+    from forecaster.reporting.index_page import first_screen
+
+    has = {name: (out / name).is_file() for name in INDEX_FIGURES}
+    return first_screen(view, has, lambda name, caption: _figure(out / name, caption))
+
+
 def data_label(data: str | None, codes) -> str:
     """What the report is about, in a few words: the data folder's name, or SYNTHETIC."""
     codes = [str(c) for c in codes]
@@ -173,6 +184,8 @@ def write_html(report, result, out: str | Path, shown: list[str] | None = None,
         return [_figure(out / n, captions[n]) for n in names if has.get(n)]
 
     sections = []
+    view = getattr(report, "index_view", None)  # the main book against its index: the first screen
+    first = [] if view is None else [("index", f"Against {view.code}", _index_screen(view, out))]
     strategy = strategy_section(report, best) if backtests else []
     if strategy:
         sections.append(("strategy", "Strategies after costs", [*strategy, *figures(STRATEGY_FIGURES)]))
@@ -219,7 +232,8 @@ def write_html(report, result, out: str | Path, shown: list[str] | None = None,
              f"{count_text(len(result.folds), 'fold')}, {start} to {end}; "
              f"label: {esc(result.config.label)}, horizon {result.config.horizon}</p>",
              "<nav>" + "".join(f'<a href="#{key}">{esc(title.split(":")[0])}</a>' for key, title, _ in
-                               [("verdict", "Verdict", None), *sections]) + "</nav>",
+                               [*first, ("verdict", "Verdict", None), *sections]) + "</nav>",
+             *(part for key, title, body in first for part in (f'<h2 id="{key}">{esc(title)}</h2>', *body)),
              '<h2 id="verdict">Verdict</h2>', '<ul class="verdict">',
              *(f"<li>{esc(line)}</li>" for line in report.verdict), "</ul>"]
     if backtests and report.model in report.strategy.risk.index:

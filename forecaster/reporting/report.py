@@ -13,7 +13,11 @@ benchmark, holdings and turnover), and PNGs: ``equity.png`` (the shown strategie
 benchmark, with drawdowns), ``excess_return.png`` (growth over the benchmark with and without
 costs, and its drawdown), ``monthly_returns.png``, ``holdings_turnover.png``,
 ``quantile_cumulative.png``, ``predicted_vs_actual.png``, ``rolling_ic.png``,
-``fold_metrics.png``, ``quantile_returns.png``, ``ic_by_horizon.png``, ``dm_pvalues.png``; and
+``fold_metrics.png``, ``quantile_returns.png``, ``ic_by_horizon.png``, ``dm_pvalues.png``; a
+run on an index universe whose series the data hold: ``index_book.csv`` (the book against the
+index day by day, :mod:`forecaster.evaluation.index_daily`) and ``index_excess.png``,
+``tracking_error.png``, an enhanced book's ``active_weights.png`` and ``risk_split.png`` (their
+data beside them: ``active_weights.csv``, ``active_styles.csv``, ``risk_split.csv``); and
 ``report.html``, one self-contained page of all of it. One stock's minute bars:
 ``bar_position_metrics.csv`` (each model's IC and rank IC by bar of the day across days) and
 ``bar_position_ic.png`` instead of ``rolling_ic.png``.
@@ -249,6 +253,22 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
                                               out / "ic_by_horizon.png", styles=styles, main=main_name))
     if len(report.dm):
         files.append(plots.plot_dm(report.dm, main_name, out / "dm_pvalues.png"))
+    view = getattr(report, "index_view", None)
+    if view is not None:  # a run on an index universe whose series the data hold
+        from forecaster.evaluation.index_daily import TE_WINDOW
+        from forecaster.reporting.index_figures import write_index_figures
+
+        daily = view.daily.assign(date=pd.DatetimeIndex(view.daily["date"]).date)
+        files.append(write_csv(daily, out / "index_book.csv"))
+        if len(view.active_top):  # the data of active_weights.png and risk_split.png, beside them
+            top = pd.DataFrame({"code": view.active_top.index, "name": [view.names.get(c, "") for c in
+                                                                       view.active_top.index],
+                                "mean_active_weight": view.active_top.to_numpy()})
+            files.append(write_csv(top, out / "active_weights.csv"))
+        for name, frame in (("active_styles.csv", view.styles), ("risk_split.csv", view.risk_split)):
+            if len(frame):
+                files.append(write_csv(frame.rename_axis("date"), out / name, index=True))
+        files += write_index_figures(view, out, TE_WINDOW)
     metrics = {
         "model": main_name,
         "verdict": report.verdict,

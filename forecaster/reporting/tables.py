@@ -230,6 +230,23 @@ def strategy_table(report) -> pd.DataFrame:
     return pd.concat([rest, bench])
 
 
+def index_columns(report, rows: list, first_only: bool = False) -> dict[str, list]:
+    """``{header: values of rows}``: each strategy's annual excess after costs over the index's
+    estimated total return and over its price (``report.index_view``, where the run's universe
+    is an index whose series the data hold; none otherwise). ``first_only``: the first of them
+    alone (the strategy table is wide already)."""
+    view = getattr(report, "index_view", None)
+    if view is None:
+        return {}
+    s = view.strategies
+    out = {}
+    if s["over_total_return"].notna().any():
+        out[f"over {view.code} with dividends, a year"] = [s["over_total_return"].get(m, np.nan)
+                                                            for m in rows]
+    out[f"over {view.code} (price), a year"] = [s["over_price"].get(m, np.nan) for m in rows]
+    return dict(list(out.items())[:1]) if first_only else out
+
+
 def strategy_section(report, best: str | None) -> list[str]:
     table = strategy_table(report)
     if not len(table):
@@ -239,18 +256,24 @@ def strategy_section(report, best: str | None) -> list[str]:
                "excess_annual_return": "over the benchmark, a year", "sharpe": "Sharpe",
                "max_drawdown": "max drawdown", "information_ratio": "information ratio",
                "turnover": "turnover, a year", "vs_main": f"this minus {model}, a year",
-               "p_paired": f"p, paired vs {model}", "days": "days",
-               "shared_days": f"days shared with {model}"}
+               "p_paired": f"p, paired vs {model}", "days": "days"}
     fmts = {"annual_return": fmt_pct, "annual_return_gross": fmt_pct, "excess_annual_return": fmt_pct,
             "sharpe": fmt_ratio, "max_drawdown": fmt_pct, "information_ratio": fmt_ratio,
-            "turnover": fmt_times, "vs_main": fmt_pct, "p_paired": fmt_p, "days": fmt_count,
-            "shared_days": fmt_count}
-    shown = table.rename(columns=headers)
+            "turnover": fmt_times, "vs_main": fmt_pct, "p_paired": fmt_p, "days": str}
+    # one column (the page fits A4): a strategy's days, and those it shares with the model where fewer
+    days = [fmt_count(d) if not np.isfinite(s) or s == d else f"{fmt_count(d)} ({fmt_count(s)} shared)"
+            for d, s in zip(table["days"].astype(float), table["shared_days"].astype(float), strict=True)]
+    shown = table.drop(columns="shared_days").assign(days=days).rename(columns=headers)
+    for name, values in index_columns(report, list(shown.index), first_only=True).items():
+        shown[name] = values
+        headers[name] = name
+        fmts[name] = fmt_pct
     shown.index.name = "strategy"
     bench = report.backtests[model].benchmark if model in report.backtests else "benchmark"
     caption = (f"Sorted as the verdict compares: by this minus {model} on the days both cover (the days "
                f"shared with {model}; {model} itself at 0), not by a return over a strategy's own days. "
-               f"After costs, a year: over the strategy's own days (days). Before costs: the same "
+               f"After costs, a year: over the strategy's own days (days; in brackets those it shares "
+               f"with {model}, where fewer). Before costs: the same "
                f"positions without fees, stamp duty and slippage. Over the benchmark: annual return minus "
                f"the benchmark's ({bench}). Max drawdown: the largest fall from a peak. Information "
                f"ratio: mean / spread of the daily return over the benchmark, a year. Turnover: value "
@@ -277,9 +300,12 @@ def glance_table(report, best: str | None) -> str:
     table = risk.loc[rows, list(cols)].rename(columns={k: v[0] for k, v in cols.items()})
     if report.ic:
         table["daily rank IC"] = [report.ic.get(m, {}).get("mean_ic", np.nan) for m in rows]
+    index = index_columns(report, rows)
+    for name, values in index.items():
+        table[name] = values
     table.index = [f"{m} (best baseline strategy)" if m == best else m for m in rows]
     table.index.name = "at a glance"
-    fmts = {v[0]: v[1] for v in cols.values()} | {"daily rank IC": fmt_ic}
+    fmts = {v[0]: v[1] for v in cols.values()} | {"daily rank IC": fmt_ic} | {k: fmt_pct for k in index}
     return html_table(table, highlight=model, best=f"{best} (best baseline strategy)" if best else None,
                   refs=("benchmark",), fmt=fmts)
 

@@ -20,6 +20,7 @@ from sklearn.exceptions import NotFittedError
 
 from forecaster.checks import NotEnoughData, check_choice, check_int
 from forecaster.data.panel import Panel
+from forecaster.data.sources import DataError
 from forecaster.features.factors import (
     available_features,
     check_available,
@@ -448,8 +449,8 @@ class PanelTransformer(BaseEstimator):
     def _windows(self, panel: Panel) -> SequenceData:
         try:  # computing them as empty would feed the network zeros in their place
             check_available(panel, self.features_)
-        except ValueError as exc:
-            raise ValueError(f"the model was fitted on features that this data cannot give: {exc}") from None
+        except DataError as exc:
+            raise DataError(f"the model was fitted on features that this data cannot give: {exc}") from None
         warn_missing_inputs(panel, self.features_, "predict")
         return self._sequences(panel, self.features_, self.processor_)
 

@@ -120,8 +120,10 @@ class SizeRules:
         names = given.get("features") or (self.market_features if market else self.features)
         blend = tuple(self.default_blend(0, preset) if blend is None else blend)
         seeds = given.get("n_seeds", self.default_seeds(0, preset, bool(blend)))
-        nets = (f"a second set ({', '.join(blend)}), {given.get('blend_seeds', seeds)} network(s) on it and "
-                f"{seeds} on the first" if blend else f"{seeds} network(s)")
+        second = given.get("blend_seeds", seeds)
+        sets = f"a second set ({', '.join(blend)}), {seeds} network(s)"
+        nets = (f"{seeds} network(s)" if not blend else f"{sets} on each" if second == seeds
+                else f"{sets} on the first and {second} on the second")
         warm = self.warm_start(0, preset) if warm_start is None else warm_start
         head = (f"preset market (the whole-market regime, chosen past {self.market_above} stocks)" if market
                 else f"preset panel (up to {self.market_above} stocks)")
