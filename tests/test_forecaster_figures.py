@@ -279,7 +279,7 @@ def _fake_run(codes: list[str], panel: bool):
     dm = pd.DataFrame() if panel else pd.DataFrame({"baseline": ["ridge"], "p_value": [0.3]})
     report = _Report(model="transformer", notes=[], verdict=["fine"], universe=pd.DataFrame(),
                      overall=overall, ic=ic, quantiles=quantiles, ic_close={}, ic_tests=tests, dm=dm,
-                     not_computed={}, backtests={}, bars=False)
+                     not_computed={}, backtests={}, bars=False, index_view=None)
     result = SimpleNamespace(folds=[{"fold": 0}], predictions=predictions, failed={},
                              config=SimpleNamespace(label="tradeable", horizon=1))
     return report, result

@@ -49,7 +49,8 @@ DAILY_COLUMNS = ("date", "book", "index_price", "index_total_return", "benchmark
 class IndexView:
     """The main book against its index (module docstring). ``code``: the index; ``active_over``:
     what ``daily["active"]`` is measured against; ``budget``: the enhanced book's tracking-error
-    budget (None for another rule); ``topk``: the top-k book's name (None: not run)."""
+    budget (None for another rule); ``topk``: the top-k book's name (None: not run);
+    ``costs_a_year``: the costs paid over the starting capital, a year."""
 
     code: str
     model: str
@@ -62,6 +63,7 @@ class IndexView:
     active_over: str
     budget: float | None = None
     bias: float = math.nan
+    costs_a_year: float = math.nan  # costs paid over the capital, a year
     topk: str | None = None
     active_top: pd.Series = field(default_factory=lambda: pd.Series(dtype=float))
     names: dict = field(default_factory=dict)
@@ -142,6 +144,8 @@ def index_view(report, grid, backtest, facts: dict, topk=None, topk_name: str = 
                      cumulative=cumulative, years=years, tracking=tracking,
                      strategies=_strategies(report, capital, refs, topk), facts=facts, active_over=over_name,
                      topk=None if topk is None else f"top-k book ({topk_name})")
+    years_held = max(len(book) / TRADING_DAYS, 1e-9)
+    view.costs_a_year = float(main.metrics.get("costs_paid", math.nan)) / capital / years_held
     if enhanced is not None:
         view.budget = float(backtest.strategy.tracking_error)
         view.bias = bias_statistic(active.to_numpy(), sd.to_numpy())

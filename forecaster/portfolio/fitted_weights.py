@@ -90,14 +90,20 @@ def index_series_of(panel: Panel) -> IndexSeries | None:
     return series if series is not None and np.isfinite(series.close).sum() > 1 else None
 
 
-def stock_returns(panel: Panel) -> np.ndarray:
-    """``[days, stocks]`` ``close / preclose - 1`` where a stock has a bar, else NaN."""
+def price_ratio(panel: Panel) -> np.ndarray:
+    """``[days, stocks]`` ``close / preclose`` (the previous close where the data lack a
+    preclose); NaN or inf where a day has no bar."""
     close = panel.fields["close"]
     pre = panel.fields.get("preclose")
     if pre is None:
         pre = np.vstack([np.full((1, close.shape[1]), np.nan), close[:-1]])
     with np.errstate(invalid="ignore", divide="ignore"):
-        r = close / pre - 1.0
+        return close / pre
+
+
+def stock_returns(panel: Panel) -> np.ndarray:
+    """``[days, stocks]`` ``close / preclose - 1`` where a stock has a bar, else NaN."""
+    r = price_ratio(panel) - 1.0
     return np.where(panel.listed & np.isfinite(r), r, np.nan)
 
 

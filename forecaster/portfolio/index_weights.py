@@ -43,7 +43,7 @@ import pandas as pd
 from forecaster.data.panel import Panel
 from forecaster.data.qlib.conventions import from_qlib_code
 from forecaster.data.sources import DataError
-from forecaster.portfolio.fitted_weights import fit_to_index, index_series_of
+from forecaster.portfolio.fitted_weights import fit_to_index, index_series_of, price_ratio
 
 SOURCES = ("fitted", "float_mv", "equal")
 SUM_TOLERANCE = 0.02  # a file's date whose weights sum further from 1 is refused
@@ -80,12 +80,7 @@ def default_source(panel: Panel) -> str:
 
 def growth(panel: Panel) -> np.ndarray:
     """``[days, stocks]`` each day's price return factor ``close / preclose`` (1 without a bar)."""
-    close = panel.fields["close"]
-    pre = panel.fields.get("preclose")
-    if pre is None:
-        pre = np.vstack([np.full((1, close.shape[1]), np.nan), close[:-1]])
-    with np.errstate(invalid="ignore", divide="ignore"):
-        g = close / pre
+    g = price_ratio(panel)
     return np.where(np.isfinite(g) & (g > 0), g, 1.0)
 
 

@@ -184,7 +184,7 @@ def write_html(report, result, out: str | Path, shown: list[str] | None = None,
         return [_figure(out / n, captions[n]) for n in names if has.get(n)]
 
     sections = []
-    view = getattr(report, "index_view", None)  # the main book against its index: the first screen
+    view = report.index_view  # the main book against its index: the first screen
     first = [] if view is None else [("index", f"Against {view.code}", _index_screen(view, out))]
     strategy = strategy_section(report, best) if backtests else []
     if strategy:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import MaxNLocator
 
 from forecaster.reporting.figures import (
     GAIN,
@@ -45,11 +46,11 @@ def plot_index_excess(view, path: str | Path) -> Path:
              "topk": view.topk or "top-k book"}
     refs = {"total_return": f"{view.code} total return (est.)", "price": f"{view.code} price index"}
     has_total = "book_over_total_return" in cum and cum["book_over_total_return"].notna().any()
-    for b, color, lw in (("topk", TOPK_COLOR, 1.3), ("book", MAIN_COLOR, 2.0)):
+    for b, color, lw, z in (("book", MAIN_COLOR, 2.0, 6), ("topk", TOPK_COLOR, 1.3, 4)):  # the book on top
         for r, ls in (("total_return", "-"), ("price", "--" if has_total else "-")):
             col = f"{b}_over_{r}"
             if col in cum and cum[col].notna().any():
-                ax.plot(cum.index, cum[col], color=color, ls=ls, lw=lw if ls == "-" else lw * 0.7,
+                ax.plot(cum.index, cum[col], color=color, ls=ls, lw=lw if ls == "-" else lw * 0.7, zorder=z,
                         label=f"{names[b]} over {refs[r]}")
     ax.axhline(0, color="#888", lw=0.8)
     key = "book_over_total_return" if view.years.get("book_over_total_return", pd.Series()).notna().any() \
@@ -71,7 +72,7 @@ def plot_index_excess(view, path: str | Path) -> Path:
                  f"{'the total-return index' if key.endswith('total_return') else 'the price index'})",
                  fontsize=10, pad=16)
     ax.grid(alpha=0.3)
-    legend_outside(ax, first=f"{names['book']} over {refs['total_return']}", width=34)
+    legend_outside(ax, width=34)
     return save_figure(fig, path)
 
 
@@ -112,6 +113,7 @@ def plot_active_weights(view, path: str | Path) -> Path:
         left.barh(y, top.to_numpy(), color=[GAIN if v > 0 else LOSS for v in top], height=0.7)
         left.set_yticks(y, [_label(str(c), view.names) for c in top.index], fontsize=8)
         left.axvline(0, color="#888", lw=0.8)
+        left.xaxis.set_major_locator(MaxNLocator(5))  # more ticks overlap under the narrow panel
         percent_axis(left, "x", decimals=1)
     else:
         left.text(0.5, 0.5, "no active weight", ha="center", transform=left.transAxes)

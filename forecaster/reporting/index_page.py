@@ -147,7 +147,8 @@ def _lines(view) -> list[str]:
                      f"{fmt_pct(_get(e, 'specific_te'), sign=False)} (annual sds, averaged over the "
                      f"rebalances); largest average active weights: {named}.")
         rebalances, fallbacks = _get(e, "rebalances", default=0), _get(e, "fallbacks", default=0)
-        lines.append(f"Trading: costs paid {fmt_money(_get(e, 'costs_paid'))} CNY, turnover "
+        lines.append(f"Trading: costs paid {fmt_money(_get(e, 'costs_paid'))} CNY "
+                     f"({fmt_pct(view.costs_a_year, sign=False)} of the capital a year), turnover "
                      f"{_get(e, 'turnover_one_sided'):.1f}× the book a year (one-sided); "
                      f"{fallbacks} of {rebalances} rebalance(s) fell back (the optimiser did not solve).")
     else:
@@ -156,4 +157,6 @@ def _lines(view) -> list[str]:
             lines.append(f"Tracking error {fmt_pct(main['te'], sign=False)} against {view.code} "
                          f"({'with dividends' if total else 'price index'}); no budget: the book is a "
                          "top-k rule, not an enhanced book.")
+        lines.append(f"Trading: costs {fmt_pct(view.costs_a_year, sign=False)} of the capital a year "
+                     "(risk.csv: turnover, costs paid).")
     return lines
