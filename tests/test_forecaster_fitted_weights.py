@@ -289,3 +289,25 @@ def test_a_run_on_an_index_universe_whose_series_the_folder_holds_defaults_to_fi
     other.write_text(universe.read_text())
     _, loaded = prepare({"data": {"path": str(data), "universe": str(other)}})
     assert index_series_of(loaded.panel) is None and default_source(loaded.panel) == "float_mv"
+
+
+def test_predict_reads_the_universes_index_series_as_the_backtest_does(tmp_path):
+    """predict's panel (``load_panel`` then ``members_only``) carries the universe's index
+    series, so its benchmark weights default to ``fitted`` as the backtest's do."""
+    from forecaster.app.daily import load_panel
+    from forecaster.app.signal_day import members_only
+    from forecaster.data import write_synthetic_panel
+
+    data = tmp_path / "syn"
+    paths = write_synthetic_panel(data, n_stocks=9, n_days=80, seed=2)
+    codes = sorted(p.name[:-4] for p in paths)
+    (data / "sh.000300.csv").write_text(paths[-1].read_text().replace(codes[-1], "sh.000300"))
+    paths[-1].unlink()
+    universe = tmp_path / "csi300.txt"
+    universe.write_text("".join(f"{c.upper()}\t2010-01-04\t2099-12-31\n" for c in codes[:-2]))
+    _, grid, indices = load_panel(str(data))
+    assert "sh.000300" in indices and "sh.000300" not in grid.codes
+    grid = members_only(grid, str(universe), str(data), indices)
+    assert index_series_of(grid).code == "sh.000300" and default_source(grid) == "fitted"
+    _, grid, indices = load_panel(str(data))
+    assert default_source(members_only(grid, str(universe), str(data))) == "float_mv"  # no series handed

@@ -55,9 +55,10 @@ def load_one(csv: str | None, on_bad: str = "raise"):
 
 def load_panel(folder: str, on_bad: str = "raise", end: pd.Timestamp | None = None, intraday: str = "",
                 cache: bool = False):
-    """``(frames, Panel)`` of a folder (with the daily features of the minute bars in
+    """``(frames, Panel, indices)`` of a folder (with the daily features of the minute bars in
     ``intraday``, if given), rows after ``end`` left out (stocks with no row up to ``end`` are
-    counted and named)."""
+    counted and named); ``indices``: ``{code: frame}`` of the index series the data hold, kept
+    out of the stocks."""
     from forecaster.app.pipeline import load_data
     from forecaster.data.panel import Panel
 
@@ -83,8 +84,8 @@ def load_panel(folder: str, on_bad: str = "raise", end: pd.Timestamp | None = No
                    err=True)
         grid = Panel.from_frames(frames)
         grid.ends = loaded.ends or None
-        return frames, grid
-    return frames, loaded.panel
+        return frames, grid, loaded.indices
+    return frames, loaded.panel, loaded.indices
 
 
 def run_on_bad(given: str | None, info: dict) -> str:
@@ -216,7 +217,7 @@ def train(data, out, overwrite, end, **options):
             from forecaster.models.panel.model import PanelTransformer
 
             learn = resolve_universe(learn_spec, data, "--train-universe") if learn_spec else None
-            frames, grid = load_panel(data, on_bad, end, intraday, bool(raw.get("data", {}).get("cache")))
+            frames, grid, _ = load_panel(data, on_bad, end, intraday, bool(raw.get("data", {}).get("cache")))
             if learn is not None:  # only the day's members' labels are learnt (features: every stock)
                 # which list, from where, under the option typed; its checks logged
                 click.echo(learn.describe("--train-universe"), err=True)
@@ -364,13 +365,13 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, overwrite, 
                 f"{orders_file}: orders this command did not write (or changed since) lie where the new "
                 f"list goes; they would read as orders for its signal day. Move the file, or pass "
                 "--holdings/--capital to write new orders")
-        _, grid = load_panel(source, on_bad, intraday=intraday,
+        _, grid, indices = load_panel(source, on_bad, intraday=intraday,
                               cache=bool(data_options.get("cache")))
         check_signal_day(model.train_end_, grid)
         warn_if_stale(model.train_end_, grid.dates, stale_after)
         if universe:
             n_all = grid.n_stocks
-            grid = members_only(grid, universe, source)
+            grid = members_only(grid, universe, source, indices)
         trade_day = trade_day_of(grid)  # the exchange's next trading day: the list's and the orders'
         try:
             table = ranked_list(model, grid, strategy=strategy_of(raw, grid.n_stocks), trade_date=trade_day)

@@ -83,7 +83,7 @@ def _plot_panel_run(model, info: dict, data: str | None, out: Path,
     from forecaster.reporting.plots import plot_panel_training, plot_rolling_ic
 
     source = data or info["data"]
-    _, grid = load_panel(source, on_bad, intraday=info.get("intraday", ""))
+    _, grid, _ = load_panel(source, on_bad, intraday=info.get("intraday", ""))
     # the loss it was trained with (None in the parameters: the size rules' choice)
     budget = getattr(model, "budget_", None) or model.budget(grid.n_stocks, 0)
     files = [plot_panel_training(model.histories_, out / "training.png",

@@ -53,12 +53,16 @@ def check_signal_day(train_end: pd.Timestamp, grid) -> None:
                 "others (or remove the later rows) so the list is for one signal day")
 
 
-def members_only(grid, universe: str, source: str):
+def members_only(grid, universe: str, source: str, indices: dict | None = None):
     """``grid`` with the point-in-time membership of ``--universe`` (a file, or an index's name:
     the Qlib folder ``source``'s own list, else the ``index-constitution`` package's); says which
     list it read, and the list's checks over the data's days are logged as warnings; no member
-    on the signal day is an error."""
+    on the signal day is an error. Where ``indices`` (``{code: frame}``) hold the universe's own
+    index series, it travels with ``grid`` as in a backtest, so the benchmark weights default to
+    ``fitted`` in ``predict`` as they do there."""
     from forecaster.data.market.universe import resolve_universe
+    from forecaster.portfolio.fitted_weights import attach_index_series
+    from forecaster.portfolio.index_series import index_for
 
     try:
         resolved = resolve_universe(universe, source)
@@ -71,6 +75,9 @@ def members_only(grid, universe: str, source: str):
         raise click.ClickException(f"--universe {universe}: no stock of the data is a member on the signal "
                                    f"day {grid.dates[-1].date()}")
     grid.members = members
+    code = index_for(resolved.name, indices or {})
+    if code is not None:
+        attach_index_series(grid, code, indices[code], members)
     return grid
 
 
