@@ -268,8 +268,9 @@ def test_the_index_book_leads_with_the_total_return_estimate_and_each_sources_tr
     assert lines[0].startswith("no estimated total-return index of sh.000300")
 
 
-def test_a_run_on_an_index_universe_whose_series_the_folder_holds_defaults_to_fitted(tmp_path):
-    from forecaster.app.pipeline import prepare
+def _index_folder(tmp_path):
+    """A folder of 8 synthetic stocks and the index series ``sh.000300`` (a ninth series renamed),
+    and a ``csi300.txt`` membership list of the first 7 stocks: ``(folder, list)``."""
     from forecaster.data import write_synthetic_panel
 
     data = tmp_path / "syn"
@@ -279,6 +280,13 @@ def test_a_run_on_an_index_universe_whose_series_the_folder_holds_defaults_to_fi
     paths[-1].unlink()
     universe = tmp_path / "csi300.txt"
     universe.write_text("".join(f"{c.upper()}\t2010-01-04\t2099-12-31\n" for c in codes[:-2]))
+    return data, universe
+
+
+def test_a_run_on_an_index_universe_whose_series_the_folder_holds_defaults_to_fitted(tmp_path):
+    from forecaster.app.pipeline import prepare
+
+    data, universe = _index_folder(tmp_path)
     _, loaded = prepare({"data": {"path": str(data), "universe": str(universe)}})
     series = index_series_of(loaded.panel)
     assert series.code == "sh.000300" and default_source(loaded.panel) == "fitted"
@@ -296,15 +304,8 @@ def test_predict_reads_the_universes_index_series_as_the_backtest_does(tmp_path)
     series, so its benchmark weights default to ``fitted`` as the backtest's do."""
     from forecaster.app.daily import load_panel
     from forecaster.app.signal_day import members_only
-    from forecaster.data import write_synthetic_panel
 
-    data = tmp_path / "syn"
-    paths = write_synthetic_panel(data, n_stocks=9, n_days=80, seed=2)
-    codes = sorted(p.name[:-4] for p in paths)
-    (data / "sh.000300.csv").write_text(paths[-1].read_text().replace(codes[-1], "sh.000300"))
-    paths[-1].unlink()
-    universe = tmp_path / "csi300.txt"
-    universe.write_text("".join(f"{c.upper()}\t2010-01-04\t2099-12-31\n" for c in codes[:-2]))
+    data, universe = _index_folder(tmp_path)
     _, grid, indices = load_panel(str(data))
     assert "sh.000300" in indices and "sh.000300" not in grid.codes
     grid = members_only(grid, str(universe), str(data), indices)
