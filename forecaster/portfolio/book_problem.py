@@ -33,11 +33,6 @@ def compose(terms, constraints, n: int):
     return cp.Problem(objective, [c for part in constraints for c in part.expr(w)]), w
 
 
-def objective_value(terms, w: np.ndarray) -> float:
-    """The objective of weights ``w`` ``[n]`` in numpy (each term's ``value``, signed)."""
-    return float(sum(t.sign * t.value(w) for t in terms))
-
-
 def broken(constraints, w: np.ndarray) -> list[str]:
     """The names of the constraints weights ``w`` break by more than their tolerance."""
     return [c.name for c in constraints if c.violation(w) > c.tol]
