@@ -78,6 +78,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 from forecaster.app.pipeline import prepare  # noqa: E402
 from forecaster.evaluation.index_book import against_index, daily_returns  # noqa: E402
+from forecaster.portfolio.alpha import ALPHA_SHAPES, decayed_scores  # noqa: E402
 from forecaster.portfolio.backtest import BacktestConfig, run_backtest  # noqa: E402
 from forecaster.portfolio.index_series import attach_index, index_for  # noqa: E402
 from forecaster.portfolio.index_weights import benchmark_weights, growth, weights_tracking  # noqa: E402
@@ -205,7 +206,8 @@ def qlib_book(args, panel, forecast: pd.DataFrame, config, out: Path
     risk = risk_model_of(panel)
     bench = benchmark_weights(panel, config.benchmark_weights).weights
     g = growth(panel)
-    scores = forecast.reindex(columns=[str(c) for c in panel.codes]).to_numpy(dtype=float)
+    scores = decayed_scores(forecast.reindex(columns=[str(c) for c in panel.codes]).to_numpy(dtype=float),
+                            s.alpha_halflife)
     rows_of = panel.dates.get_indexer(forecast.index)
     arrays, kept, last_t, n_style = {}, [], None, 0
     for i in np.unique(rebalance_rows(len(forecast), s.rebalance_every)):
@@ -254,6 +256,9 @@ def _args(argv=None) -> argparse.Namespace:
     p.add_argument("--rebalance-every", type=int, default=1)
     p.add_argument("--max-turnover", type=float, default=StrategyConfig.max_turnover)
     p.add_argument("--benchmark-weights", default=None)
+    p.add_argument("--alpha-shape", default=StrategyConfig.alpha_shape, choices=ALPHA_SHAPES)
+    p.add_argument("--alpha-halflife", type=float, default=StrategyConfig.alpha_halflife)
+    p.add_argument("--trade-aversion", type=float, default=StrategyConfig.trade_aversion)
     p.add_argument("--qlib-python", default=None,
                    help="a Python with pyqlib and ecos (a side venv): Qlib's enhanced-index optimiser")
     p.add_argument("forecaster_args", nargs="*", help="after --: more options of the backtest run")
@@ -293,7 +298,8 @@ def main(argv=None) -> None:
                                        capital=args.capital)
     enhanced = dataclasses.replace(base, strategy=StrategyConfig(
         rule="enhanced", tracking_error=args.tracking_error, rebalance_every=args.rebalance_every,
-        max_turnover=args.max_turnover))
+        max_turnover=args.max_turnover, alpha_shape=args.alpha_shape, alpha_halflife=args.alpha_halflife,
+        trade_aversion=args.trade_aversion))
     books, seconds, extra = {}, {}, {}
     for name, config in (("enhanced", enhanced), ("topk", base)):
         t0 = time.perf_counter()

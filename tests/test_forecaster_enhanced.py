@@ -154,7 +154,8 @@ def test_an_enhanced_run_is_judged_against_the_index_beside_the_top_k_book(tmp_p
     out = tmp_path / "r"
     enhanced_options = ["--strategy", "enhanced", "--tracking-error", "0.03", "--rebalance-every", "5",
                         "--active-bound", "0.1", "--style-bound", "0.6", "--max-turnover", "0.2",
-                        "--alpha-ic", "0.04", "--risk-aversion", "5", "--benchmark-weights", "float_mv"]
+                        "--alpha-ic", "0.04", "--risk-aversion", "5", "--benchmark-weights", "float_mv",
+                        "--alpha-shape", "tails", "--alpha-halflife", "3", "--trade-aversion", "2"]
     res = CliRunner().invoke(main, ["backtest", str(data), "--out", str(out), "--universe", str(universe),
                                     *enhanced_options, *QUICK])
     assert res.exit_code == 0, res.output
@@ -164,6 +165,8 @@ def test_an_enhanced_run_is_judged_against_the_index_beside_the_top_k_book(tmp_p
     assert (strategy["rule"], strategy["tracking_error"], strategy["active_bound"], strategy["style_bound"],
             strategy["max_turnover"], strategy["alpha_ic"], strategy["risk_aversion"]) == (
         "enhanced", 0.03, 0.1, 0.6, 0.2, 0.04, 5.0)
+    assert (strategy["alpha_shape"], strategy["alpha_halflife"], strategy["trade_aversion"]) == (
+        "tails", 3.0, 2.0)
     assert resolved["backtest"]["benchmark_weights"] == "float_mv"
     verdict = " | ".join(metrics["verdict"])
     assert "transformer's enhanced book after costs against sh.000300 (the index's own series, a" in verdict
@@ -199,10 +202,13 @@ def test_predict_gives_the_enhanced_books_orders_in_lots(tmp_path):
                                     "--strategy", "enhanced", "--tracking-error", "0.03",
                                     "--active-bound", "0.05", "--style-bound", "0.6", "--max-turnover", "0.3",
                                     "--alpha-ic", "0.04",
-                                    "--risk-aversion", "5", "--benchmark-weights", "equal"])
+                                    "--risk-aversion", "5", "--benchmark-weights", "equal",
+                                    "--alpha-shape", "rank", "--alpha-halflife", "2",
+                                    "--trade-aversion", "2"])
     assert res.exit_code == 0, res.output
     line = next(x for x in res.output.splitlines() if x.startswith("orders for the next open"))
     assert "enhanced, tracking-error budget 3.0%, book predicted tracking error" in line
+    assert "alpha: the scores of the last 20 days decayed at a half-life of 2 days" in line
     assert "(optimal)" in line
     te = float(line.split("predicted tracking error ")[1].split("%")[0]) / 100
     assert 0.005 < te <= 0.0301

@@ -71,6 +71,7 @@ ONE_STOCK = {
 # Options no real run here can take, and where they are run instead.
 ENHANCED = ("strategy__tracking_error", "strategy__active_bound", "strategy__style_bound",
             "strategy__max_turnover", "strategy__alpha_ic", "strategy__risk_aversion",
+            "strategy__alpha_shape", "strategy__alpha_halflife", "strategy__trade_aversion",
             "backtest__benchmark_weights")
 ELSEWHERE = {
     **dict.fromkeys(ENHANCED, "the enhanced book's backtest and predict (tests/test_forecaster_enhanced.py "

@@ -110,18 +110,22 @@ def test_a_rebalance_without_a_benchmark_is_not_a_fallback(world):
                for n in book.notes)
 
 
-def test_the_same_day_data_and_holdings_give_the_same_orders_in_backtest_and_predict(world):
+@pytest.mark.parametrize("halflife", [0.0, 3.0])
+def test_the_same_day_data_and_holdings_give_the_same_orders_in_backtest_and_predict(world, halflife):
     """Trading at the close (execution "close"), the backtest's trades of a rebalance are the
-    orders ``predict`` writes from the same book on the panel cut at that close."""
+    orders ``predict`` writes from the same book on the panel cut at that close; with the alpha
+    at the holding horizon (``alpha_halflife``), predict handed the forecast rows before."""
     panel, forecast = world
     config = _config(capital=5e7, execution="close")
+    config.strategy.alpha_halflife = halflife
     result = run_backtest(panel, forecast, config)
     r = 20  # a rebalance row with every stock trading on its signal day
     s = panel.dates.get_loc(forecast.index[r]) - 1
     before = result.positions.loc[panel.dates[s - 1]]
     book = Book({c: int(n) for c, n in before.items() if n}, float(result.cash.loc[panel.dates[s - 1]]))
     cut = panel.rows(panel.dates <= panel.dates[s])
-    orders = book_orders_for_panel(forecast.iloc[r], cut, book, config, trade_date=forecast.index[r])
+    orders = book_orders_for_panel(forecast.iloc[r], cut, book, config, trade_date=forecast.index[r],
+                                   recent=forecast.iloc[:r].to_numpy() if halflife else None)
     decided = result.enhanced.diagnostics.iloc[r // 5]
     assert orders.attrs["enhanced"]["status"] == decided["status"] == "optimal"
     for key in ("predicted_te", "turnover"):

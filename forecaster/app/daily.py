@@ -380,7 +380,7 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, overwrite, 
             # a stock scored without some of its features (its file lacks their columns) says so
             lacking = missing_features(grid, model.features_)
             table["missing_features"] = [",".join(lacking.get(c, ())) for c in table["code"]]
-            orders = (next_open_orders(table, grid, holdings, raw, at_limit, trade_day) if want_orders
+            orders = (next_open_orders(table, grid, holdings, raw, at_limit, trade_day, model) if want_orders
                       else None)
         except input_errors() as exc:
             raise error_line(exc) from exc

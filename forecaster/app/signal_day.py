@@ -107,10 +107,38 @@ def strategy_of(raw: dict, n_stocks: int):
                                       **raw.get("strategy", {})})
 
 
+def recent_scores(model, grid, strategy):
+    """``[rows, stocks]`` ``model``'s scores of the forecast days before the next one that the
+    enhanced book's alpha at the holding horizon reads (``alpha_halflife`` > 0:
+    :func:`~forecaster.portfolio.alpha.window_rows` - 1 days, each cut to that day's members as
+    a backtest's forecasts are), in ``grid``'s stocks' order; None when the book reads today's
+    scores alone."""
+    import numpy as np
+
+    from forecaster.portfolio.alpha import window_rows
+
+    if strategy.rule != "enhanced" or strategy.alpha_halflife <= 0:
+        return None
+    n = window_rows(strategy.alpha_halflife) - 1
+    recent = getattr(model, "predict_recent", None)
+    if recent is not None:
+        frame = recent(grid, n)
+    else:  # a model without it: every day's scores, the last n kept
+        frame = model.predict(grid).unstack("code").iloc[-n:]
+    frame = frame.reindex(columns=list(grid.codes))
+    scores = frame.to_numpy(dtype=float)
+    if grid.members is not None:
+        rows = grid.dates.get_indexer(frame.index)
+        scores = np.where(grid.members[rows], scores, np.nan)
+    return scores
+
+
 def next_open_orders(table: pd.DataFrame, grid, holdings: str | None, raw: dict, at_limit: str,
-                     trade_date=None) -> pd.DataFrame:
+                     trade_date=None, model=None) -> pd.DataFrame:
     """Tomorrow's orders from the ranked list's scores and the book (:mod:`forecaster.portfolio.orders`),
-    for ``trade_date`` (default: the exchange's next trading day after the signal day)."""
+    for ``trade_date`` (default: the exchange's next trading day after the signal day); the
+    enhanced book's alpha at the holding horizon reads ``model``'s recent scores too
+    (:func:`recent_scores`)."""
     import dataclasses
 
     from forecaster.app.experiment import build_section
@@ -125,13 +153,17 @@ def next_open_orders(table: pd.DataFrame, grid, holdings: str | None, raw: dict,
     capital = bt.get("capital")
     book = read_holdings(holdings, grid.codes, capital) if holdings else Book({}, float(config.capital))
     scores = table.set_index("code")["score"]
-    orders = book_orders_for_panel(scores, grid, book, config, at_limit=at_limit, trade_date=trade_date)
+    recent = None if model is None else recent_scores(model, grid, strategy)
+    orders = book_orders_for_panel(scores, grid, book, config, at_limit=at_limit, trade_date=trade_date,
+                                   recent=recent)
     held = f"cash {book.cash:,.0f}, {sum(1 for v in book.shares.values() if v)} position(s)"
     if strategy.rule == "enhanced":
         e = orders.attrs.get("enhanced", {})
+        decayed = ("" if recent is None else f"; alpha: the scores of the last {len(recent) + 1} days "
+                   f"decayed at a half-life of {strategy.alpha_halflife:g} days")
         orders.attrs["summary"] = (f"enhanced, tracking-error budget {strategy.tracking_error:.1%}, book "
                                    f"predicted tracking error {e.get('predicted_te', float('nan')):.2%} "
-                                   f"({e.get('status', 'not solved')}); {held}")
+                                   f"({e.get('status', 'not solved')}){decayed}; {held}")
     else:
         orders.attrs["summary"] = f"{strategy.rule}, top {strategy.top_k}; {held}"
         orders.attrs["warning"] = top_k_warning(strategy, len(table))

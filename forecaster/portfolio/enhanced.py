@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from forecaster.portfolio.alpha import alpha_of
 from forecaster.portfolio.book_constraints import (
     ActiveBound,
     FullyInvested,
@@ -96,17 +97,6 @@ class EnhancedBook:
         return int(fell.sum())
 
 
-def alpha_of(scores: np.ndarray, specific_sd: np.ndarray, ic: float) -> np.ndarray:
-    """``[n]`` expected daily active returns from scores ``[n]`` (NaN: no view, alpha 0):
-    ``ic * specific_sd * z`` with ``z`` the scores' z-score winsorised at +-3."""
-    ok = np.isfinite(scores)
-    z = np.zeros_like(scores, dtype=float)
-    if ok.sum() > 1 and np.nanstd(scores[ok]) > 0:
-        z[ok] = (scores[ok] - scores[ok].mean()) / scores[ok].std()
-        z = np.clip(z, -3.0, 3.0)
-    return ic * specific_sd * z
-
-
 def book_parts(alpha: np.ndarray, bench: np.ndarray, prev: np.ndarray, exposures: np.ndarray,
                factor_cov: np.ndarray, specific_var: np.ndarray, n_style: int, strategy,
                no_buy: np.ndarray | None = None, cost=0.0, held: np.ndarray | None = None,
@@ -120,7 +110,9 @@ def book_parts(alpha: np.ndarray, bench: np.ndarray, prev: np.ndarray, exposures
     ``prev``."""
     risk = ActiveRisk(bench, exposures, factor_cov, specific_var, strategy.risk_aversion,
                       horizon=strategy.rebalance_every)
-    terms = [Alpha(alpha), risk, TradingCost(prev, cost, cost if sell_cost is None else sell_cost)]
+    aversion = strategy.trade_aversion  # the cost's weight: 1 the cost itself
+    sell = cost if sell_cost is None else sell_cost
+    terms = [Alpha(alpha), risk, TradingCost(prev, np.multiply(cost, aversion), np.multiply(sell, aversion))]
     free = np.ones(len(alpha), bool) if held is None else ~np.asarray(held, bool)
     constraints = [FullyInvested(), LongOnly(), ActiveBound(bench, strategy.active_bound, free),
                    TrackingBudget(risk, strategy.tracking_error / math.sqrt(TRADING_DAYS))]
@@ -190,7 +182,7 @@ def problem_inputs(scores: np.ndarray, bench: np.ndarray, snap, day: np.ndarray,
     missing = float(bench[day & ~cover].sum()) / max(float(bench[day].sum()), 1e-12)
     b = bench[idx] / bench[idx].sum()
     # over the holding period: the rebalance's days of daily alpha against one trade's cost
-    alpha = alpha_of(scores[idx], sd, strategy.alpha_ic) * strategy.rebalance_every
+    alpha = alpha_of(scores[idx], sd, strategy.alpha_ic, strategy.alpha_shape) * strategy.rebalance_every
     return idx, alpha, b, x, dvar, n_style, missing
 
 

@@ -193,7 +193,8 @@ def _reason(side: str, broker_reason: str, status: str, weight: float, held: int
 
 
 def book_orders_for_panel(scores: pd.Series, panel: Panel, book: Book, config: BacktestConfig,
-                          at_limit: str = "block", trade_date=None) -> pd.DataFrame:
+                          at_limit: str = "block", trade_date=None, recent: np.ndarray | None = None
+                          ) -> pd.DataFrame:
     """:func:`next_day_orders` for the trading day after ``panel``'s last day (see the module
     docstring); ``scores`` indexed by the panel's codes.
 
@@ -204,6 +205,9 @@ def book_orders_for_panel(scores: pd.Series, panel: Panel, book: Book, config: B
         trade_date: the day the orders are for (default: the exchange's next trading day after
             the signal day, :func:`~forecaster.data.market.calendar.next_trading_day`); its
             stamp-duty regime and limit rules apply.
+        recent: ``[rows, stocks]`` the forecast rows before ``scores``' (the panel's stocks'
+            order), read by the enhanced book's alpha at the holding horizon
+            (:func:`~forecaster.portfolio.alpha.holding_scores`); None: ``scores`` alone.
 
     Returns:
         ``ORDER_COLUMNS`` plus ``NEXT_DAY_COLUMNS``: the signal day, the trade date and each
@@ -244,7 +248,7 @@ def book_orders_for_panel(scores: pd.Series, panel: Panel, book: Book, config: B
         investable = listed & (np.ones(panel.n_stocks, dtype=bool) if members is None else members)
         target, enhanced = enhanced_target(panel, scores.reindex(panel.codes).to_numpy(dtype=float),
                                            Holding(held / nav if nav > 0 else held, nav), config, investable,
-                                           no_buy, date=next_day)
+                                           no_buy, date=next_day, recent=recent)
         bench = known_weights(panel, config.benchmark_weights)[last]
         # (code, target, benchmark) of every name in either: plain tuples, as attrs are compared
         enhanced = {**enhanced, "weights": [(str(c), float(t), float(b)) for c, t, b in

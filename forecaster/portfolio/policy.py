@@ -26,12 +26,14 @@ apart from the fallbacks of the optimiser (:attr:`~forecaster.portfolio.enhanced
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from forecaster.portfolio.alpha import decayed_scores, holding_scores
 from forecaster.portfolio.enhanced import (
     _RISK,
     TRADING_DAYS,
@@ -41,6 +43,8 @@ from forecaster.portfolio.enhanced import (
     risk_model_of,
 )
 from forecaster.portfolio.index_weights import benchmark_weights, carried_float_mv, growth
+
+log = logging.getLogger(__name__)
 
 DIAGNOSTICS = ["date", "status", *_RISK, "turnover", "n_stocks", "missing_weight", "fixed_weight", "rung"]
 
@@ -142,15 +146,22 @@ def enhanced_day(scores: np.ndarray, held: Holding, bench: np.ndarray, snap, inv
 
 
 def enhanced_target(panel, scores: np.ndarray, held: Holding, config, investable: np.ndarray,
-                    no_buy: np.ndarray | None, date=None) -> tuple[np.ndarray, dict]:
+                    no_buy: np.ndarray | None, date=None, recent: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, dict]:
     """Tomorrow's enhanced book ``[stocks]`` of the Panel ``panel`` (its stocks' order; its last
-    day the signal day) from today's ``scores`` and what is ``held`` at its close, traded on
-    ``date``, by :func:`enhanced_day` (the backtest's decision); also its diagnostics row
-    (``predicted_te`` annual)."""
+    day the signal day) from today's ``scores`` (with ``alpha_halflife`` > 0, decayed with the
+    forecast rows before them, ``recent`` ``[rows, stocks]``:
+    :func:`~forecaster.portfolio.alpha.holding_scores`, as the backtest's rows are) and what is
+    ``held`` at its close, traded on ``date``, by :func:`enhanced_day` (the backtest's
+    decision); also its diagnostics row (``predicted_te`` annual)."""
     last = panel.n_days - 1
     bench = known_weights(panel, config.benchmark_weights)[last]
     snap = risk_model_of(panel).snapshot(last)
     tradable = panel.listed[last] & ~panel.suspended[last]
+    if config.strategy.alpha_halflife > 0 and recent is None:
+        log.warning("alpha_halflife %g: no forecast rows before the signal day were handed in; the book "
+                    "reads the signal day's scores alone", config.strategy.alpha_halflife)
+    scores = holding_scores(scores, recent, config.strategy.alpha_halflife)
     new, row, _ = enhanced_day(scores, held, bench, snap, investable, tradable, no_buy, config.strategy,
                                config.costs, date)
     return new, row
@@ -169,7 +180,9 @@ class EnhancedPolicy(Policy):
         cols = np.array([index[str(c)] for c in forecast.columns])
         column_of = np.full(len(data.codes), -1)
         column_of[cols] = np.arange(len(cols))
-        self.forecast, self.scores = forecast, forecast.to_numpy(dtype=float)
+        # at the holding horizon: each row's scores decayed over the rows before it (alpha_halflife)
+        self.forecast = forecast
+        self.scores = decayed_scores(forecast.to_numpy(dtype=float), config.strategy.alpha_halflife)
         self.signal_of = data.dates.get_indexer(forecast.index) - 1  # each row's signal day (data calendar)
         # the trade's day: the row's own under next_open, the signal day's close under close
         self.dates = forecast.index if config.execution == "next_open" else data.dates[np.maximum(

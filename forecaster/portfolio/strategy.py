@@ -37,6 +37,7 @@ import pandas as pd
 
 from forecaster.checks import ConfigError, check_choice, check_int
 from forecaster.configs import documented, option
+from forecaster.portfolio.alpha import ALPHA_SHAPES
 
 RULES = ("top_k", "dropout", "threshold", "enhanced")
 WEIGHTINGS = ("equal", "rank")
@@ -46,7 +47,8 @@ ST_BLOCK = "st"  # the trade reason of a blocked buy of an ST stock (backtest, o
 # The enhanced book's settings: (0 allowed, largest value).
 _ENHANCED_RANGES = {"tracking_error": (False, 1.0), "active_bound": (False, 1.0),
                     "style_bound": (False, 10.0), "max_turnover": (False, 1.0), "alpha_ic": (False, 1.0),
-                    "risk_aversion": (True, 1e9)}
+                    "risk_aversion": (True, 1e9), "alpha_halflife": (True, 250.0),
+                    "trade_aversion": (True, 1000.0)}
 
 
 @documented
@@ -95,11 +97,21 @@ class StrategyConfig:
         "small against a forecast's alpha, "
         "so the tracking-error budget limits risk, but it makes a book without a view hold the benchmark (0: "
         "any book within the limits is as good).")
+    alpha_shape: str = option("zscore",
+        'enhanced: the score\'s shape in alpha: "zscore" (linear, winsorised at 3), "rank" (normal scores '
+        'of the ranks) or "tails" (those of the top and bottom fifth only, 0 between).')
+    alpha_halflife: float = option(0.0,
+        "enhanced: alpha at the holding horizon: each stock's z-scores decayed over the recent forecast rows "
+        "with this half-life in days (0: the day's scores alone).")
+    trade_aversion: float = option(1.0,
+        "enhanced: the weight of the trading cost in the objective (1: the cost itself; more trades less "
+        "than the cost alone says, a penalty beside or instead of max_turnover).")
 
     def __post_init__(self):
         check_choice("rule", self.rule, RULES)
         check_choice("weighting", self.weighting, WEIGHTINGS)
         check_choice("mode", self.mode, MODES)
+        check_choice("alpha_shape", self.alpha_shape, ALPHA_SHAPES)
         check_int("top_k", self.top_k, allow_none=True)
         check_int("n_drop", self.n_drop)
         check_int("rebalance_every", self.rebalance_every)

@@ -471,6 +471,15 @@ class PanelTransformer(BaseEstimator):
         rows = np.arange(panel.n_days - 1)
         return scores_to_series(self._panel_scores(panel, rows), panel, rows)
 
+    def predict_recent(self, data, n_days: int) -> pd.DataFrame:
+        """Scores ``[n_days, codes]`` of the data's last ``n_days`` forecast dates (those
+        :meth:`predict` gives, fewer where the data are shorter), indexed by forecast date."""
+        self._check_fitted()
+        panel = as_panel(data)
+        rows = np.arange(max(0, panel.n_days - 1 - int(n_days)), panel.n_days - 1)
+        return pd.DataFrame(self._panel_scores(panel, rows), index=pd.DatetimeIndex(panel.dates[rows + 1]),
+                            columns=pd.Index(panel.codes, name="code"))
+
     def predict_next(self, data) -> pd.Series:
         """Scores for the trading day after the last row, indexed by code."""
         self._check_fitted()
