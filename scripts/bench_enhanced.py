@@ -10,6 +10,11 @@ limits, suspensions, ST, delisting, costs) at ``--capital`` CNY (1e8 by default)
   (by default ``fitted``: fitted each month to the index's own series, which the data hold);
 * ``topk``: the report's default top-k dropout book;
 
+the enhanced book's other settings as ``--rebalance-every``, ``--max-turnover``,
+``--active-bound``, ``--style-bound``, ``--alpha-shape``, ``--alpha-halflife`` and
+``--trade-aversion`` say (the options of ``forecaster backtest``, defaults alike: the variants of
+docs/results.md);
+
 and prints, after costs, each book against both benchmarks (issue 79's contract, values
 illustrative; each line one line, wrapped here)::
 
@@ -256,6 +261,8 @@ def _args(argv=None) -> argparse.Namespace:
     p.add_argument("--rebalance-every", type=int, default=1)
     p.add_argument("--max-turnover", type=float, default=StrategyConfig.max_turnover)
     p.add_argument("--benchmark-weights", default=None)
+    p.add_argument("--active-bound", type=float, default=StrategyConfig.active_bound)
+    p.add_argument("--style-bound", type=float, default=StrategyConfig.style_bound)
     p.add_argument("--alpha-shape", default=StrategyConfig.alpha_shape, choices=ALPHA_SHAPES)
     p.add_argument("--alpha-halflife", type=float, default=StrategyConfig.alpha_halflife)
     p.add_argument("--trade-aversion", type=float, default=StrategyConfig.trade_aversion)
@@ -298,7 +305,8 @@ def main(argv=None) -> None:
                                        capital=args.capital)
     enhanced = dataclasses.replace(base, strategy=StrategyConfig(
         rule="enhanced", tracking_error=args.tracking_error, rebalance_every=args.rebalance_every,
-        max_turnover=args.max_turnover, alpha_shape=args.alpha_shape, alpha_halflife=args.alpha_halflife,
+        max_turnover=args.max_turnover, active_bound=args.active_bound, style_bound=args.style_bound,
+        alpha_shape=args.alpha_shape, alpha_halflife=args.alpha_halflife,
         trade_aversion=args.trade_aversion))
     books, seconds, extra = {}, {}, {}
     for name, config in (("enhanced", enhanced), ("topk", base)):

@@ -194,3 +194,37 @@ def test_the_shape_reaches_the_problems_alpha():
         out[shape] = alpha
     assert (out["tails"] == 0).sum() == n - 2 * 10 and (out["zscore"] != 0).all()
     assert np.corrcoef(out["tails"], out["zscore"])[0, 1] > 0.8
+
+
+def test_predict_reads_the_window_of_recent_scores_cut_to_each_days_members():
+    """``recent_scores``: the model's scores of the window's days before the next one, by
+    ``predict_recent`` where the model has it, else from ``predict``; a non-member's NaN."""
+    import pandas as pd
+
+    from forecaster.app.signal_day import recent_scores
+
+    class Grid:
+        dates = pd.bdate_range("2024-01-01", periods=40)
+        codes = np.array(["a", "b", "c"])
+        members = np.ones((40, 3), bool)
+
+    grid = Grid()
+    grid.members[30:, 1] = False
+    every = pd.DataFrame(np.arange(117.0).reshape(39, 3), index=grid.dates[1:], columns=list("abc"))
+
+    class Plain:  # predict only: (date, code) scores of every forecast date
+        def predict(self, data):
+            return every.rename_axis(index="date", columns="code").stack().rename("forecast")
+
+    class Recent(Plain):
+        def predict_recent(self, data, n):
+            return every.iloc[-n:]
+
+    s = StrategyConfig(rule="enhanced", alpha_halflife=1.5)
+    assert recent_scores(Plain(), grid, StrategyConfig(rule="enhanced")) is None
+    for model in (Plain(), Recent()):
+        got = recent_scores(model, grid, s)
+        assert got.shape == (window_rows(1.5) - 1, 3) == (14, 3)
+        want = every.iloc[-14:].to_numpy(copy=True)
+        want[-10:, 1] = np.nan  # forecast dates 30..39: b is no member
+        assert np.array_equal(got, want, equal_nan=True)

@@ -8,6 +8,7 @@ labels and masks ``[days, stocks]``, rows by signal day.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,8 +16,27 @@ import pandas as pd
 import torch
 
 from forecaster.data.panel import Panel
+from forecaster.features.factors import missing_inputs_text
 from forecaster.features.labels import normalise_per_day, tradeable_label
 from forecaster.features.store import FeatureStore, FeatureView
+
+log = logging.getLogger(__name__)
+
+
+
+def as_panel(data) -> Panel:
+    """A :class:`Panel` from a panel, ``{code: frame}`` or one frame."""
+    return data if isinstance(data, Panel) else Panel.from_frames(data)
+
+
+def warn_missing_inputs(panel: Panel, names, when: str) -> None:
+    """Log the stocks without any value of a column their features need while other stocks
+    have it (a file without ``turn``/``amount`` among files with them): their features are
+    NaN, which the processor turns into 0, as any missing value."""
+    text = missing_inputs_text(panel, names)
+    if text:
+        log.warning("PanelTransformer %s: %s; the network reads them as 0 after normalisation (the "
+                    "training median, or a middle rank), as any missing value", when, text)
 
 
 @dataclass

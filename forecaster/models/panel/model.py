@@ -26,18 +26,19 @@ from forecaster.features.factors import (
     check_available,
     check_feature_names,
     lookback,
-    missing_inputs_text,
     resolve_features,
 )
 from forecaster.features.labels import EXECUTIONS, LABEL_NORMS
 from forecaster.features.processors import NORMS, make_processor
 from forecaster.metrics import daily_ic
 from forecaster.models.panel.checkpoint import fitted_payload, restore_fitted
-from forecaster.models.panel.dataset import (
+from forecaster.models.panel.dataset import (  # noqa: F401  (as_panel: imported from here too)
     SequenceData,
+    as_panel,
     build_sequences,
     day_blocks,
     feature_view,
+    warn_missing_inputs,
 )
 from forecaster.models.panel.network import MARKET_MODES, PanelNetConfig, PanelTransformerNet
 from forecaster.models.panel.scores import blend_scores, ensemble_scores, scores_to_series
@@ -50,21 +51,6 @@ log = logging.getLogger(__name__)
 
 CHECKPOINT_KIND = "forecaster.PanelTransformer"
 CHECKPOINT_VERSION = 1
-
-
-def as_panel(data) -> Panel:
-    """A :class:`Panel` from a panel, ``{code: frame}`` or one frame."""
-    return data if isinstance(data, Panel) else Panel.from_frames(data)
-
-
-def warn_missing_inputs(panel: Panel, names, when: str) -> None:
-    """Log the stocks without any value of a column their features need while other stocks
-    have it (a file without ``turn``/``amount`` among files with them): their features are
-    NaN, which the processor turns into 0, as any missing value."""
-    text = missing_inputs_text(panel, names)
-    if text:
-        log.warning("PanelTransformer %s: %s; the network reads them as 0 after normalisation (the "
-                    "training median, or a middle rank), as any missing value", when, text)
 
 
 class PanelTransformer(BaseEstimator):
@@ -472,12 +458,11 @@ class PanelTransformer(BaseEstimator):
         return scores_to_series(self._panel_scores(panel, rows), panel, rows)
 
     def predict_recent(self, data, n_days: int) -> pd.DataFrame:
-        """Scores ``[n_days, codes]`` of the data's last ``n_days`` forecast dates (those
-        :meth:`predict` gives, fewer where the data are shorter), indexed by forecast date."""
-        self._check_fitted()
-        panel = as_panel(data)
-        rows = np.arange(max(0, panel.n_days - 1 - int(n_days)), panel.n_days - 1)
-        return pd.DataFrame(self._panel_scores(panel, rows), index=pd.DatetimeIndex(panel.dates[rows + 1]),
+        """Scores ``[n_days, codes]`` of :meth:`predict`'s last ``n_days`` forecast dates
+        (fewer in short data), indexed by forecast date."""
+        panel, n = as_panel(data), max(0, int(n_days))
+        rows = np.arange(max(0, panel.n_days - 1 - n), panel.n_days - 1)
+        return pd.DataFrame(self._panel_scores(panel, rows), index=panel.dates[rows + 1],
                             columns=pd.Index(panel.codes, name="code"))
 
     def predict_next(self, data) -> pd.Series:
