@@ -42,7 +42,9 @@ statistic of the enhanced book's realised daily active return (its target weight
 benchmark weights, close to close) over the risk model's predicted active sd: 1 when the risk
 model is calibrated. ``#`` lines add each book's excess by year, the weighted members' and the
 equal weight's lines, the solver's fallbacks and timings. :func:`contract_lines` writes the
-lines from a :class:`Summary`.
+lines from a :class:`Summary`. In ``--out``: ``enhanced_rebalances.csv`` (the optimiser's row a
+rebalance) and ``books_daily.csv`` (each book's daily return after costs, the price index's and
+the total-return estimate's).
 
 With ``--qlib-python PY`` (the side venv of ``bench_qlib_zoo.py``, with ``ecos``), Qlib's own
 ``EnhancedIndexingOptimizer`` solves each rebalance on the same alpha, risk model and benchmark
@@ -361,6 +363,12 @@ def main(argv=None) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     d.to_csv(out / "enhanced_rebalances.csv", index=False)
+    # each book's daily return after costs beside both benchmarks': for paired tests between runs
+    daily = pd.DataFrame({name: result.returns for name, result in books.items()})
+    daily["price"] = price
+    if tr is not None:
+        daily["total_return"] = tr
+    daily.rename_axis("date").to_csv(out / "books_daily.csv")
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ NAMES = ("market", "size", "beta", "stat_1")
 
 def _strategy(**kw):
     rules = dict(rule="enhanced", tracking_error=0.03, active_bound=0.05, style_bound=0.5, max_turnover=0.3,
-                 risk_aversion=10.0, alpha_ic=0.05, rebalance_every=1)
+                 risk_aversion=10.0, alpha_ic=0.05, rebalance_every=1, trade_aversion=1.0)  # the cost itself
     return StrategyConfig(**{**rules, **kw})
 
 

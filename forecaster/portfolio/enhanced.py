@@ -7,7 +7,7 @@ weight and every name held now (:func:`problem_inputs`), composed from small par
 (:mod:`forecaster.portfolio.book_terms`, :mod:`forecaster.portfolio.book_constraints`,
 :mod:`forecaster.portfolio.book_problem`):
 
-    maximise    h alpha' w  -  risk_aversion * h * a' V a  -  buy' (w - w_prev)+ - sell' (w_prev - w)+
+    maximise    h alpha' w  -  risk_aversion * h * a' V a  -  k [buy' (w - w_prev)+ + sell' (w_prev - w)+]
     subject to  sum w = 1,  w >= 0                          (long-only, fully invested)
                 |a_i| <= active_bound                        (a = w - b, per stock that can trade)
                 |X_style' a| <= style_bound                  (active style exposure, in sd)
@@ -17,15 +17,17 @@ weight and every name held now (:func:`problem_inputs`), composed from small par
                 w_i  = w_prev_i where stock i cannot trade today (suspended, locked at a limit)
 
 ``h``: the holding period (``rebalance_every`` days), so alpha and risk are over the same
-horizon and ``risk_aversion`` means the same at every rebalance frequency; the cost is paid once.
+horizon and ``risk_aversion`` means the same at every rebalance frequency; the cost is paid once,
+weighed by ``k`` (``trade_aversion``).
 ``b``: the benchmark weights (:mod:`forecaster.portfolio.index_weights`) renormalised over the
 problem's names; ``V = X F X' + diag(D)``: the point-in-time risk model's snapshot at
 ``t-1``'s close (:mod:`forecaster.risk`; a name it does not cover stays in at the largest
 specific variance it has); ``w_prev``: the weights held now. ``alpha_i = ic * sigma_i * z_i``
-(Grinold's rule: ``z`` the forecast's cross-sectional z-score winsorised at 3, ``sigma`` the
+(Grinold's rule, :mod:`forecaster.portfolio.alpha`: ``z`` the forecast's cross-sectional
+standard score in ``alpha_shape``, by default only the top and bottom fifth's, ``sigma`` the
 stock's specific daily sd, ``ic`` a stated information coefficient). ``buy``, ``sell``: the
-backtest's cost model on the trade's day (:func:`trade_rates`: stamp duty by date on sells,
-the minimum commission). The solver is Clarabel through cvxpy; a solution is taken only once it
+backtest's cost model on the trade's day (:func:`trade_rates`: stamp duty by date on sells, the
+minimum commission). The solver is Clarabel through cvxpy; a solution is taken only once it
 keeps every constraint. The fallback ladder: the whole problem, without the turnover limit, with
 the style bound soft, then the drifted book held (counted; the benchmark when nothing is held).
 """

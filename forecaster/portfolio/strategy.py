@@ -91,21 +91,22 @@ class StrategyConfig:
     max_turnover: float = option(0.1, "enhanced: the most of the book traded (one-sided) per rebalance.")
     alpha_ic: float = option(0.05,
         "enhanced: the information coefficient that turns a score into expected return (alpha = alpha_ic x "
-        "specific volatility x the score's z-score).")
+        "specific volatility x the score's standard score in alpha_shape).")
     risk_aversion: float = option(10.0,
         "enhanced: the penalty on active variance over the holding period (as alpha is) in the objective; "
         "small against a forecast's alpha, "
         "so the tracking-error budget limits risk, but it makes a book without a view hold the benchmark (0: "
         "any book within the limits is as good).")
-    alpha_shape: str = option("zscore",
-        'enhanced: the score\'s shape in alpha: "zscore" (linear, winsorised at 3), "rank" (normal scores '
-        'of the ranks) or "tails" (those of the top and bottom fifth only, 0 between).')
+    alpha_shape: str = option("tails",
+        'enhanced: the score\'s shape in alpha: "tails" (the normal scores of the ranks of the top and '
+        'bottom fifth, 0 between), "rank" (those of every rank) or "zscore" (linear, winsorised at 3); each '
+        "with sd 1.")
     alpha_halflife: float = option(0.0,
         "enhanced: alpha at the holding horizon: each stock's z-scores decayed over the recent forecast rows "
         "with this half-life in days (0: the day's scores alone).")
-    trade_aversion: float = option(1.0,
+    trade_aversion: float = option(1.5,
         "enhanced: the weight of the trading cost in the objective (1: the cost itself; more trades less "
-        "than the cost alone says, a penalty beside or instead of max_turnover).")
+        "than the cost alone says: a penalty beside max_turnover).")
 
     def __post_init__(self):
         check_choice("rule", self.rule, RULES)
