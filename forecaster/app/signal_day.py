@@ -125,11 +125,11 @@ def recent_scores(model, grid, strategy):
         frame = recent(grid, n)
     else:  # a model without it: every day's scores, the last n kept
         frame = model.predict(grid).unstack("code").iloc[-n:]
-    frame = frame.reindex(columns=list(grid.codes))
-    scores = frame.to_numpy(dtype=float)
+    # the window's forecast dates, each one a row: a day the model did not score stays (all NaN)
+    dates = grid.dates[max(1, len(grid.dates) - n):]
+    scores = frame.reindex(index=dates, columns=list(grid.codes)).to_numpy(dtype=float)
     if grid.members is not None:
-        rows = grid.dates.get_indexer(frame.index)
-        scores = np.where(grid.members[rows], scores, np.nan)
+        scores = np.where(grid.members[grid.dates.get_indexer(dates)], scores, np.nan)
     return scores
 
 

@@ -31,12 +31,6 @@ ALPHA_SHAPES = ("zscore", "rank", "tails")
 TAIL = 0.2  # the share of the scored names in each tail of the "tails" shape
 
 
-def _normal_ppf(p: np.ndarray) -> np.ndarray:
-    from scipy.special import ndtri
-
-    return ndtri(p)
-
-
 def standard_scores(scores: np.ndarray, shape: str = "zscore") -> np.ndarray:
     """``[n]`` standard scores of ``scores`` ``[n]`` in ``shape`` (module docstring); 0 where
     a score is NaN (no view), all 0 when fewer than two names are scored or all alike."""
@@ -48,11 +42,12 @@ def standard_scores(scores: np.ndarray, shape: str = "zscore") -> np.ndarray:
     if shape == "zscore":
         z[ok] = (scores[ok] - scores[ok].mean()) / scores[ok].std()
         return np.clip(z, -3.0, 3.0)
+    from scipy.special import ndtri
     from scipy.stats import rankdata
 
     m = int(ok.sum())
     r = rankdata(scores[ok])  # ties averaged
-    normal = _normal_ppf((r - 0.5) / m)
+    normal = ndtri((r - 0.5) / m)
     normal -= normal.mean()  # 0 but for ties and rounding
     if shape == "tails":
         k = max(1, int(math.floor(TAIL * m)))

@@ -460,6 +460,7 @@ class PanelTransformer(BaseEstimator):
     def predict_recent(self, data, n_days: int) -> pd.DataFrame:
         """Scores ``[n_days, codes]`` of :meth:`predict`'s last ``n_days`` forecast dates
         (fewer in short data), indexed by forecast date."""
+        self._check_fitted()
         panel, n = as_panel(data), max(0, int(n_days))
         rows = np.arange(max(0, panel.n_days - 1 - n), panel.n_days - 1)
         return pd.DataFrame(self._panel_scores(panel, rows), index=panel.dates[rows + 1],
