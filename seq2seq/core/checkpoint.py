@@ -11,7 +11,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import tempfile
+import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -112,22 +114,88 @@ def save_checkpoint(payload: dict[str, Any], path: str | Path, kind: str, versio
     return Path(path)
 
 
+# What a checkpoint this toolkit wrote holds: a tree of dicts and lists a few levels deep.
+_MAX_DEPTH = 64
+
+
+def _pickle_bytes(path: Path) -> int:
+    """The length of the file's pickle stream (``data.pkl`` inside torch's zip format), else
+    the file's size: every object the stream builds costs at least one of its bytes."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            return sum(i.file_size for i in z.infolist() if i.filename.endswith("data.pkl"))
+    except (zipfile.BadZipFile, OSError):
+        return path.stat().st_size
+
+
+def check_structure(data: Any, path: Path) -> None:
+    """Refuse, before anything walks it whole, a payload that a file of this size cannot hold as
+    a tree: one reached more often than its pickle has bytes (lists holding the same list twice,
+    level after level: a digest over them would never end), nested past ``_MAX_DEPTH``, or whose
+    tensors and strings add up to far more bytes than the file holds (one tensor listed a million
+    times). Iterative, so deep nesting cannot exhaust the stack."""
+    size = path.stat().st_size
+    max_nodes = _pickle_bytes(path) + 1024
+    max_bytes = 4 * size + (1 << 20)
+    nodes = payload = 0
+    stack = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        nodes += 1
+        if depth > _MAX_DEPTH:
+            raise CheckpointError(f"{path}: refused: its contents nest deeper than {_MAX_DEPTH} levels; "
+                                  "a checkpoint holds a shallow tree of tensors and plain values")
+        if isinstance(value, torch.Tensor):
+            payload += value.numel() * value.element_size()
+        elif isinstance(value, (str, bytes)):
+            payload += len(value)
+        elif isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+            stack.extend((k, depth + 1) for k in value if not isinstance(k, (str, int)))
+        elif isinstance(value, (list, tuple)):
+            stack.extend((v, depth + 1) for v in value)
+        if nodes > max_nodes or payload > max_bytes:
+            what = (f"more than {max_nodes:,} entries" if nodes > max_nodes
+                    else f"more than {max_bytes:,} bytes of tensors and text")
+            raise CheckpointError(
+                f"{path}: refused: its {size:,} bytes unfold into {what} (the same objects referred "
+                "to over and over); a checkpoint holds each tensor and value once")
+
+
+def _read_error(path: Path, exc: Exception) -> CheckpointError:
+    """One line for a file torch cannot read with ``weights_only=True``. A pickle that asks for
+    a function or class is refused as what it is; torch's advice to retry with
+    ``weights_only=False`` (which would run it) is never relayed."""
+    text = str(exc)
+    asked = re.search(r"GLOBAL ([\w.]+)", text)
+    if asked:
+        return CheckpointError(f"{path}: refused: the file asks to run code ({asked.group(1)}) when it "
+                               "is read; a checkpoint holds only tensors and plain values. Do not open "
+                               "it with another tool: use a checkpoint this toolkit wrote")
+    # torch's own paragraphs of advice (weights_only=False, the docs) are left out
+    reasons = [p.strip() for p in text.split("\n\n") if p.strip() and "weights_only" not in p
+               and "Weights only load failed" not in p and "documentation" not in p]
+    first = reasons[0].splitlines()[0][:300] if reasons else ""
+    return CheckpointError(f"{path}: cannot read checkpoint (corrupt, truncated or not a torch "
+                           f"file): {type(exc).__name__}: {first}")
+
+
 def load_checkpoint(path: str | Path, kind: str, versions: tuple[int, ...]) -> dict[str, Any]:
     """Read a checkpoint written by :func:`save_checkpoint` (``weights_only=True``: no pickled
-    code runs) and check its digest, kind and version, with a clear error otherwise. The
-    returned dict has no digest entry."""
+    code runs), check its structure (:func:`check_structure`) and then its digest, kind and
+    version, with a clear error otherwise. The returned dict has no digest entry."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: no such checkpoint file")
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises several types for corrupt or foreign files
-        raise CheckpointError(f"{path}: cannot read checkpoint (corrupt, truncated or not a torch "
-                              f"file): {type(exc).__name__}: {exc}") from exc
+        raise _read_error(path, exc) from None
     if not isinstance(data, dict) or "kind" not in data:
         raise CheckpointError(f"{path}: not a {kind} checkpoint (no 'kind' entry)")
+    check_structure(data, path)
     if data["kind"] != kind:
-        raise CheckpointError(f"{path}: a {data['kind']!r} checkpoint, expected {kind!r}")
+        raise CheckpointError(f"{path}: a {str(data['kind'])[:80]!r} checkpoint, expected {kind!r}")
     stored = data.pop(DIGEST_KEY, None)
     if stored is None:
         log.warning("%s: written before checkpoints carried a digest; its contents cannot be "
