@@ -112,3 +112,71 @@ def test_the_commands_refuse_a_bomb_in_one_line(root, tmp_path):
     _save({"kind": PANEL_KIND, "version": 1, "sha256": "0", "m": _nested(20_000)}, run / "model.pt")
     res = CliRunner().invoke(forecaster_main, ["predict", "--run", str(run), str(root / "data")])
     assert "nest deeper than 64 levels" in _one_line(res)
+
+
+# ------------------------------------------------------------------ 2: a big file is not read whole
+
+
+def _sparse(path, size):
+    with open(path, "wb") as f:  # a sparse file: its size on paper, no disk spent
+        f.truncate(size)
+
+
+def test_a_huge_file_named_like_a_stock_is_refused_by_its_size_before_it_is_read(tmp_path):
+    import tracemalloc
+
+    from forecaster.data import DataError, load_csv
+
+    big = tmp_path / "sh.600000.csv"
+    _sparse(big, 2 << 30)
+    tracemalloc.start()
+    with pytest.raises(DataError, match=r"sh\.600000\.csv: 2,048 MB, over the limit of 256 MB .*--max-file-mb"):
+        load_csv(big)
+    assert tracemalloc.get_traced_memory()[1] < 50 << 20
+    tracemalloc.stop()
+
+
+def test_a_gzip_file_that_decompresses_past_the_limit_is_refused(tmp_path):
+    import gzip
+
+    from forecaster.data import DataError, load_csv
+
+    path = tmp_path / "sh.600000.csv.gz"
+    with gzip.open(path, "wb") as f:
+        for _ in range(3):
+            f.write(b"date,open,high,low,close,volume\n" + b"0" * (1 << 20))
+    with pytest.raises(DataError, match="decompresses to more than 2 MB"):
+        load_csv(path, max_file_mb=2)
+
+
+def test_a_folder_skips_counts_and_names_a_file_over_the_limit(root, tmp_path):
+    import shutil
+
+    from forecaster.data import load_dir
+
+    data = tmp_path / "data"
+    shutil.copytree(root / "data", data)
+    _sparse(data / "sh.688999.csv", 300 << 20)
+    loaded = load_dir(data, workers=1)
+    assert "sh.688999" not in loaded.frames and len(loaded.frames) == 6
+    text = loaded.summary()
+    assert "skipped 1 data file(s) over the size limit, not read" in text
+    assert "sh.688999.csv (300 MB" in text and "--max-file-mb" in text
+    # the option raises the limit, and the CLI takes it; a limit of 0 is refused in one line
+    res = _invoke("backtest", data, "--out", tmp_path / "rep", "--max-file-mb", "0", *QUICK)
+    assert "--max-file-mb must be > 0" in _one_line(res)
+    assert not (tmp_path / "rep").exists()
+    res = _invoke("backtest", data, "--out", tmp_path / "rep", "--max-file-mb", "1", *QUICK)
+    assert res.exit_code == 0, res.output
+    assert "sh.688999.csv (300 MB" in (tmp_path / "rep" / "report.html").read_text() or \
+        "sh.688999.csv (300 MB" in res.output
+
+
+def test_a_qlib_feature_file_larger_than_its_calendar_is_refused_before_it_is_read(tmp_path):
+    from forecaster.data import DataError
+    from forecaster.data.qlib.reader import _read_bin
+
+    path = tmp_path / "close.day.bin"
+    _sparse(path, 1 << 30)
+    with pytest.raises(DataError, match="more than the calendar's 100 days"):
+        _read_bin(path, 100)

@@ -33,6 +33,7 @@ from forecaster.app.signal_day import (
     warn_if_stale,
 )
 from forecaster.data import DataError, default_series_path, load_csv
+from forecaster.data.sources import MAX_FILE_MB
 from forecaster.data.market.universe import resolve_universe
 from forecaster.data.minute.session import is_bar_frame
 from forecaster.features.series import log_returns
@@ -43,10 +44,10 @@ MODEL_FILE = "model.pt"
 RUN_FILE = "run.json"
 
 
-def load_one(csv: str | None, on_bad: str = "raise"):
+def load_one(csv: str | None, on_bad: str = "raise", max_file_mb: float = MAX_FILE_MB):
     path = Path(csv) if csv else default_series_path()
     try:
-        frame, report = load_csv(path, on_bad=on_bad)
+        frame, report = load_csv(path, on_bad=on_bad, max_file_mb=max_file_mb)
     except (DataError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(report.summary(), err=True)
@@ -54,7 +55,7 @@ def load_one(csv: str | None, on_bad: str = "raise"):
 
 
 def load_panel(folder: str, on_bad: str = "raise", end: pd.Timestamp | None = None, intraday: str = "",
-                cache: bool = False):
+                cache: bool = False, max_file_mb: float = MAX_FILE_MB):
     """``(frames, Panel, indices)`` of a folder (with the daily features of the minute bars in
     ``intraday``, if given), rows after ``end`` left out (stocks with no row up to ``end`` are
     counted and named); ``indices``: ``{code: frame}`` of the index series the data hold, kept
@@ -63,7 +64,7 @@ def load_panel(folder: str, on_bad: str = "raise", end: pd.Timestamp | None = No
     from forecaster.data.panel import Panel
 
     try:
-        loaded = load_data(DataConfig(path=str(folder), on_bad=on_bad, cache=cache,
+        loaded = load_data(DataConfig(path=str(folder), on_bad=on_bad, cache=cache, max_file_mb=max_file_mb,
                                       intraday=str(Path(intraday).resolve()) if intraday else ""))
     except (DataError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc)) from exc
@@ -88,15 +89,16 @@ def load_panel(folder: str, on_bad: str = "raise", end: pd.Timestamp | None = No
     return frames, loaded.panel, loaded.indices
 
 
-def run_on_bad(given: str | None, info: dict) -> str:
+def run_on_bad(given: str | None, info: dict, max_file_mb: float = MAX_FILE_MB) -> str:
     """A run's command's ``--on-bad``: as given (checked as ``[data] on_bad`` is, before the
-    data is read), else as the run was trained."""
+    data is read), else as the run was trained; ``--max-file-mb`` checked alike."""
     try:
-        return DataConfig(on_bad=given or info.get("on_bad", "raise")).on_bad
+        return DataConfig(on_bad=given or info.get("on_bad", "raise"), max_file_mb=max_file_mb).on_bad
     except ValueError as exc:
         from forecaster.app.fields import OPTIONS, config_error
 
-        raise click.ClickException(str(config_error(OPTIONS, "data", str(exc), ["on_bad"]))) from None
+        raise click.ClickException(str(config_error(OPTIONS, "data", str(exc),
+                                                    ["on_bad", "max_file_mb"]))) from None
 
 
 def _run_info(run: Path) -> dict:
@@ -153,7 +155,7 @@ def _predictions_table(model, frame: pd.DataFrame) -> pd.DataFrame:
 @experiment_options(("features", "model", "walk_forward", "backtest", "data"),
                     only={"walk_forward": ("horizon",), "backtest": ("execution",),
                           "data": ("on_bad", "intraday", "train_universe", "train_outside_weight",
-                                   "cache")})
+                                   "cache", "max_file_mb")})
 def train(data, out, overwrite, end, **options):
     """Fit the Transformer on DATA and save it to --out.
 
@@ -195,8 +197,9 @@ def train(data, out, overwrite, end, **options):
     if learn_spec and not panel:
         raise click.ClickException("--train-universe needs DATA to be a folder of stocks (a panel)")
     outside = float(raw.get("data", {}).get("train_outside_weight") or 0.0)
+    max_mb = raw.get("data", {}).get("max_file_mb", MAX_FILE_MB)
     try:  # the one validation of the option ([data] of an experiment)
-        DataConfig(on_bad=on_bad, train_universe=learn_spec, train_outside_weight=outside)
+        DataConfig(on_bad=on_bad, train_universe=learn_spec, train_outside_weight=outside, max_file_mb=max_mb)
     except ValueError as exc:
         from forecaster.app.fields import OPTIONS, config_error
 
@@ -217,7 +220,8 @@ def train(data, out, overwrite, end, **options):
             from forecaster.models.panel.model import PanelTransformer
 
             learn = resolve_universe(learn_spec, data, "--train-universe") if learn_spec else None
-            frames, grid, _ = load_panel(data, on_bad, end, intraday, bool(raw.get("data", {}).get("cache")))
+            frames, grid, _ = load_panel(data, on_bad, end, intraday, bool(raw.get("data", {}).get("cache")),
+                                         max_mb)
             if learn is not None:  # only the day's members' labels are learnt (features: every stock)
                 # which list, from where, under the option typed; its checks logged
                 click.echo(learn.describe("--train-universe"), err=True)
@@ -230,7 +234,7 @@ def train(data, out, overwrite, end, **options):
             model.fit(grid)
             source = str(Path(data).resolve())
         else:
-            path, frame = load_one(data, on_bad)
+            path, frame = load_one(data, on_bad, max_mb)
             if end is not None and end < frame.index[0].normalize():
                 raise ConfigError(f"--end {end.date()} is before the first row ({frame.index[0].date()})")
             # a date: every row of that day (minute bars included)
@@ -322,7 +326,7 @@ def train(data, out, overwrite, end, **options):
                    "order at the limit price (status limit_order).")
 @experiment_options(("strategy", "costs", "market", "backtest", "data"),
                     only={"backtest": ("capital", "rebalance_tolerance", "benchmark_weights"),
-                          "data": ("on_bad", "intraday", "universe", "cache")})
+                          "data": ("on_bad", "intraday", "universe", "cache", "max_file_mb")})
 @click.option("--overwrite", is_flag=True,
               help="Replace an output file that this command did not write (by default only its own "
                    "earlier outputs are replaced).")
@@ -342,7 +346,8 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, overwrite, 
     given = data_options.get("intraday")
     intraday = given or info.get("intraday", "")
     universe = data_options.get("universe")
-    on_bad = run_on_bad(data_options.get("on_bad"), info)
+    max_mb = data_options.get("max_file_mb", MAX_FILE_MB)
+    on_bad = run_on_bad(data_options.get("on_bad"), info, max_mb)
     if info.get("kind") == "panel":
         from forecaster.app.next_day_marks import draw_next_day, enhanced_lines_and_figure
         from forecaster.features.factors import missing_features
@@ -366,7 +371,7 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, overwrite, 
                 f"list goes; they would read as orders for its signal day. Move the file, or pass "
                 "--holdings/--capital to write new orders")
         _, grid, indices = load_panel(source, on_bad, intraday=intraday,
-                              cache=bool(data_options.get("cache")))
+                                      cache=bool(data_options.get("cache")), max_file_mb=max_mb)
         check_signal_day(model.train_end_, grid)
         warn_if_stale(model.train_end_, grid.dates, stale_after)
         if universe:
@@ -424,7 +429,7 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, overwrite, 
     out = Path(out) if out else run / "predictions.csv"
     check_apart([out], [data or info["csv"], run / MODEL_FILE, run / RUN_FILE])
     check_output_file(out, overwrite=overwrite)
-    path, frame = load_one(data or info["csv"], on_bad)
+    path, frame = load_one(data or info["csv"], on_bad, max_mb)
     warn_if_stale(model.train_end_, frame.index, stale_after)
     table = _predictions_table(model, frame)
     with atomic_write(out, "w") as f:

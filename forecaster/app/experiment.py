@@ -93,6 +93,9 @@ class DataConfig:
     trust_code_column: bool = option(False,
         "a file named for one stock (sz.300001.csv) whose code column says another is loaded as the column's "
         "stock with a warning, instead of stopping with an error naming both codes.")
+    max_file_mb: float = option(256.0,
+        "a data file larger than this many MB is not read: one stock's file is refused, a folder's is skipped, "
+        "counted and named in the load summary (a gzip file decompressing past it is refused too).")
     synthetic_stocks: int = option(0,
         "> 0 and no path: a generated panel of that many stocks (codes syn.*, a planted signal) instead of "
         "files.")
@@ -130,6 +133,8 @@ class DataConfig:
                              "train_universe too")
         if self.on_bad not in ("raise", "drop"):
             raise ValueError(f"on_bad must be 'raise' or 'drop', got {self.on_bad!r}")
+        if not self.max_file_mb > 0:
+            raise ValueError(f"max_file_mb must be > 0, got {self.max_file_mb!r}")
         if self.synthetic_stocks < 0 or self.synthetic_days < 1:
             raise ValueError("synthetic_stocks must be >= 0 and synthetic_days >= 1")
         if self.synthetic_stocks and self.path:

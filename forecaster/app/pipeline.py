@@ -112,7 +112,7 @@ def _load_data(data: DataConfig) -> Loaded:
         return Loaded(frames, str(Path(path).resolve()), summary, ends=instrument_ends(path))
     if path and Path(path).is_dir():
         loaded = load_dir(path, on_bad=on_bad, cache=data.cache, trust_code_column=data.trust_code_column,
-                          strict=data.strict)
+                          strict=data.strict, max_file_mb=data.max_file_mb)
         bars = [c for c, f in loaded.frames.items() if is_bar_frame(f)]
         if bars:
             raise DataError(f"{path}: {len(bars)} file(s) hold minute bars (e.g. {bars[0]}); a panel "
@@ -125,7 +125,7 @@ def _load_data(data: DataConfig) -> Loaded:
         raise ConfigError("--intraday needs DATA to be a folder of daily files (a panel)")
     file = Path(path) if path else default_series_path()
     frame, report = load_csv(file, on_bad=on_bad, trust_code_column=data.trust_code_column,
-                             strict=data.strict)
+                             strict=data.strict, max_file_mb=data.max_file_mb)
     return Loaded({str(frame["code"].iloc[0]): frame}, str(file.resolve()), report.summary())
 
 
@@ -139,7 +139,8 @@ def _with_intraday(data: DataConfig, frames: dict, summary: str) -> tuple[dict, 
         raise DataError(f"--intraday {data.intraday}: {what}; expected a folder of minute-bar "
                         "files (one per stock, beside the daily folder DATA)")
     minute = load_dir(data.intraday, on_bad=data.on_bad, cache=data.cache,
-                      trust_code_column=data.trust_code_column, strict=data.strict)
+                      trust_code_column=data.trust_code_column, strict=data.strict,
+                      max_file_mb=data.max_file_mb)
     try:
         frames, line = attach_intraday(frames, minute.frames)
     except ValueError as exc:

@@ -61,6 +61,10 @@ DEFAULT_PATTERN = ("*.csv", "*.csv.gz")
 _GZIP_MAGIC = b"\x1f\x8b"
 # A CSV's header (or an export's title line) is far shorter than this many bytes.
 _FIRST_LINE_MAX = 2048
+# One stock's daily file is a few MB at most (30 years of rows, every column a vendor exports);
+# a file past this is refused before it is read (a folder skips and counts it): --max-file-mb.
+MAX_FILE_MB = 256
+MAX_FILE_HINT = "--max-file-mb, [data] max_file_mb"
 
 
 class DataError(ValueError):
@@ -113,17 +117,18 @@ class Table:
     adjustment: str = ""
 
 
-def read_table(path: Path) -> Table:
+def read_table(path: Path, max_file_mb: float = MAX_FILE_MB) -> Table:
     """The cells of the file at ``path`` and its layout (:func:`detect_format`).
 
     Raises:
         FileNotFoundError: no such file.
-        DataError: the file is empty, damaged gzip data, not UTF-8 or GBK text, not a readable
-            CSV, or in none of the layouts of :data:`FORMATS`.
+        DataError: the file is empty, larger than ``max_file_mb`` MB (or decompresses past it),
+            damaged gzip data, not UTF-8 or GBK text, not a readable CSV, or in none of the
+            layouts of :data:`FORMATS`.
     """
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
-    text, encoding, compression = _read_text(path)
+    text, encoding, compression = _read_text(path, max_file_mb)
     if not text.strip():
         raise DataError(f"{path}: the file is empty; expected a header line and daily rows")
     prepared = prepare_text(text)  # a TDX export: its title line and footer set apart
@@ -143,16 +148,39 @@ def read_table(path: Path) -> Table:
     return Table(raw, fmt, encoding, compression, prepared.header_line, prepared.adjustment)
 
 
-def _read_text(path: Path) -> tuple[str, str, str]:
-    """``(text, encoding, compression)``: gzip data (told by its magic bytes) is decompressed."""
-    raw = path.read_bytes()
+def too_large(path: Path, max_file_mb: float) -> str | None:
+    """Why ``path`` is too large to read as one stock's file (its size against the limit), or
+    ``None``: told by ``stat``, before a byte is read."""
+    size = path.stat().st_size
+    if size <= max_file_mb * (1 << 20):
+        return None
+    return (f"{size / (1 << 20):,.0f} MB, over the limit of {max_file_mb:g} MB for one stock's file "
+            f"({MAX_FILE_HINT} raises it)")
+
+
+def _read_text(path: Path, max_file_mb: float = MAX_FILE_MB) -> tuple[str, str, str]:
+    """``(text, encoding, compression)``: gzip data (told by its magic bytes) is decompressed.
+    Neither the file nor its decompressed text is read past ``max_file_mb`` MB."""
+    limit = int(max_file_mb * (1 << 20))
+    reason = too_large(path, max_file_mb)
+    if reason:
+        raise DataError(f"{path}: {reason}; expected one stock's daily rows")
+    with open(path, "rb") as f:
+        raw = f.read(limit + 1)  # the file may have grown since stat
+    if len(raw) > limit:
+        raise DataError(f"{path}: over the limit of {max_file_mb:g} MB for one stock's file "
+                        f"({MAX_FILE_HINT} raises it); expected one stock's daily rows")
     compression = ""
     if raw[:2] == _GZIP_MAGIC:
         try:
-            raw = gzip.decompress(raw)
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as z:
+                raw = z.read(limit + 1)
         except (OSError, EOFError, zlib.error) as exc:
             raise DataError(f"{path}: damaged or truncated gzip data ({exc}); expected a complete "
                             "gzip-compressed CSV") from None
+        if len(raw) > limit:
+            raise DataError(f"{path}: decompresses to more than {max_file_mb:g} MB, the limit for one "
+                            f"stock's file ({MAX_FILE_HINT} raises it); expected one stock's daily rows")
         compression = "gzip"
     elif raw and path.name.lower().endswith(".gz"):
         raise DataError(f"{path}: named .gz but not gzip data (it starts with {raw[:12]!r}); expected "
@@ -238,13 +266,17 @@ class Skipped:
 
     Attributes:
         name: its name in the folder (``README.md``, ``raw``).
-        reason: why: ``"sub-folder"`` or ``"not a data file (matches none of ...)"``.
+        reason: why: ``"sub-folder"``, ``"not a data file (matches none of ...)"`` or its size
+            over the limit (``large``).
     """
 
     name: str
     reason: str
+    large: bool = False  # a data file over the size limit, not read (the reason says so)
 
     def __str__(self) -> str:
+        if self.large:
+            return f"{self.name} ({self.reason.split(',')[0]})"
         return f"{self.name}/" if self.reason == "sub-folder" else self.name
 
 
@@ -255,18 +287,23 @@ def patterns_of(pattern: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
     return patterns
 
 
-def scan_dir(folder: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTERN
-             ) -> tuple[list[Path], list[Skipped]]:
+def scan_dir(folder: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTERN,
+             max_file_mb: float | None = None) -> tuple[list[Path], list[Skipped]]:
     """``(files, skipped)``: the files of ``folder`` that match any of the glob ``pattern``\\ s
     (sorted), and its other entries (sub-folders, other files; hidden ones left out), which
-    :func:`~forecaster.data.daily.folders.load_dir` names in its summary."""
+    :func:`~forecaster.data.daily.folders.load_dir` names in its summary. With ``max_file_mb``,
+    a matching file larger than that is skipped too (:func:`too_large`), never read."""
     folder = Path(folder)
     patterns = patterns_of(pattern)
     matched = {p for pat in patterns for p in folder.glob(pat)}
     files = sorted(p for p in matched if p.is_file())
-    used = {p.relative_to(folder).parts[0] for p in files}
-    expected = ", ".join(repr(p) for p in patterns)
     skipped = []
+    if max_file_mb is not None:
+        large = {p: too_large(p, max_file_mb) for p in files}
+        skipped = [Skipped(p.name, why, large=True) for p, why in large.items() if why]
+        files = [p for p in files if not large[p]]
+    used = {p.relative_to(folder).parts[0] for p in files} | {s.name for s in skipped}
+    expected = ", ".join(repr(p) for p in patterns)
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if entry.name in used or entry.name.startswith("."):
             continue

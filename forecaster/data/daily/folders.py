@@ -42,6 +42,7 @@ from forecaster.data.minute.bars import folder_bar_clauses
 from forecaster.data.sources import (
     DEFAULT_PATTERN,
     FORMATS_BY_NAME,
+    MAX_FILE_MB,
     DataError,
     Skipped,
     patterns_of,
@@ -140,9 +141,7 @@ class FolderLoad(tuple):
             text += (f"; {len(renamed)} file(s) named for another stock, code column trusted: "
                      + named_list([f"{Path(r.path).name} is {c}" for c, r in self.reports.items()
                                if r.name_code], max_named))
-        if self.skipped:
-            text += (f"; skipped {len(self.skipped)} entr{'y' if len(self.skipped) == 1 else 'ies'} "
-                     f"that are not data files: {named_list([str(s) for s in self.skipped], max_named)}")
+        text += skipped_clause(self.skipped, max_named)
         if self.too_new:
             text += f"; {too_new_clause(self.too_new, max_named)}"
         return "; ".join([text, *folder_bar_clauses(reports, max_named), *self.quality(max_named)])
@@ -155,10 +154,26 @@ def too_new_clause(too_new: dict, max_named: int = 20) -> str:
             + named_list(named, max_named))
 
 
+def skipped_clause(skipped: list[Skipped], max_named: int = 20) -> str:
+    """The summary's clauses on the entries not read: data files over the size limit (counted
+    and named with their size), then the entries that are not data files."""
+    large = [s for s in skipped if s.large]
+    other = [s for s in skipped if not s.large]
+    text = ""
+    if large:
+        text += (f"; skipped {len(large)} data file(s) over the size limit, not read "
+                 f"({large[0].reason.split('(')[-1].rstrip(')')}): "
+                 f"{named_list([str(s) for s in large], max_named)}")
+    if other:
+        text += (f"; skipped {len(other)} entr{'y' if len(other) == 1 else 'ies'} "
+                 f"that are not data files: {named_list([str(s) for s in other], max_named)}")
+    return text
+
+
 def load_dir(path: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTERN, on_bad: str = "raise",
              cache: bool = False, trust_code_column: bool = False, workers: int | None = None,
              progress: bool | None = None, parallel_min_files: int = PARALLEL_MIN_FILES,
-             strict: bool = False) -> FolderLoad:
+             strict: bool = False, max_file_mb: float = MAX_FILE_MB) -> FolderLoad:
     """Load every CSV (plain or ``.csv.gz``) in a folder as a panel.
 
     Args:
@@ -180,6 +195,8 @@ def load_dir(path: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTERN,
             :class:`DataError` naming the first file, line, date and what was expected; by
             default they are kept, counted and named in the summary (:meth:`FolderLoad.quality`).
             Stocks whose files lack columns the others have are named either way.
+        max_file_mb: a file larger than this many MB is not read: skipped, counted and named
+            in the summary (a gzip file that decompresses past it is an error naming it).
 
     A file of fewer than 2 usable rows (a listing of yesterday; none at all included) is no
     error: its stock is left out, counted and named (:attr:`FolderLoad.too_new`).
@@ -198,15 +215,16 @@ def load_dir(path: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTERN,
         what = "is a file, not a folder" if folder.is_file() else "no such folder"
         raise FileNotFoundError(f"{folder}: {what}")
     patterns = patterns_of(pattern)
-    files, skipped = scan_dir(folder, patterns)
+    if not max_file_mb > 0:
+        raise ValueError(f"max_file_mb must be > 0, got {max_file_mb!r}")
+    files, skipped = scan_dir(folder, patterns, max_file_mb)
     if skipped:
-        log.warning("%s: skipped %d entr%s that are not data files: %s", folder, len(skipped),
-                    "y" if len(skipped) == 1 else "ies", named_list([str(s) for s in skipped], 20))
+        log.warning("%s: %s", folder, skipped_clause(skipped).lstrip("; "))
     if not files:
         raise DataError(f"{folder}: no files match {', '.join(repr(p) for p in patterns)}"
                         + (f" (it holds {named_list([str(s) for s in skipped], 20)})" if skipped else ""))
     options = {"pattern": list(patterns), "on_bad": on_bad, "trust_code_column": trust_code_column,
-               "checks": QUALITY_CHECKS}
+               "checks": QUALITY_CHECKS, "max_file_mb": max_file_mb}
     manifest = manifest_of(files, options, folder) if cache else None
     if cache:
         hit = read_cache(cache_location(folder), manifest, LoadReport)
@@ -220,7 +238,7 @@ def load_dir(path: str | Path, pattern: str | tuple[str, ...] = DEFAULT_PATTERN,
             return _checked(FolderLoad(frames, reports, folder=path, skipped=skipped, from_cache=True,
                                        workers=0, too_new=too_new), strict)
     results, used = _load_files(folder, files, on_bad, trust_code_column, workers, progress,
-                                parallel_min_files)
+                                parallel_min_files, max_file_mb)
     frames, reports, too_new = {}, {}, {}
     for file, (frame, report) in zip(files, results, strict=True):
         log_report(report, flags=not strict)
@@ -297,13 +315,13 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def _load_task(args: tuple[str, str, bool]) -> tuple[pd.DataFrame, LoadReport]:
-    path, on_bad, trust = args
-    return read_one(Path(path), on_bad, None, trust, short_ok=True)
+def _load_task(args: tuple[str, str, bool, float]) -> tuple[pd.DataFrame, LoadReport]:
+    path, on_bad, trust, max_file_mb = args
+    return read_one(Path(path), on_bad, None, trust, short_ok=True, max_file_mb=max_file_mb)
 
 
 def _load_files(folder: Path, files: list[Path], on_bad: str, trust: bool, workers: int | None,
-                progress: bool | None, min_files: int) -> tuple[list, int]:
+                progress: bool | None, min_files: int, max_file_mb: float = MAX_FILE_MB) -> tuple[list, int]:
     """``([(frame, report)] in the order of files, processes used)``."""
     from tqdm import tqdm
 
@@ -314,7 +332,7 @@ def _load_files(folder: Path, files: list[Path], on_bad: str, trust: bool, worke
     workers = min(workers, n)
     parallel = workers > 1 and n >= min_files
     show = sys.stderr.isatty() if progress is None else bool(progress)
-    tasks = [(str(f), on_bad, trust) for f in files]
+    tasks = [(str(f), on_bad, trust, max_file_mb) for f in files]
     out = []
     with tqdm(total=n, desc=f"loading {folder.name or folder}", unit="file", file=sys.stderr,
               disable=not show, dynamic_ncols=True, leave=False) as bar:

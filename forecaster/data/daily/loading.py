@@ -34,6 +34,7 @@ from forecaster.data.minute.bars import BarError, auction_stamps, bar_frame, pai
 from forecaster.data.minute.session import session_minutes
 from forecaster.data.sources import (
     FORMATS_BY_NAME,
+    MAX_FILE_MB,
     DataError,
     code_in_name,
     data_stem,
@@ -76,7 +77,8 @@ class _Cleaner:
 
 
 def load_csv(path: str | Path, on_bad: str = "raise", code: str | None = None,
-             trust_code_column: bool = False, strict: bool = False) -> tuple[pd.DataFrame, LoadReport]:
+             trust_code_column: bool = False, strict: bool = False,
+             max_file_mb: float = MAX_FILE_MB) -> tuple[pd.DataFrame, LoadReport]:
     """Load one stock's daily bars from a baostock, tushare, akshare or Yahoo-style CSV.
 
     Args:
@@ -96,13 +98,15 @@ def load_csv(path: str | Path, on_bad: str = "raise", code: str | None = None,
             beyond the daily limit that no preclose explains, rows whose adjustflag differs
             from the file's others) raise :class:`DataError` naming the first; by default they
             are kept and counted (:attr:`LoadReport.flags`, the summary and the log).
+        max_file_mb: a file larger than this many MB (or whose gzip data decompress past it)
+            is refused before it is read whole.
 
     Returns:
         ``(frame, report)``: the canonical frame (``DatetimeIndex`` named ``date``, sorted,
         lower snake-case columns, a boolean ``suspended`` column) and a :class:`LoadReport`.
     """
     check_choice("on_bad", on_bad, ON_BAD)
-    frame, report = read_one(Path(path), on_bad, code, trust_code_column)
+    frame, report = read_one(Path(path), on_bad, code, trust_code_column, max_file_mb=max_file_mb)
     if report.bar_minutes:  # a daily file of the stock beside it gives the first bars' preclose
         frame = pair_beside(frame, report, Path(path), scan_dir(Path(path).parent)[0],
                             lambda other: read_one(other, "raise", None, trust_code_column),
@@ -136,12 +140,12 @@ def log_report(report: LoadReport, flags: bool = True) -> None:
                         flag.describe())
 
 
-def read_one(path: Path, on_bad: str, code: str | None, trust_code_column: bool, short_ok: bool = False
-          ) -> tuple[pd.DataFrame, LoadReport]:
+def read_one(path: Path, on_bad: str, code: str | None, trust_code_column: bool, short_ok: bool = False,
+             max_file_mb: float = MAX_FILE_MB) -> tuple[pd.DataFrame, LoadReport]:
     """:func:`load_csv` without logging (it runs in worker processes too); ``short_ok``: a file
     of fewer than :data:`MIN_ROWS` usable rows (none at all included) is returned as it is, its
     rows unchecked, instead of an error (a folder's new listing: :func:`is_too_new`)."""
-    table = read_table(path)  # what the file is: its cells and layout
+    table = read_table(path, max_file_mb)  # what the file is: its cells and layout
     raw, fmt = table.raw, table.fmt
     report = LoadReport(path=str(path), format=fmt.name, encoding=table.encoding, rows_read=len(raw),
                         compression=table.compression, adjustment=table.adjustment)

@@ -74,6 +74,9 @@ def _read_bin(path: Path, n_calendar: int) -> tuple[int, np.ndarray]:
     if size % 4:  # float32 values: a size that is not a multiple of 4 was cut mid-value
         raise DataError(f"{path}: damaged Qlib feature file ({size} bytes, not a whole number of float32 "
                         "values: cut short?)")
+    if size // 4 - 1 > n_calendar:  # told by its size, before it is read: a day a value at most
+        raise DataError(f"{path}: {size:,} bytes hold {size // 4 - 1:,} values, more than the calendar's "
+                        f"{n_calendar} days (expected a start index and at most one value a day)")
     raw = np.fromfile(path, dtype="<f4")
     if raw.size == 0:
         raise DataError(f"{path}: empty Qlib feature file (expected a start index and values)")
