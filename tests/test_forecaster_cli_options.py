@@ -124,6 +124,7 @@ VALUES = {
     "data__universe": ("csi300", "csi300"),
     "data__train_universe": ("csi300", "csi300"),
     "data__train_outside_weight": ("0.5", 0.5),
+    "data__max_file_mb": ("100", 100.0),
     "data__synthetic_stocks": ("40", 40),
     "data__synthetic_days": ("500", 500),
     "data__synthetic_ic": ("0.03", 0.03),

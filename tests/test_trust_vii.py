@@ -8,7 +8,6 @@ import time
 import pytest
 import torch
 from click.testing import CliRunner
-
 from test_forecaster_trust import QUICK, _digests, _invoke
 
 from forecaster.data import write_synthetic_panel
@@ -130,7 +129,7 @@ def test_a_huge_file_named_like_a_stock_is_refused_by_its_size_before_it_is_read
     big = tmp_path / "sh.600000.csv"
     _sparse(big, 2 << 30)
     tracemalloc.start()
-    with pytest.raises(DataError, match=r"sh\.600000\.csv: 2,048 MB, over the limit of 256 MB .*--max-file-mb"):
+    with pytest.raises(DataError, match=r"600000\.csv: 2,048 MB, over the limit of 256 MB .*--max-file-mb"):
         load_csv(big)
     assert tracemalloc.get_traced_memory()[1] < 50 << 20
     tracemalloc.stop()
@@ -180,3 +179,45 @@ def test_a_qlib_feature_file_larger_than_its_calendar_is_refused_before_it_is_re
     _sparse(path, 1 << 30)
     with pytest.raises(DataError, match="more than the calendar's 100 days"):
         _read_bin(path, 100)
+
+
+# ------------------------------------------------------------------ 4: two runs, one folder
+
+
+def _hold_in_child(folder, ready, release):
+    from seq2seq.core.outputs import check_output
+
+    check_output(folder).claim()
+    ready.set()
+    release.wait(60)
+
+
+def test_a_folder_a_live_run_holds_is_refused_even_with_overwrite_and_taken_over_once_it_died(root, tmp_path,
+                                                                                            caplog):
+    import multiprocessing as mp
+
+    from seq2seq.core.outputs import LOCK
+
+    out = tmp_path / "rep"
+    ctx = mp.get_context("spawn")
+    ready, release = ctx.Event(), ctx.Event()
+    child = ctx.Process(target=_hold_in_child, args=(out, ready, release))
+    child.start()
+    try:
+        assert ready.wait(60)
+        for flag in ("--overwrite", "--resume", None):
+            before = _digests(out)
+            res = _invoke("backtest", root / "data", "--out", out, *QUICK, *([flag] if flag else []))
+            text = _one_line(res)
+            assert f"a live run is writing there (pid {child.pid}, started " in text, text
+            assert "never apply to a folder a live run holds" in text
+            assert _digests(out) == before
+    finally:
+        release.set()
+        child.join(60)
+    # the holder ended without releasing (its lock file still names it): taken over, with a note
+    (out / LOCK).write_text(f"pid {child.pid}, started 2026-01-01 00:00:00, running forecaster backtest\n")
+    res = _invoke("backtest", root / "data", "--out", out, "--overwrite", *QUICK)
+    assert res.exit_code == 0, res.output
+    assert f"took over the lock of an earlier run that ended without releasing it (pid {child.pid}" in caplog.text
+    assert (out / LOCK).read_text() == ""  # released cleanly at the command's end

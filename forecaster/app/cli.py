@@ -20,6 +20,7 @@ from forecaster.app.errors import error_line, input_errors
 from forecaster.app.options import DATE, experiment_options, raw_sections
 from forecaster.app.outputs import check_apart, check_output, check_output_file
 from seq2seq.core import atomic_write
+from seq2seq.core.outputs import release_locks
 
 
 class _Commands(click.Group):
@@ -34,6 +35,8 @@ class _Commands(click.Group):
         except input_errors() as exc:
             logging.getLogger(__name__).debug("traceback", exc_info=True)
             raise error_line(exc) from exc
+        finally:  # the output folder a command claimed is free once it ends
+            release_locks()
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})

@@ -33,9 +33,9 @@ from forecaster.app.signal_day import (
     warn_if_stale,
 )
 from forecaster.data import DataError, default_series_path, load_csv
-from forecaster.data.sources import MAX_FILE_MB
 from forecaster.data.market.universe import resolve_universe
 from forecaster.data.minute.session import is_bar_frame
+from forecaster.data.sources import MAX_FILE_MB
 from forecaster.features.series import log_returns
 from forecaster.metrics import stat_text
 from seq2seq.core import atomic_write

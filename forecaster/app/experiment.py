@@ -94,8 +94,8 @@ class DataConfig:
         "a file named for one stock (sz.300001.csv) whose code column says another is loaded as the column's "
         "stock with a warning, instead of stopping with an error naming both codes.")
     max_file_mb: float = option(256.0,
-        "a data file larger than this many MB is not read: one stock's file is refused, a folder's is skipped, "
-        "counted and named in the load summary (a gzip file decompressing past it is refused too).")
+        "a data file larger than this many MB is not read: one stock's file is refused, a folder's is "
+        "skipped, counted and named in the load summary (a gzip file decompressing past it is refused too).")
     synthetic_stocks: int = option(0,
         "> 0 and no path: a generated panel of that many stocks (codes syn.*, a planted signal) instead of "
         "files.")

@@ -25,7 +25,8 @@ from forecaster.evaluation.external import DATE_CONVENTIONS, DATES_MEANING
 # The options of `score PRED DATA`: how the data are read, which stocks are scored, the label,
 # and the backtest (each defined once on its config dataclass, as backtest's).
 _DATA_OPTIONS = {
-    "data": ("on_bad", "strict", "index_constituents", "cache", "trust_code_column", "universe", "max_file_mb"),
+    "data": ("on_bad", "strict", "index_constituents", "cache", "trust_code_column", "universe",
+             "max_file_mb"),
     "walk_forward": ("horizon", "label"),
 }
 

@@ -8,13 +8,24 @@ from __future__ import annotations
 
 import click
 
+from ..core.outputs import release_locks
 from .evaluate import evaluate
 from .figures import attention, positions
 from .train import train
 from .translate import translate
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """A command's claimed output folder is free again once the command ends."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        finally:
+            release_locks()
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="ashare-seq2seq-toolkit")
 def main() -> None:
     """Train, run, score and inspect encoder-decoder translation models."""

@@ -22,6 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MANIFEST = ".manifest.tsv"
+# A run holds an exclusive lock on this file of its folder for its whole life (fcntl.flock: the
+# system releases it when the process ends, however it ends), so a second run cannot write into
+# the folder, overwrite it or resume it meanwhile. It holds who holds it; a holder that ended
+# cleanly empties it.
+LOCK = ".lock"
+# The folders this process holds, resolved path -> open lock file: a command's later check of
+# its own folder (or a test's second command in one process) is not refused by its own lock.
+_HELD: dict[str, object] = {}
 _HEADER = ("# written by forecaster / seq2seq: sha256<TAB>path of each file a run wrote here; "
            "--overwrite removes only these, and only while unchanged\n")
 # How far up from a written file its folder's manifest is looked for: a run folder's own files
@@ -81,6 +89,92 @@ def read_manifest(folder: str | Path) -> dict[str, str]:
     return listed
 
 
+def _lock_key(folder: Path) -> str:
+    return str(folder.resolve())
+
+
+def lock_holder(folder: str | Path) -> str | None:
+    """Who holds ``folder``'s lock, if another process does (``"pid 123, started ..., running
+    forecaster backtest ..."``), else ``None``. Only probes: takes nothing, writes nothing."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: folders are not locked
+        return None
+    path = Path(folder) / LOCK
+    if not path.is_file() or _lock_key(Path(folder)) in _HELD:
+        return None
+    try:
+        with open(path, "rb") as f:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return f.read(1000).decode("utf-8", "replace").strip() or "a process of this tool"
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+    except OSError:
+        return None
+    return None
+
+
+def _live_run(folder: Path, holder: str, option: str) -> OutputError:
+    return OutputError(f"{option} {folder}: a live run is writing there ({holder}); --overwrite and "
+                       f"--resume never apply to a folder a live run holds: wait for it to end, stop "
+                       f"it, or choose another {option}")
+
+
+def acquire_lock(folder: str | Path, option: str = "--out") -> str | None:
+    """Hold ``folder``'s lock from now until :func:`release_lock` or the process's end. Returns
+    a note when it takes over the lock of a run that ended without releasing it (killed, a
+    crash); raises :class:`OutputError` naming the live run that holds it."""
+    import sys
+    import time
+
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover
+        return None
+    folder = Path(folder)
+    key = _lock_key(folder)
+    if key in _HELD:
+        return None
+    f = open(folder / LOCK, "a+b")
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read(1000).decode("utf-8", "replace").strip() or "a process of this tool"
+        f.close()
+        raise _live_run(folder, holder, option) from None
+    f.seek(0)
+    earlier = f.read(1000).decode("utf-8", "replace").strip()
+    f.seek(0)
+    f.truncate()
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
+    f.write(f"pid {os.getpid()}, started {started}, running {shlex.join(sys.argv)[:300]}\n".encode())
+    f.flush()
+    _HELD[key] = f
+    return (f"took over the lock of an earlier run that ended without releasing it ({earlier})"
+            if earlier else None)
+
+
+def release_lock(folder: str | Path) -> None:
+    """Let go of ``folder``'s lock, if this process holds it (its file emptied first: a clean end)."""
+    f = _HELD.pop(_lock_key(Path(folder)), None)
+    if f is None:
+        return
+    try:
+        f.seek(0)
+        f.truncate()
+        f.close()  # closing the last descriptor releases the flock
+    except OSError:  # pragma: no cover
+        pass
+
+
+def release_locks() -> None:
+    """Let go of every folder this process holds (a command's end)."""
+    for key in list(_HELD):
+        release_lock(key)
+
+
 def _start_manifest(folder: Path) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f"{MANIFEST}.", suffix=".tmp", dir=folder)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -105,7 +199,7 @@ def ownership(folder: str | Path) -> Ownership:
     ours, changed, foreign = [], [], []
     for path in sorted(p for p in folder.rglob("*") if not p.is_dir()):
         rel = path.relative_to(folder).as_posix()
-        if rel == MANIFEST:
+        if rel in (MANIFEST, LOCK):
             continue
         if rel not in listed or path.is_symlink():
             foreign.append(rel)
@@ -157,8 +251,15 @@ class OutputFolder:
     overwrite: bool
 
     def claim(self) -> Path:
-        """Remove the earlier run's files (only when overwriting, and only those still as the
-        run wrote them), start the manifest and return the folder."""
+        """Take the folder's lock (:func:`acquire_lock`: held until the command ends, or the
+        process), remove the earlier run's files (only when overwriting, and only those still
+        as the run wrote them), start the manifest and return the folder."""
+        import logging
+
+        self.path.mkdir(parents=True, exist_ok=True)
+        note = acquire_lock(self.path)
+        if note:
+            logging.getLogger(__name__).warning("%s: %s", self.path, note)
         folders = set()
         if self.overwrite:
             listed = read_manifest(self.path)
@@ -171,7 +272,6 @@ class OutputFolder:
         for sub in sorted(folders, key=lambda p: -len(p.parts)):  # emptied sub-folders, deepest first
             if sub.is_dir() and not any(sub.iterdir()):
                 sub.rmdir()
-        self.path.mkdir(parents=True, exist_ok=True)
         if self.overwrite or not (self.path / MANIFEST).is_file():
             _start_manifest(self.path)
         return self.path
@@ -217,11 +317,16 @@ def check_output(folder: str | Path, *, overwrite: bool = False, resume: bool = 
     if path.exists() and not path.is_dir():
         raise OutputError(f"{option} {path}: exists and is not a folder")
     _check_writable(path, option)
-    entries = tuple(sorted(e for e in path.iterdir() if e.name != MANIFEST)) if path.exists() else ()
+    holder = lock_holder(path) if path.is_dir() else None
+    if holder:
+        raise _live_run(path, holder, option)
+    entries = (tuple(sorted(e for e in path.iterdir() if e.name not in (MANIFEST, LOCK)))
+               if path.exists() else ())
     if not entries or resume:
         return OutputFolder(path, (), False)
     names = _names(e.name + ("/" if e.is_dir() else "") for e in entries)
-    files = sorted(p.relative_to(path).as_posix() for p in path.rglob("*") if not p.is_dir())
+    files = sorted(p.relative_to(path).as_posix() for p in path.rglob("*")
+                   if not p.is_dir() and p.relative_to(path).as_posix() != LOCK)
     if files and not (path / MANIFEST).is_file():
         # Nothing lists what a run wrote here (a folder of a version before the manifest, or of
         # another program): no file can be told a run's from the user's, so none is removed.
