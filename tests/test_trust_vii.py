@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import pandas as pd
 import pytest
 import torch
 from click.testing import CliRunner
@@ -221,3 +222,66 @@ def test_a_folder_a_live_run_holds_is_refused_even_with_overwrite_and_taken_over
     assert res.exit_code == 0, res.output
     assert f"took over the lock of an earlier run that ended without releasing it (pid {child.pid}" in caplog.text
     assert (out / LOCK).read_text() == ""  # released cleanly at the command's end
+
+
+# ------------------------------------------------------------------ 5: fold files' contents
+
+
+def _forge_rows(report, edit):
+    """Rewrite fold 0's rows as a forger would: through the manifest and with the fold JSON's
+    SHA-256 of them updated, so that only their contents can tell."""
+    import hashlib
+    import io
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from seq2seq.core import atomic_write
+
+    folds = report / "folds"
+    table = pq.read_table(folds / "fold_0000.parquet").to_pandas()
+    table = edit(table.astype({"code": str, "model": str}))
+    sink = io.BytesIO()
+    schema = pa.schema([("date", pa.timestamp("ns")), ("code", pa.string()), ("model", pa.string()),
+                        ("fold", pa.int32()), ("forecast", pa.float64())])
+    pq.write_table(pa.Table.from_pandas(table, schema=schema, preserve_index=False), sink, compression="NONE",
+                   use_dictionary=["code", "model"])
+    data = sink.getvalue()
+    with atomic_write(folds / "fold_0000.parquet") as f:
+        f.write(data)
+    meta = json.loads((folds / "fold_0000.json").read_text())
+    meta["sha256"]["parquet"] = hashlib.sha256(data).hexdigest()
+    meta["parts"] = [{**meta["parts"][0], "rows": len(table)}] + [
+        {**p, "rows": 0} for p in meta["parts"][1:]] if len(meta["parts"]) == 1 else meta["parts"]
+    with atomic_write(folds / "fold_0000.json", "w") as f:
+        json.dump(meta, f)
+
+
+def _shift(table, i, **values):
+    table = table.copy()
+    for key, value in values.items():
+        table.loc[i, key] = value
+    return table
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: _shift(t, 3, date=pd.Timestamp("2031-01-06")), "row 4 (2031-01-06"),
+    (lambda t: _shift(t, 0, date=pd.Timestamp("2010-01-09")), "row 1 (2010-01-09"),
+    (lambda t: _shift(t, 2, code="sh.688999"), "its code is not a stock of the data"),
+    (lambda t: pd.concat([t, t.iloc[[5]]], ignore_index=True), "repeats an earlier row's date, code and model"),
+])
+def test_a_fold_file_whose_rows_are_not_the_runs_is_refused_before_anything_is_written(root, tmp_path, edit,
+                                                                                        message):
+    import shutil
+
+    report = tmp_path / "rep"
+    shutil.copytree(root / "rep", report)
+    _forge_rows(report, edit)
+    before = _digests(report)
+    res = _invoke("backtest", root / "data", "--out", report, "--resume", *QUICK)
+    text = _one_line(res)
+    assert "fold_0000.parquet: row" in text and message in text, text
+    if message.startswith("row"):
+        assert "is not a test day of fold 0" in text
+    assert _digests(report) == before

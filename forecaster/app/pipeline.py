@@ -365,7 +365,7 @@ def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: 
     learn = (loaded.train_universe.learn_mask(grid.dates, grid.codes, exp.data.train_outside_weight)
              if loaded.train_universe is not None else None)
     store = fold_store(loaded.frames, models, exp.walk_forward, folder.path / "folds", learn)
-    store.check(exp.walk_forward.resume)
+    store.check(exp.walk_forward.resume, folds, grid.codes)  # every finished fold's rows, before a write
     if exp.panel and (exp.backtest.benchmark_weights or exp.backtest.strategy.rule == "enhanced"):
         check_benchmark(exp, loaded, folds[0].test_days[0])  # said before any work
     if exp.walk_forward.backend == "ray":  # an address nothing answers at: said within seconds

@@ -39,7 +39,7 @@ import forecaster
 import seq2seq.core
 from forecaster.data.panel import Panel
 from forecaster.evaluation.fold_arrays import FoldFileError
-from forecaster.evaluation.fold_files import read_fold, write_fold
+from forecaster.evaluation.fold_files import fold_paths, read_fold, write_fold
 from seq2seq.core import atomic_write
 from seq2seq.core.outputs import in_claimed_folder, is_own_file
 
@@ -172,6 +172,7 @@ class FoldStore:
 
     def __init__(self, folder: str | Path, fingerprint: dict):
         self.folder = Path(folder)
+        self._checked: dict[int, FoldOutput] | None = None  # finished folds read by check()
         fingerprint = {**fingerprint, "code": fingerprint.get("code", code_fingerprint())}
         self.fingerprint = json.loads(json.dumps(fingerprint))  # as it reads back from disk
 
@@ -186,11 +187,21 @@ class FoldStore:
         return ResumeError(f"cannot resume the run in {self.folder}: {why}; run without --resume to start "
                            "afresh")
 
-    def check(self, resume: bool) -> None:
+    def check(self, resume: bool, folds=None, codes=None) -> None:
         """Raise :class:`ResumeError` if ``start(resume)`` would refuse; reads, never writes
-        (a run validates this before it touches its folder)."""
+        (a run validates this before it touches its folder). Given the run's ``folds`` and the
+        data's ``codes``, the finished folds are read and their rows checked too
+        (:meth:`check_contents`), and kept for :meth:`start`."""
+        self._checked = None
         if not resume:
             return
+        self._check_run()
+        if folds is not None and (self.folder / self.RUN_FILE).is_file():
+            done = self._finished_folds()
+            self.check_contents(done, folds, codes)
+            self._checked = done
+
+    def _check_run(self) -> None:
         old_files = sorted(self.folder.glob("fold_*.pkl"))
         if old_files:
             raise self._refuse(f"{len(old_files)} fold file(s) ({old_files[0].name}, ...) were written by an "
@@ -232,7 +243,8 @@ class FoldStore:
         """Begin a run: with ``resume``, the finished folds of the stored run (after checking
         it is this run, :meth:`check`); without, clear any fold files of an earlier run.
         Returns the folds already done, by number."""
-        self.check(resume)
+        if resume:
+            self._check_run()
         if not resume or not (self.folder / self.RUN_FILE).is_file():
             files = self._all_files()
             if resume:
@@ -244,10 +256,8 @@ class FoldStore:
                 f.unlink()
             self._write_fingerprint()
             return {}
-        done = {}
-        for f in self.finished():
-            out = self._read(f)
-            done[out.fold] = out
+        done = self._checked if self._checked is not None else self._finished_folds()
+        self._checked = None
         numbers = {f"fold_{k:04d}" for k in done}
         unfinished = [p for p in self._all_files() if p.stem not in numbers]
         if unfinished:
@@ -256,6 +266,49 @@ class FoldStore:
                         unfinished[0].name)
         log.info("%s: resuming with %d finished fold(s)", self.folder, len(done))
         return done
+
+    def _finished_folds(self) -> dict[int, FoldOutput]:
+        done = {}
+        for f in self.finished():
+            out = self._read(f)
+            done[out.fold] = out
+        return done
+
+    def check_contents(self, done: Mapping[int, FoldOutput], folds, codes) -> None:
+        """Refuse, in one line naming the file and its first bad row, a finished fold whose rows
+        are not this run's: a fold number the run does not cut, a date outside the fold's test
+        days (the future, the past, a Saturday), a code the data lack, or a (date, code, model)
+        held twice (which would count twice in every statistic). ``folds``: the run's
+        :class:`~forecaster.evaluation.folds.Fold` list; ``codes``: the data's stocks."""
+        spans = {f.fold: f for f in folds}
+        known = pd.Index(list(map(str, codes)))
+        for k, output in sorted(done.items()):
+            name = fold_paths(self.folder, k)["parquet"].name
+            fold = spans.get(k)
+            if fold is None:
+                raise self._refuse(f"{name}: fold {k} is not one of this run's {len(folds)} folds")
+            if not output.rows:
+                continue
+            rows = pd.concat(output.rows)
+            days = pd.DatetimeIndex(fold.test_days)
+            dates = pd.DatetimeIndex(rows.index)
+            where = {
+                "date": ~dates.normalize().isin(days),
+                "code": ~rows["code"].astype(str).isin(known).to_numpy(),
+                "repeat": pd.DataFrame({"d": dates, "c": rows["code"].astype(str).to_numpy(),
+                                        "m": rows["model"].astype(str).to_numpy()}).duplicated().to_numpy(),
+            }
+            for what, bad in where.items():
+                if not bad.any():
+                    continue
+                i = int(np.argmax(bad))
+                row = (f"row {i + 1} ({dates[i].date()}, {rows['code'].iloc[i]}, model "
+                       f"{rows['model'].iloc[i]})")
+                why = {"date": f"its date is not a test day of fold {k} ({days[0].date()}..{days[-1].date()})",
+                       "code": "its code is not a stock of the data",
+                       "repeat": "it repeats an earlier row's date, code and model"}[what]
+                raise self._refuse(f"{name}: {row}: {why} ({int(bad.sum())} such row(s)); a fold file "
+                                   "holds one forecast per test day, stock and model of its fold")
 
     def _verify(self, path: Path) -> None:
         """Refuse a file of a claimed folder whose digest is not the one its manifest records."""

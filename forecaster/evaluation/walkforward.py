@@ -309,6 +309,7 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
         store = fold_store(frames_in or grid, models, config, checkpoint_dir, train_members)
     if store is not None:
         done = store.start(config.resume)
+        store.check_contents(done, folds, grid.codes)
     members = fold_members(grid, folds, config.min_stock_days)
     empty = [f.fold for f in folds if not members[f.fold]]
     if folds and len(empty) == len(folds):  # the cause named, not "no model produced any forecast"
