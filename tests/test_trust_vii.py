@@ -220,7 +220,8 @@ def test_a_folder_a_live_run_holds_is_refused_even_with_overwrite_and_taken_over
     (out / LOCK).write_text(f"pid {child.pid}, started 2026-01-01 00:00:00, running forecaster backtest\n")
     res = _invoke("backtest", root / "data", "--out", out, "--overwrite", *QUICK)
     assert res.exit_code == 0, res.output
-    assert f"took over the lock of an earlier run that ended without releasing it (pid {child.pid}" in caplog.text
+    taken = f"took over the lock of an earlier run that ended without releasing it (pid {child.pid}"
+    assert taken in caplog.text
     assert (out / LOCK).read_text() == ""  # released cleanly at the command's end
 
 
@@ -269,7 +270,7 @@ def _shift(table, i, **values):
     (lambda t: _shift(t, 3, date=pd.Timestamp("2031-01-06")), "row 4 (2031-01-06"),
     (lambda t: _shift(t, 0, date=pd.Timestamp("2010-01-09")), "row 1 (2010-01-09"),
     (lambda t: _shift(t, 2, code="sh.688999"), "its code is not a stock of the data"),
-    (lambda t: pd.concat([t, t.iloc[[5]]], ignore_index=True), "repeats an earlier row's date, code and model"),
+    (lambda t: pd.concat([t, t.iloc[[5]]], ignore_index=True), "repeats an earlier row's date, code"),
 ])
 def test_a_fold_file_whose_rows_are_not_the_runs_is_refused_before_anything_is_written(root, tmp_path, edit,
                                                                                         message):

@@ -304,7 +304,8 @@ class FoldStore:
                 i = int(np.argmax(bad))
                 row = (f"row {i + 1} ({dates[i].date()}, {rows['code'].iloc[i]}, model "
                        f"{rows['model'].iloc[i]})")
-                why = {"date": f"its date is not a test day of fold {k} ({days[0].date()}..{days[-1].date()})",
+                span = f"{days[0].date()}..{days[-1].date()}"
+                why = {"date": f"its date is not a test day of fold {k} ({span})",
                        "code": "its code is not a stock of the data",
                        "repeat": "it repeats an earlier row's date, code and model"}[what]
                 raise self._refuse(f"{name}: {row}: {why} ({int(bad.sum())} such row(s)); a fold file "
