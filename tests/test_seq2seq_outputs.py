@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from seq2seq.checkpoint import load_checkpoint
 from seq2seq.cli import main
 from seq2seq.core import MANIFEST, OutputError, atomic_write, check_output
+from seq2seq.core.outputs import LOCK, release_lock
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -64,8 +65,11 @@ def test_what_a_run_writes_is_overwritten_and_resuming_is_offered_only_when_poss
                                           "there, or choose another folder$"):
         check_output(run, option="--out-dir", resume_with=None)
     checked = check_output(run, overwrite=True)
-    assert sorted(p.name for p in run.iterdir()) == sorted([*written, MANIFEST])  # removed only by claim()
-    assert checked.claim() == run and [p.name for p in run.iterdir()] == [MANIFEST]
+    # removed only by claim(); the claimed folder is locked while this process holds it
+    assert sorted(p.name for p in run.iterdir()) == sorted([*written, MANIFEST, LOCK])
+    assert checked.claim() == run and sorted(p.name for p in run.iterdir()) == [LOCK, MANIFEST]
+    release_lock(run)
+    assert [p.name for p in run.iterdir()] == [MANIFEST]
 
 
 def test_a_folder_with_a_run_is_refused_and_left_as_it_was(run):

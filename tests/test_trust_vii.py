@@ -222,7 +222,7 @@ def test_a_folder_a_live_run_holds_is_refused_even_with_overwrite_and_taken_over
     assert res.exit_code == 0, res.output
     taken = f"took over the lock of an earlier run that ended without releasing it (pid {child.pid}"
     assert taken in caplog.text
-    assert (out / LOCK).read_text() == ""  # released cleanly at the command's end
+    assert not (out / LOCK).exists()  # released cleanly at the command's end
 
 
 # ------------------------------------------------------------------ 5: fold files' contents
@@ -286,3 +286,32 @@ def test_a_fold_file_whose_rows_are_not_the_runs_is_refused_before_anything_is_w
     if message.startswith("row"):
         assert "is not a test day of fold 0" in text
     assert _digests(report) == before
+
+
+# ------------------------------------------------------------------ 6: a book that cannot buy
+
+
+def test_a_capital_below_one_lot_of_the_cheapest_stock_is_refused_before_any_work(root, tmp_path):
+    from forecaster.data import load_dir
+    from forecaster.data.panel import Panel
+
+    panel = Panel.from_frames(load_dir(root / "data", workers=1).frames)
+    close = panel.fields["close"]
+    res = _invoke("backtest", root / "data", "--out", tmp_path / "rep", "--capital", "10", *QUICK)
+    text = _one_line(res)
+    assert "--capital 10 buys not one lot of any stock: the cheapest on" in text
+    assert "for its smallest buy (100 shares at" in text and "give --capital" in text
+    assert not (tmp_path / "rep").exists()
+    # the figure named is the cheapest lot of that day
+    day = pd.Timestamp(text.split("the cheapest on ")[1][:10])
+    at = panel.dates.get_loc(day)
+    cheapest = float(pd.Series(close[at]).min() * 100)
+    assert f"costs {cheapest:,.0f} CNY" in text
+    # predict with a cash book alike; with one lot's worth it runs
+    res = _invoke("predict", "--run", root / "run", root / "data", "--capital", "10",
+                  "--out", tmp_path / "next.csv")
+    assert "buys not one lot of any stock" in _one_line(res)
+    assert not (tmp_path / "next.csv").exists()
+    res = _invoke("predict", "--run", root / "run", root / "data", "--capital", str(int(cheapest * 3)),
+                  "--out", tmp_path / "next.csv")
+    assert res.exit_code == 0, res.output

@@ -44,6 +44,7 @@ from forecaster.models.panel.model import PanelTransformer
 from forecaster.portfolio.fitted_weights import attach_index_series
 from forecaster.portfolio.index_series import attach_index, index_for, split_indices
 from forecaster.portfolio.index_weights import benchmark_weights, check_covers
+from forecaster.portfolio.rules import check_capital
 from forecaster.portfolio.strategy import top_k_warning
 from forecaster.reporting.report import write_report
 from seq2seq.core import atomic_write
@@ -368,6 +369,10 @@ def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: 
     store.check(exp.walk_forward.resume, folds, grid.codes)  # every finished fold's rows, before a write
     if exp.panel and (exp.backtest.benchmark_weights or exp.backtest.strategy.rule == "enhanced"):
         check_benchmark(exp, loaded, folds[0].test_days[0])  # said before any work
+    if exp.panel:  # a book that cannot buy one lot: said before any work, never reported as a book
+        members = loaded.universe.mask(grid.dates, grid.codes) if loaded.universe is not None else None
+        check_capital(exp.backtest.capital, grid, folds[0].signal_start or folds[0].test_days[0],
+                      exp.backtest.market.lot_size, members)
     if exp.walk_forward.backend == "ray":  # an address nothing answers at: said within seconds
         check_reachable(exp.walk_forward.address)
     out = folder.claim()

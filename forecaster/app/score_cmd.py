@@ -192,6 +192,7 @@ def _score(pred, scores, name, dates, exp, loaded, run, result, out, overwrite, 
     from forecaster.evaluation.assembly import assemble
     from forecaster.evaluation.external import ExternalScores, align
     from forecaster.evaluation.universe import universe_counts, universe_line
+    from forecaster.portfolio.rules import check_capital
 
     grid = loaded.panel
     aligned = align(scores, grid.dates, grid.codes, run, dates)
@@ -238,6 +239,8 @@ def _score(pred, scores, name, dates, exp, loaded, run, result, out, overwrite, 
     )
     if loaded.universe is not None:
         grid.members = loaded.universe.mask(grid.dates, grid.codes)
+    first = pd.DatetimeIndex(result.predictions.index).min()
+    check_capital(exp.backtest.capital, grid, first, exp.backtest.market.lot_size)  # before a write
     folder = check_output(out, overwrite=overwrite, resume_with=None)  # again: nothing written yet
     meaning = DATES_MEANING[dates]
     head = [f"{name}: scored from {pred} ({aligned.summary()}); {meaning}", *problems]

@@ -151,6 +151,10 @@ def next_open_orders(table: pd.DataFrame, grid, holdings: str | None, raw: dict,
                                  costs=build_section("costs", raw.get("costs", {})),
                                  market=build_section("market", raw.get("market", {})))
     capital = bt.get("capital")
+    if not holdings:  # a cash book: it must afford one lot of something
+        from forecaster.portfolio.rules import check_capital
+
+        check_capital(float(config.capital), grid, grid.dates[-1], config.market.lot_size)
     book = read_holdings(holdings, grid.codes, capital) if holdings else Book({}, float(config.capital))
     scores = table.set_index("code")["score"]
     recent = None if model is None else recent_scores(model, grid, strategy)

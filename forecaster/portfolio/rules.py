@@ -112,6 +112,35 @@ def buy_lots(codes, lot_size: int = 100) -> tuple[np.ndarray, np.ndarray]:
     return minimum, step
 
 
+def check_capital(capital: float, panel, day: pd.Timestamp, lot_size: int = 100, members=None,
+                  option: str = "--capital") -> None:
+    """Refuse a book too small to buy anything: ``capital`` below one lot of the cheapest
+    stock it could buy after ``day``'s close (listed, trading, a member where ``members``
+    ``[days, stocks]`` or the panel's members say), at that close. Such a book would hold cash
+    throughout while its figures read as a strategy's."""
+    at = int(panel.dates.searchsorted(pd.Timestamp(day), side="right")) - 1
+    if at < 0:
+        return
+    close = np.asarray(panel.fields["close"][at], dtype=float)
+    ok = np.isfinite(close) & (close > 0) & np.asarray(panel.listed[at], bool)
+    if panel.suspended is not None:
+        ok &= ~np.asarray(panel.suspended[at], bool)
+    members = getattr(panel, "members", None) if members is None else members
+    if members is not None:
+        ok &= np.asarray(members[at], bool)
+    if not ok.any():
+        return
+    minimum, _ = buy_lots(panel.codes, lot_size)
+    cost = np.where(ok, minimum * close, np.inf)
+    i = int(np.argmin(cost))
+    if capital < cost[i]:
+        raise ConfigError(
+            f"{option} {capital:,.0f} buys not one lot of any stock: the cheapest on "
+            f"{panel.dates[at].date()}, {panel.codes[i]}, costs {cost[i]:,.0f} CNY for its smallest buy "
+            f"({int(minimum[i])} shares at {close[i]:,.2f}); give {option} {int(np.ceil(cost[i] * 1.01)):,} "
+            "or more (a book that cannot buy holds cash, and its figures would describe no book)")
+
+
 def valid_buy(shares, minimum, step):
     """The largest buy at most ``shares`` that the board accepts (elementwise; 0 below the
     minimum): ``minimum + floor((shares - minimum) / step) * step``."""

@@ -24,8 +24,8 @@ from pathlib import Path
 MANIFEST = ".manifest.tsv"
 # A run holds an exclusive lock on this file of its folder for its whole life (fcntl.flock: the
 # system releases it when the process ends, however it ends), so a second run cannot write into
-# the folder, overwrite it or resume it meanwhile. It holds who holds it; a holder that ended
-# cleanly empties it.
+# the folder, overwrite it or resume it meanwhile. It names who holds it; a holder that ends
+# cleanly removes it.
 LOCK = ".lock"
 # The folders this process holds, resolved path -> open lock file: a command's later check of
 # its own folder (or a test's second command in one process) is not refused by its own lock.
@@ -124,7 +124,8 @@ def _live_run(folder: Path, holder: str, option: str) -> OutputError:
 def acquire_lock(folder: str | Path, option: str = "--out") -> str | None:
     """Hold ``folder``'s lock from now until :func:`release_lock` or the process's end. Returns
     a note when it takes over the lock of a run that ended without releasing it (killed, a
-    crash); raises :class:`OutputError` naming the live run that holds it."""
+    crash: its lock file is still there, naming it); raises :class:`OutputError` naming the live
+    run that holds it."""
     import sys
     import time
 
@@ -136,14 +137,22 @@ def acquire_lock(folder: str | Path, option: str = "--out") -> str | None:
     key = _lock_key(folder)
     if key in _HELD:
         return None
-    f = open(folder / LOCK, "a+b")
-    try:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        f.seek(0)
-        holder = f.read(1000).decode("utf-8", "replace").strip() or "a process of this tool"
+    while True:
+        f = open(folder / LOCK, "a+b")
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read(1000).decode("utf-8", "replace").strip() or "a process of this tool"
+            f.close()
+            raise _live_run(folder, holder, option) from None
+        try:  # the file locked must still be the folder's (a holder ending removes its file)
+            same = os.stat(folder / LOCK).st_ino == os.fstat(f.fileno()).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
         f.close()
-        raise _live_run(folder, holder, option) from None
     f.seek(0)
     earlier = f.read(1000).decode("utf-8", "replace").strip()
     f.seek(0)
@@ -151,19 +160,20 @@ def acquire_lock(folder: str | Path, option: str = "--out") -> str | None:
     started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
     f.write(f"pid {os.getpid()}, started {started}, running {shlex.join(sys.argv)[:300]}\n".encode())
     f.flush()
-    _HELD[key] = f
+    _HELD[key] = (f, folder / LOCK)
     return (f"took over the lock of an earlier run that ended without releasing it ({earlier})"
             if earlier else None)
 
 
 def release_lock(folder: str | Path) -> None:
-    """Let go of ``folder``'s lock, if this process holds it (its file emptied first: a clean end)."""
-    f = _HELD.pop(_lock_key(Path(folder)), None)
-    if f is None:
+    """Let go of ``folder``'s lock, if this process holds it: its file removed (a clean end:
+    a lock file found later names a run that died holding it), then the lock released."""
+    held = _HELD.pop(_lock_key(Path(folder)), None)
+    if held is None:
         return
+    f, path = held
     try:
-        f.seek(0)
-        f.truncate()
+        path.unlink(missing_ok=True)
         f.close()  # closing the last descriptor releases the flock
     except OSError:  # pragma: no cover
         pass
