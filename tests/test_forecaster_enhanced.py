@@ -65,7 +65,7 @@ def test_a_book_without_a_view_holds_the_benchmark(world):
     d = result.enhanced.diagnostics
     assert (d["status"] == "optimal").all(), d["status"].value_counts()
     assert d["predicted_te"].max() < 0.003  # drift between rebalances only: about 0 before lots
-    first = result.enhanced.active.dropna(how="all").iloc[0]
+    first = result.enhanced.target_active.dropna(how="all").iloc[0]
     assert first.abs().max() < 1e-5
     assert result.weighted_name.startswith("the members at float_mv weights")
 
@@ -87,7 +87,7 @@ def test_a_planted_alpha_under_a_2_percent_budget_realises_about_2_percent(world
     assert 0.014 < realised < 0.028, realised
     assert active.mean() > 0  # the planted alpha earns
     # the bounds hold on every rebalance; long-only and fully invested
-    a = book.active.dropna(how="all")
+    a = book.target_active.dropna(how="all")  # the targets hold the bounds
     assert a.abs().max().max() <= 0.03 + 1e-6
     w = book.weights.to_numpy()
     assert (w >= -1e-12).all() and np.allclose(w.sum(axis=1), 1.0)
@@ -348,3 +348,23 @@ def test_a_weights_file_is_recorded_by_its_absolute_path_and_digest(tmp_path, mo
     (report / "mine.csv").write_text(good.read_text())
     (report / "mine.toml").write_text('[backtest]\nbenchmark_weights = "mine.csv"\n')
     assert read_toml(report / "mine.toml")["backtest"]["benchmark_weights"] == str(report / "mine.csv")
+
+
+def test_the_books_active_weights_are_measured_on_what_it_held(world):
+    """``active`` after a backtest is the weights held at the rebalance day's close less the
+    benchmark's: recomputed here from positions, closes and equity, and unlike the targets'
+    where lots kept a target from being bought."""
+    panel, truth = world
+    days = truth.index[-TEST_DAYS:]
+    forecast = pd.DataFrame(truth.loc[days].to_numpy(), index=days, columns=truth.columns)
+    result = run_backtest(panel, forecast, _config())
+    book = result.enhanced
+    held = book.active.dropna(how="all")
+    close = pd.DataFrame(panel["close"], index=panel.dates, columns=panel.codes).ffill()
+    for day in held.index[:3]:
+        value = result.positions.loc[day] * close.loc[day, result.positions.columns]
+        weights = value / result.equity.loc[day]
+        bench = book.weights.loc[day] - book.target_active.loc[day]
+        np.testing.assert_allclose(held.loc[day].to_numpy(), (weights - bench.fillna(0)).to_numpy(),
+                                   atol=1e-12)
+    assert not np.allclose(held.to_numpy(), book.target_active.loc[held.index].to_numpy())

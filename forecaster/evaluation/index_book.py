@@ -126,6 +126,12 @@ def _enhanced(report, main, forecast, grid, backtest, against, vs_weights, weigh
     members, where that benchmark is the index."""
     ref, ref_name, mine = against
     book = main.enhanced
+    if not (main.positions.to_numpy() != 0).any():  # a book of cash is described as one, not as a book
+        blocked = main.trades[main.trades["status"] == "blocked"]["reason"].value_counts()
+        why = ", ".join(f"{n} {r}" for r, n in blocked.items()) or "no buy was asked for"
+        return [f"the enhanced book held no stock on any day (blocked buys: {why}); it is cash, so no "
+                "active weight, predicted tracking error or top-k comparison of a book applies"], {
+                    "benchmark": ref_name, "held_nothing": True}
     s = backtest.strategy
     d = book.diagnostics
     solved = d[d["status"] != "benchmark"]

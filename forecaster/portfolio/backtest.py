@@ -398,10 +398,11 @@ def run_backtest(data: Panel | Mapping[str, pd.DataFrame], forecast: pd.DataFram
     allow_short = config.strategy.mode == "long_short"
     eq, cash, pos, trades, exits = simulate(panel, targets, rebalance, start, last, config,
                                             config.rebalance_tolerance, allow_short, no_buy)
-    if isinstance(policy, EnhancedPolicy):  # what it decided in the loop
-        book = policy.book()
-    weights = book.weights if book is not None else policy.weights
     days = panel.dates[start:last + 1]
+    if isinstance(policy, EnhancedPolicy):  # what it decided in the loop, measured on what it held
+        book = policy.book()
+        book.held_after(pos, eq, panel.close_val[start:last + 1], days)
+    weights = book.weights if book is not None else policy.weights
     equity = pd.Series(eq, index=days, name="equity")
     returns = pd.Series(np.diff(np.concatenate([[config.capital], eq])) / np.concatenate(
         [[config.capital], eq[:-1]]), index=days, name="returns")

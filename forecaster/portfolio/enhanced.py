@@ -77,8 +77,11 @@ class EnhancedBook:
             specific), ``turnover`` (one-sided, from the weights held), ``n_stocks``,
             ``missing_weight`` (benchmark weight of members without a risk estimate),
             ``fixed_weight`` (the weight held in stocks that could not trade on the signal day).
-        active: ``[date x code]`` active weights ``w - b`` on rebalance rows.
+        active: ``[date x code]`` active weights on rebalance rows: after a backtest
+            (:meth:`held_after`), the weights held at that day's close less the benchmark's,
+            what the book was; before, the targets' ``w - b``, what it wanted.
         predicted_sd: ``[date]`` the book's predicted daily active sd in force on each row.
+        target_active: the targets' ``w - b`` once :meth:`held_after` replaced ``active``.
     """
 
     weights: pd.DataFrame
@@ -86,6 +89,26 @@ class EnhancedBook:
     active: pd.DataFrame
     predicted_sd: pd.Series
     notes: list[str] = field(default_factory=list)
+    target_active: pd.DataFrame | None = None
+
+    def held_after(self, positions: np.ndarray, equity: np.ndarray, close: np.ndarray,
+                   days: pd.DatetimeIndex) -> None:
+        """Measure ``active`` on what was held, not on the targets: on each rebalance row's day,
+        ``positions`` ``[days, codes]`` (shares) at ``close`` ``[days, codes]`` over ``equity``
+        ``[days]``, less the benchmark weights the decision used. A target the lots, limits or
+        suspensions kept from being bought is no active weight of the book."""
+        target = self.active
+        rows = target.dropna(how="all").index.intersection(days)
+        bench = self.weights.loc[rows] - target.loc[rows]  # b where the book had one (NaN: outside)
+        at = days.get_indexer(rows)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            held = positions[at] * close[at] / np.asarray(equity, float)[at][:, None]
+        held = np.nan_to_num(held)
+        b = bench.to_numpy(dtype=float)
+        active = np.where(np.isnan(b) & (held == 0), np.nan, held - np.nan_to_num(b))
+        out = pd.DataFrame(np.nan, index=target.index, columns=target.columns)
+        out.loc[rows] = active
+        self.target_active, self.active = target, out
 
     @property
     def fallbacks(self) -> int:
