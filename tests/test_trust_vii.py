@@ -315,3 +315,18 @@ def test_a_capital_below_one_lot_of_the_cheapest_stock_is_refused_before_any_wor
     res = _invoke("predict", "--run", root / "run", root / "data", "--capital", str(int(cheapest * 3)),
                   "--out", tmp_path / "next.csv")
     assert res.exit_code == 0, res.output
+
+
+# ------------------------------------------------------------------ 7: a universe of one stock
+
+
+def test_a_one_stock_universe_says_why_no_book_was_backtested(root, tmp_path):
+    members = tmp_path / "one.txt"
+    codes = sorted(p.name[:-4] for p in (root / "data").glob("*.csv"))
+    members.write_text(codes[0] + "\n")
+    res = _invoke("backtest", root / "data", "--out", tmp_path / "rep", "--universe", members,
+                  "--strategy", "enhanced", *QUICK)
+    assert res.exit_code in (0, 1), res.output
+    assert "no backtest of transformer: its forecasts cover one stock a day" in res.output
+    notes = (tmp_path / "rep" / "report.html").read_text()
+    assert "no backtest of transformer" in notes and "a universe of one member" in notes

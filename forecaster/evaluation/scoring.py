@@ -168,6 +168,12 @@ def _with_mean_forecast(pred: pd.DataFrame, mean_model: str | None) -> pd.DataFr
     return pred.merge(mean.rename(columns={"forecast": "mean_forecast"}), on=["date", "code"], how="left")
 
 
+# Why a ranking model's book is not backtested when its forecasts cover one stock a day.
+ONE_MEMBER = ("its forecasts cover one stock a day (a universe of one member: a score ranks nothing and a "
+              "book of one stock weighs nothing against the others; any strategy, the enhanced book "
+              "included, needs two or more members)")
+
+
 def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame], models: dict,
                  model: str = "transformer", backtest: BacktestConfig | None = None,
                  horizon: int = 1, index_constituents: bool = False) -> Report:
@@ -248,17 +254,21 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
                  else pd.DataFrame(columns=list(BOARD_COLUMNS)))
 
     backtest = backtest or BacktestConfig.for_universe(grid.n_stocks)
-    results = {}
+    results, unbacktested = {}, {}
     bars = not panel and is_bar_calendar(result.predictions.index)
     positions, position_means = bar_scores(pred) if bars else (pd.DataFrame(), pd.DataFrame())
     for name, g in ([] if bars else groups_of(result.predictions, "model")):
         forecast = g.reset_index().pivot_table(index="date", columns="code", values="forecast",
                                                aggfunc="first")
         if not panel and name in factors:
+            if grid.n_stocks > 1:  # a panel run cut to one stock (a universe of one member)
+                unbacktested[name] = ONE_MEMBER
             continue
         if panel and (forecast.nunique(axis=1) <= 1).all():
             # The same forecast for every stock (zero) ranks nothing: top-k would just pick
-            # the first columns.
+            # the first columns. Said in the notes, never silently.
+            unbacktested[name] = (ONE_MEMBER if int(forecast.notna().sum(axis=1).max()) <= 1 else
+                                  "its forecast is one value for every stock on every day (it ranks nothing)")
             continue
         one = time.perf_counter()
         results[name] = run_backtest(grid, forecast, backtest)
@@ -280,6 +290,9 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
            "limit-up at the entry, or an exit beyond the data)" if result.config.label == "tradeable"
            else "on suspended bars or overnight gaps excluded (below)" if bars else "on suspended days")
     notes = [f"{n_suspended} forecast rows {why} were not scored"]
+    for reason in dict.fromkeys(unbacktested.values()):
+        names = [n for n, r in unbacktested.items() if r == reason]
+        notes.insert(0, f"no backtest of {', '.join(names)}: {reason}")
     if bars:
         notes += bar_notes(grid, result.predictions)
     notes.append(universe_line(universe_counts(universe)))
