@@ -330,3 +330,40 @@ def test_a_one_stock_universe_says_why_no_book_was_backtested(root, tmp_path):
     assert "no backtest of transformer: its forecasts cover one stock a day" in res.output
     notes = (tmp_path / "rep" / "report.html").read_text()
     assert "no backtest of transformer" in notes and "a universe of one member" in notes
+
+
+# ------------------------------------------------------------------ 8: one date is no year
+
+
+def test_a_prediction_file_of_one_date_shows_no_annualised_figure(root, tmp_path):
+    import json
+
+    pred = pd.read_csv(root / "rep" / "predictions.csv", parse_dates=["date"])
+    day = pred["date"].unique()[10]
+    one = pred[(pred["date"] == day) & (pred["model"] == "transformer")]
+    one[["date", "code", "forecast"]].rename(columns={"forecast": "score"}).to_csv(tmp_path / "single.csv",
+                                                                                   index=False)
+    res = _invoke("score", tmp_path / "single.csv", "--report", root / "rep", "--out", tmp_path / "sc")
+    assert res.exit_code in (0, 1), res.output
+    out = res.output
+    assert "single ann_return, excess_vs_bench, sharpe (fewer than 20 days: not annualised (1 day(s)))" in out
+    assert not any("single" in line and "%/yr" in line for line in out.splitlines()), out
+    metrics = json.loads((tmp_path / "sc" / "metrics.json").read_text())
+    text = json.dumps(metrics)
+    assert "fewer than 20 days: not annualised" in text
+
+
+def test_the_annual_figures_need_twenty_days():
+    import math
+
+    import numpy as np
+
+    from forecaster.metrics.returns import active_stats, annual_return
+    from forecaster.portfolio.broker import performance_metrics
+
+    r = pd.Series(np.full(19, 0.01), index=pd.bdate_range("2024-01-01", periods=19))
+    assert math.isnan(annual_return(r)) and not math.isnan(annual_return(pd.concat([r, r])))
+    assert math.isnan(active_stats(r, r * 0.5)["information_ratio"])
+    m = performance_metrics((1 + r).cumprod() * 100, capital=100)
+    assert all(math.isnan(m[k]) for k in ("annual_return", "annual_volatility", "sharpe", "sortino", "calmar"))
+    assert m["total_return"] == pytest.approx(1.01 ** 19 - 1)

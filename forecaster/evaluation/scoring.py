@@ -46,6 +46,7 @@ from forecaster.metrics import (
     quantile_summary,
     summarise,
 )
+from forecaster.metrics.returns import MIN_ANNUAL_DAYS, TOO_FEW_DAYS
 from forecaster.portfolio.backtest import BacktestConfig, run_backtest
 from forecaster.portfolio.delisted import delisting_notes
 from forecaster.portfolio.strategy import st_note
@@ -274,6 +275,10 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
         results[name] = run_backtest(grid, forecast, backtest)
         backtest_seconds += time.perf_counter() - one
 
+    for name, r in results.items():  # a backtest too short to annualise says so in the table
+        if r.metrics["n_days"] < MIN_ANNUAL_DAYS:
+            gaps[name] = {**gaps.get(name, {}), **{k: f"{TOO_FEW_DAYS} ({r.metrics['n_days']} day(s))"
+                                                   for k in ("ann_return", "excess_vs_bench", "sharpe")}}
     one = time.perf_counter()
     strategy = strategy_stats(results, model, horizon)
     backtest_seconds += time.perf_counter() - one

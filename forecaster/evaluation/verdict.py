@@ -12,6 +12,7 @@ import pandas as pd
 from forecaster.data.market.exchange import is_synthetic
 from forecaster.evaluation.walkforward import WalkForwardResult
 from forecaster.metrics import stat_text
+from forecaster.metrics.returns import MIN_ANNUAL_DAYS, TOO_FEW_DAYS
 
 
 def data_caveats(codes: list[str], panel: bool, index_constituents: bool = False,
@@ -162,6 +163,13 @@ def holm_family(p_values: pd.Series, gaps: dict | None = None, stat: str = "mean
     return f"{text} ({len(untested)} not tested: {reasons})"
 
 
+def _flat(m: dict) -> str:
+    """Why a strategy's annual figures are missing: too few days, no trades, or a flat curve."""
+    if m.get("n_days", MIN_ANNUAL_DAYS) < MIN_ANNUAL_DAYS:
+        return f"{TOO_FEW_DAYS}: {m['n_days']} day(s)"
+    return "no trades" if not m.get("n_trades") else "the equity never moved"
+
+
 def strategy_lines(model: str, backtests: dict, tests: pd.DataFrame | None, alpha: float = 0.05) -> list[str]:
     """The verdict on the strategies, after costs: what the main model's earned against its
     benchmark, whether the best baseline's strategy beat it, by how much a year and with what
@@ -173,7 +181,7 @@ def strategy_lines(model: str, backtests: dict, tests: pd.DataFrame | None, alph
         return []
     main = backtests[model]
     m, b = main.metrics, main.benchmark_metrics
-    flat = "no trades" if not m.get("n_trades") else "the equity never moved"
+    flat = _flat(m)
     lines = [f"{model} strategy after costs: {pct(m['annual_return'], flat, True)}, Sharpe "
              f"{stat_text(m['sharpe'], '.2f', flat)}, max drawdown {pct(-m['max_drawdown'], flat)} "
              f"over {_days(main)} days; "
@@ -185,7 +193,7 @@ def strategy_lines(model: str, backtests: dict, tests: pd.DataFrame | None, alph
     if best is None:
         return lines
     theirs = backtests[best].metrics
-    idle = "no trades" if not theirs.get("n_trades") else "the equity never moved"
+    idle = _flat(theirs)
     best_text = f"{best} (no trades: it held cash)" if not theirs.get("n_trades") else best
     t = table.loc[best] if table is not None and best in table.index else None
     p_adj = t.get("p_holm", math.nan) if t is not None else math.nan
@@ -206,9 +214,13 @@ def strategy_lines(model: str, backtests: dict, tests: pd.DataFrame | None, alph
                    f"{stat_text(theirs['sharpe'], '.2f', idle)}; max drawdown {model} "
                    f"{pct(-m['max_drawdown'], flat)}, {best} {pct(-theirs['max_drawdown'], idle)}")
     diff = mine - other
-    if not np.isfinite(diff):
+    shared = int(t["n_days"]) if t is not None and np.isfinite(t["n_days"]) else None
+    if shared is not None and shared < MIN_ANNUAL_DAYS:
+        lines.append(f"{model}'s strategy against the best baseline strategy, {best}: not compared (they "
+                     f"share {shared} day(s), {TOO_FEW_DAYS})")
+    elif not np.isfinite(diff):
         lines.append(f"{model}'s strategy against the best baseline strategy, {best}: not compared "
-                     f"({flat}); {best} {pct(theirs['annual_return'], None, True)}")
+                     f"({flat}); {best} {pct(theirs['annual_return'], idle, True)}")
     elif diff < 0:
         lines.append(f"the best baseline strategy, {best_text}, BEAT {model}'s after costs by "
                      f"{pct(-diff, sign=False)}/yr ({numbers}); {test}")

@@ -19,6 +19,11 @@ import pandas as pd
 from forecaster.metrics.cross_section import TRADING_DAYS
 from forecaster.metrics.hac import hac_mean_test
 
+# Fewer days than this are not annualised (a return, volatility, Sharpe, tracking error or
+# information ratio "a year" from one day's move reads as -934 %/yr): NaN, with this reason.
+MIN_ANNUAL_DAYS = 20
+TOO_FEW_DAYS = f"fewer than {MIN_ANNUAL_DAYS} days: not annualised"
+
 DRAWDOWN_COLUMNS = ("start", "trough", "recovery", "depth", "days_to_trough", "days_to_recover")
 
 
@@ -126,14 +131,15 @@ def active_stats(returns: pd.Series, benchmark: pd.Series) -> dict[str, float]:
     """The daily active return ``r - b`` (on the days both have) summarised: ``tracking_error``
     (its std, ddof=1, x sqrt(252)), ``information_ratio`` (its mean / std x sqrt(252); NaN
     when it does not vary beyond rounding of the returns), ``excess_annual_return`` (the
-    annual return of ``r`` minus that of ``b``, both geometric) and ``n_days``."""
+    annual return of ``r`` minus that of ``b``, both geometric) and ``n_days``; every figure
+    NaN below :data:`MIN_ANNUAL_DAYS` days."""
     r, b = returns.astype(float).align(benchmark.astype(float), join="inner")
     ok = r.notna() & b.notna()
     r, b = r[ok].to_numpy(), b[ok].to_numpy()
     n = len(r)
     nan = math.nan
-    if n == 0:
-        return {"tracking_error": nan, "information_ratio": nan, "excess_annual_return": nan, "n_days": 0}
+    if n < MIN_ANNUAL_DAYS:
+        return {"tracking_error": nan, "information_ratio": nan, "excess_annual_return": nan, "n_days": n}
     active = r - b
     std = float(np.std(active, ddof=1)) if n > 1 else nan
     # an active return that is rounding noise of the returns themselves does not vary
@@ -146,10 +152,11 @@ def active_stats(returns: pd.Series, benchmark: pd.Series) -> dict[str, float]:
 
 
 def annual_return(returns) -> float:
-    """Geometric annual return of daily returns (252 a year); -1 once the value is gone."""
+    """Geometric annual return of daily returns (252 a year); -1 once the value is gone; NaN
+    for fewer than :data:`MIN_ANNUAL_DAYS` days."""
     r = np.asarray(returns, dtype=float)
     r = r[np.isfinite(r)]
-    if not len(r):
+    if len(r) < MIN_ANNUAL_DAYS:
         return math.nan
     total = float(np.prod(1.0 + r))
     return -1.0 if total <= 0 else total ** (TRADING_DAYS / len(r)) - 1.0
@@ -176,6 +183,6 @@ def paired_return_test(returns: pd.Series, other: pd.Series, horizon: int = 1) -
             "p_value": res["p_value"], "n_days": res["n"]}
 
 
-__all__ = ["DRAWDOWN_COLUMNS", "active_stats", "annual_return", "drawdown", "drawdown_periods",
+__all__ = ["DRAWDOWN_COLUMNS", "MIN_ANNUAL_DAYS", "TOO_FEW_DAYS", "active_stats", "annual_return", "drawdown", "drawdown_periods",
            "gross_returns", "growth", "monthly_table", "paired_return_test", "period_returns",
            "relative_growth"]

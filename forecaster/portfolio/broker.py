@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.metrics import TRADING_DAYS
+from forecaster.metrics.returns import MIN_ANNUAL_DAYS
 from forecaster.portfolio.rules import CostModel, buy_lots, valid_buy
 
 TRADE_COLUMNS = [
@@ -196,7 +197,9 @@ def performance_metrics(equity: pd.Series, trades: pd.DataFrame | None = None,
         deviation * sqrt(252), downside deviation = sqrt(mean(min(r, 0)^2))); ``max_drawdown``
         as a positive fraction of the running peak; ``calmar`` (annual_return / max_drawdown);
         ``turnover`` (traded value / mean equity / years); ``costs_paid`` (fees + slippage);
-        ``n_trades`` (filled or partial), ``n_blocked``, ``final_equity``, ``n_days``.
+        ``n_trades`` (filled or partial), ``n_blocked``, ``final_equity``, ``n_days``. Below
+        :data:`~forecaster.metrics.returns.MIN_ANNUAL_DAYS` days the annual figures
+        (return, volatility, Sharpe, Sortino, Calmar, turnover) are NaN.
     """
     eq = np.asarray(equity, dtype=float)
     values = eq if capital is None else np.concatenate([[float(capital)], eq])
@@ -205,7 +208,7 @@ def performance_metrics(equity: pd.Series, trades: pd.DataFrame | None = None,
     n = len(r)
     years = n / TRADING_DAYS
     total = values[-1] / values[0] - 1.0 if len(values) else nan
-    if n == 0:
+    if n < MIN_ANNUAL_DAYS:  # not annualised (total_return, drawdown and counts still are)
         annual = nan
     elif total <= -1.0:
         annual = -1.0
@@ -219,9 +222,9 @@ def performance_metrics(equity: pd.Series, trades: pd.DataFrame | None = None,
     metrics = {
         "total_return": float(total),
         "annual_return": float(annual),
-        "annual_volatility": float(std * math.sqrt(TRADING_DAYS)),
-        "sharpe": mean / std * math.sqrt(TRADING_DAYS) if std > 0 else nan,
-        "sortino": mean / downside * math.sqrt(TRADING_DAYS) if downside > 0 else nan,
+        "annual_volatility": float(std * math.sqrt(TRADING_DAYS)) if n >= MIN_ANNUAL_DAYS else nan,
+        "sharpe": mean / std * math.sqrt(TRADING_DAYS) if std > 0 and n >= MIN_ANNUAL_DAYS else nan,
+        "sortino": mean / downside * math.sqrt(TRADING_DAYS) if downside > 0 and n >= MIN_ANNUAL_DAYS else nan,
         "max_drawdown": max_dd,
         "calmar": float(annual / max_dd) if max_dd > 0 else nan,
         "turnover": nan,
@@ -234,7 +237,7 @@ def performance_metrics(equity: pd.Series, trades: pd.DataFrame | None = None,
     if trades is not None:
         done = trades["status"] != "blocked"
         traded = float(trades.loc[done, "value"].abs().sum())
-        metrics["turnover"] = traded / float(np.mean(eq)) / years if n and len(eq) else nan
+        metrics["turnover"] = traded / float(np.mean(eq)) / years if n >= MIN_ANNUAL_DAYS and len(eq) else nan
         metrics["costs_paid"] = float(trades.loc[done, list(FEE_COLUMNS)].to_numpy().sum())
         metrics["n_trades"] = int(done.sum())
         metrics["n_blocked"] = int((~done).sum())
