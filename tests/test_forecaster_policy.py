@@ -87,7 +87,7 @@ def test_the_enhanced_book_decides_from_what_it_holds(world):
             assert held[1] > 0 and target[1] == pytest.approx(held[1], abs=1e-9)
             assert d["fixed_weight"].iloc[r // 5] == pytest.approx(held[1], abs=1e-12)
         if forecast.index[r] == panel.dates[GAP]:  # stock 0 has no bar on the trade day, one the day before
-            b0 = target[0] - book.target_active.iloc[r, 0]  # its benchmark weight as known at the signal day's
+            b0 = target[0] - book.target_active.iloc[r, 0]  # its benchmark weight known at the signal day's
             assert b0 == pytest.approx(known_weights(panel)[GAP - 1, 0], rel=1e-9) and b0 > 0  # close, not 0
     assert d["fixed_weight"].gt(0).sum() == 1
     assert any("could not trade on the signal day (suspended, no bar) were held at their weight" in n

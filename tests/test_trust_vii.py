@@ -365,5 +365,6 @@ def test_the_annual_figures_need_twenty_days():
     assert math.isnan(annual_return(r)) and not math.isnan(annual_return(pd.concat([r, r])))
     assert math.isnan(active_stats(r, r * 0.5)["information_ratio"])
     m = performance_metrics((1 + r).cumprod() * 100, capital=100)
-    assert all(math.isnan(m[k]) for k in ("annual_return", "annual_volatility", "sharpe", "sortino", "calmar"))
+    annual = ("annual_return", "annual_volatility", "sharpe", "sortino", "calmar")
+    assert all(math.isnan(m[k]) for k in annual)
     assert m["total_return"] == pytest.approx(1.01 ** 19 - 1)

@@ -183,6 +183,7 @@ def paired_return_test(returns: pd.Series, other: pd.Series, horizon: int = 1) -
             "p_value": res["p_value"], "n_days": res["n"]}
 
 
-__all__ = ["DRAWDOWN_COLUMNS", "MIN_ANNUAL_DAYS", "TOO_FEW_DAYS", "active_stats", "annual_return", "drawdown", "drawdown_periods",
+__all__ = ["DRAWDOWN_COLUMNS", "MIN_ANNUAL_DAYS", "TOO_FEW_DAYS", "active_stats", "annual_return", "drawdown",
+           "drawdown_periods",
            "gross_returns", "growth", "monthly_table", "paired_return_test", "period_returns",
            "relative_growth"]
