@@ -391,17 +391,19 @@ def test_corporate_action_keeps_value(how):
 
 
 def test_performance_metrics_by_hand():
-    equity = pd.Series([100.0, 110.0, 99.0, 121.0])
+    short = performance_metrics(pd.Series([100.0, 110.0, 99.0, 121.0]))
+    assert short["total_return"] == pytest.approx(0.21) and math.isnan(short["annual_return"])  # 3 days
+    r = np.tile([0.10, -0.10, 121.0 / 99.0 - 1], 8)  # 24 days: annualised
+    equity = pd.Series(100.0 * np.cumprod(np.concatenate([[1.0], 1 + r])))
     m = performance_metrics(equity)
-    r = np.array([0.10, -0.10, 121.0 / 99.0 - 1])
-    assert m["total_return"] == pytest.approx(0.21)
+    assert m["total_return"] == pytest.approx(1.21 ** 8 - 1)
     assert m["annual_return"] == pytest.approx(1.21 ** (252 / 3) - 1)
     assert m["max_drawdown"] == pytest.approx(0.10)  # 110 -> 99
     assert m["sharpe"] == pytest.approx(r.mean() / r.std(ddof=1) * math.sqrt(252))
     assert m["sortino"] == pytest.approx(r.mean() / math.sqrt(0.01 / 3) * math.sqrt(252))
     assert m["annual_volatility"] == pytest.approx(r.std(ddof=1) * math.sqrt(252))
     assert m["calmar"] == pytest.approx(m["annual_return"] / 0.10)
-    assert math.isnan(m["turnover"]) and m["n_days"] == 3
+    assert math.isnan(m["turnover"]) and m["n_days"] == 24
     m = performance_metrics(pd.Series([90.0, 99.0]), capital=100.0)
     assert m["total_return"] == pytest.approx(-0.01)
     assert m["max_drawdown"] == pytest.approx(0.10)

@@ -368,3 +368,67 @@ def test_the_annual_figures_need_twenty_days():
     annual = ("annual_return", "annual_volatility", "sharpe", "sortino", "calmar")
     assert all(math.isnan(m[k]) for k in annual)
     assert m["total_return"] == pytest.approx(1.01 ** 19 - 1)
+
+
+# ------------------------------------------------------------------ 9, 10: one date format a file
+
+
+def _scores(root, n_days=30):
+    pred = pd.read_csv(root / "rep" / "predictions.csv", parse_dates=["date"])
+    pred = pred[pred["model"] == "transformer"]
+    days = sorted(pred["date"].unique())[:n_days]
+    return pred[pred["date"].isin(days)][["date", "code", "forecast"]].rename(columns={"forecast": "score"})
+
+
+def test_day_first_dates_are_read_in_one_format_and_ambiguous_ones_refused(root, tmp_path):
+    from forecaster.evaluation.external import read_external
+
+    scores = _scores(root)
+    iso = read_external(_write(scores, tmp_path / "iso.csv"))
+    # day-first: some days > 12 tell the format; every date must come back as the ISO file's
+    day_first = scores.assign(date=scores["date"].dt.strftime("%d/%m/%Y"))
+    read = read_external(_write(day_first, tmp_path / "dmy.csv"))
+    assert (read["date"].to_numpy() == iso["date"].to_numpy()).all()
+    month_first = scores.assign(date=scores["date"].dt.strftime("%m/%d/%Y"))
+    assert (read_external(_write(month_first, tmp_path / "mdy.csv"))["date"].to_numpy()
+            == iso["date"].to_numpy()).all()
+    # only days <= 12: both readings fit every row and differ, refused in one line naming both
+    early = scores[scores["date"].dt.day <= 12]
+    ambiguous = early.assign(date=early["date"].dt.strftime("%d/%m/%Y"))
+    path = _write(ambiguous, tmp_path / "amb.csv")
+    res = _invoke("score", path, "--report", root / "rep", "--out", tmp_path / "sc")
+    text = _one_line(res)
+    assert "line 2, column date:" in text and "%d/%m/%Y" in text and "%m/%d/%Y" in text
+    assert "pass --date-format" in text and not (tmp_path / "sc").exists()
+    res = _invoke("score", path, "--report", root / "rep", "--out", tmp_path / "sc",
+                  "--date-format", "%d/%m/%Y")
+    assert res.exit_code in (0, 1) and "Traceback" not in res.output, res.output
+    assert (tmp_path / "sc" / "report.html").exists()
+    # a value in another format than the column's is named by its line
+    mixed = day_first.copy()
+    mixed.iloc[4, 0] = "2018-08-07"
+    with pytest.raises(Exception, match="line 6, column date"):
+        read_external(_write(mixed, tmp_path / "mixed.csv"))
+
+
+def _write(frame, path):
+    frame.to_csv(path, index=False)
+    return path
+
+
+def test_zone_aware_dates_are_converted_to_shanghai_with_a_note(root, tmp_path):
+    from forecaster.evaluation.external import read_external
+
+    scores = _scores(root)
+    iso = read_external(_write(scores, tmp_path / "iso.csv"))
+    aware = scores.assign(date=scores["date"].dt.tz_localize("Asia/Shanghai"))
+    aware.to_parquet(tmp_path / "aware.parquet")
+    read = read_external(tmp_path / "aware.parquet")
+    assert (read["date"].to_numpy() == iso["date"].to_numpy()).all()
+    assert "converted to Asia/Shanghai" in read.attrs["notes"][0]
+    text = scores.assign(date=scores["date"].dt.strftime("%Y-%m-%d 00:00+08:00"))
+    read = read_external(_write(text, tmp_path / "aware.csv"))
+    assert (read["date"].to_numpy() == iso["date"].to_numpy()).all()
+    res = _invoke("score", tmp_path / "aware.parquet", "--report", root / "rep", "--out", tmp_path / "sc")
+    assert res.exit_code in (0, 1) and "no trading day" not in res.output, res.output
+    assert "converted to Asia/Shanghai" in res.output

@@ -55,11 +55,17 @@ _DATA_OPTIONS = {
     help="What PRED's dates mean: signal = the day the score was computed, traded the next "
     "trading day (Qlib's pred.pkl); target = the day forecast (this toolkit's predictions).",
 )
+@click.option(
+    "--date-format",
+    default=None,
+    help="How PRED's dates are written (a strftime format, e.g. %d/%m/%Y); by default the one format "
+    "that reads every date of the column (ISO, compact, day- or month-first), refused when both orders fit.",
+)
 @click.option("--overwrite", is_flag=True, help="--out holds an earlier report: remove its files first.")
 @experiment_options(
     sections=("data", "walk_forward", "strategy", "costs", "market", "backtest"), only=_DATA_OPTIONS
 )
-def score(pred, data, report_dir, out, name, dates, overwrite, **options):
+def score(pred, data, report_dir, out, name, dates, date_format, overwrite, **options):
     """Score PRED, predictions made elsewhere, as a run's models are scored: daily rank IC,
     ICIR, quantiles, IC by horizon, year and board, the backtest and the report folder.
 
@@ -88,7 +94,9 @@ def score(pred, data, report_dir, out, name, dates, overwrite, **options):
     inputs = [pred, report_dir, data]
     check_apart([out], inputs)
     check_output(out, overwrite=overwrite, resume_with=None)
-    scores = read_external(pred)  # before the data are loaded: a bad file is said at once
+    scores = read_external(pred, date_format)  # before the data are loaded: a bad file is said at once
+    for note in scores.attrs.get("notes", []):
+        click.echo(note, err=True)
     if report_dir:
         exp, loaded, run, result = _from_report(report_dir, name)
     else:
@@ -196,7 +204,7 @@ def _score(pred, scores, name, dates, exp, loaded, run, result, out, overwrite, 
 
     grid = loaded.panel
     aligned = align(scores, grid.dates, grid.codes, run, dates)
-    problems = aligned.lines()
+    problems = [*scores.attrs.get("notes", []), *aligned.lines()]
     if not len(aligned.rows):
         raise click.ClickException(
             f"{pred}: no prediction falls on a stock-day of the "

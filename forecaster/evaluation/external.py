@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.checks import ConfigError
+from forecaster.data.daily.dates import read_date_column
 from forecaster.data.qlib.conventions import from_qlib_code
 from forecaster.data.sources import DataError
 from forecaster.evaluation.pickle_sandbox import load_plain_pickle
@@ -49,7 +50,7 @@ class ExternalScores:
     reference = None
 
 
-def read_external(path: str | Path) -> pd.DataFrame:
+def read_external(path: str | Path, date_format: str | None = None) -> pd.DataFrame:
     """A prediction file as ``date, code, score`` (one row per stock-day; codes canonical).
 
     Qlib's ``pred.pkl`` (a DataFrame or Series indexed by ``(datetime, instrument)``, column
@@ -103,13 +104,8 @@ def read_external(path: str | Path) -> pd.DataFrame:
     if not len(table):
         raise DataError(f"{path}: holds no prediction")
     where = (lambda i: f"line {i + line0}") if line0 else (lambda i: f"row {i + 1}")
-    dates = pd.to_datetime(table[date_col], errors="coerce", format="mixed")
-    bad = np.flatnonzero(dates.isna().to_numpy())
-    if len(bad):
-        raise DataError(
-            f"{path}: {where(bad[0])}, column {date_col}: {table[date_col].iloc[bad[0]]!r} is not "
-            f"a date ({len(bad)} such row(s)); expected YYYY-MM-DD"
-        )
+    dates, notes = read_date_column(table[date_col], lambda i: f"{path}: {where(i)}", date_col, date_format)
+    dates = pd.Series(pd.DatetimeIndex(dates), index=table.index)
     if (dates != dates.dt.normalize()).any():
         i = int(np.flatnonzero((dates != dates.dt.normalize()).to_numpy())[0])
         raise DataError(
@@ -138,6 +134,7 @@ def read_external(path: str | Path) -> pd.DataFrame:
             f"{out['code'].iloc[first]} on {out['date'].iloc[first].date()} ({where(first)}); "
             "expected one score per code and date"
         )
+    out.attrs["notes"] = [f"{path}: {note}" for note in notes]
     return out
 
 

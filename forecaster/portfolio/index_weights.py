@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from forecaster.data.daily.dates import read_date_column
 from forecaster.data.panel import Panel
 from forecaster.data.qlib.conventions import from_qlib_code
 from forecaster.data.sources import DataError
@@ -176,7 +177,8 @@ def file_weights(panel: Panel, path: str | Path) -> BenchmarkWeights:
     if not {"date", "code", "weight"} <= set(table.columns):
         raise DataError(f"{at}: expected columns date, code, weight; found "
                         f"{', '.join(table.columns) or 'none'}")
-    dates = pd.to_datetime(table["date"], errors="coerce", format="mixed")
+    dates, _ = read_date_column(table["date"], lambda i: f"{at}: line {i + 2}", "date", option=None)
+    dates = pd.Series(pd.DatetimeIndex(dates), index=table.index)
     weights = pd.to_numeric(table["weight"], errors="coerce")
     for name, bad in (("date", dates.isna()), ("weight", weights.isna() | (weights < 0))):
         if bad.any():
