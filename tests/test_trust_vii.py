@@ -432,3 +432,37 @@ def test_zone_aware_dates_are_converted_to_shanghai_with_a_note(root, tmp_path):
     res = _invoke("score", tmp_path / "aware.parquet", "--report", root / "rep", "--out", tmp_path / "sc")
     assert res.exit_code in (0, 1) and "no trading day" not in res.output, res.output
     assert "converted to Asia/Shanghai" in res.output
+
+
+# ------------------------------------------------------------------ 11: the reason that decided
+
+
+def test_a_left_out_stock_names_the_count_that_decided_and_the_option(root, tmp_path):
+    import re
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(root / "data", data)
+    victim = sorted(data.glob("*.csv"))[0]
+    frame = pd.read_csv(victim)
+    pd.concat([frame.iloc[:100], frame.iloc[150:]]).to_csv(victim, index=False)  # a long gap without rows
+    res = _invoke("backtest", data, "--out", tmp_path / "rep", *QUICK, "--scheme", "rolling",
+                  "--min-stock-days", "125")
+    assert res.exit_code in (0, 1), res.output
+    table = pd.read_csv(tmp_path / "rep" / "universe.csv")
+    row = table[table["code"] == victim.name[:-4]].iloc[0]
+    assert row["status"] == "left out", row
+    reason = row["reason"]
+    assert "in any fold's training window (--scheme rolling)" in reason and "--min-stock-days 125" in reason
+    counted = int(re.search(r"at most (\d+) day", reason).group(1))
+    assert counted < 125 < int(row["days"])  # what decided, not all its history
+    assert "min_stock_days" not in reason
+
+
+def test_a_stock_the_prediction_file_lacks_has_no_score_in_the_file(root, tmp_path):
+    scores = _scores(root, n_days=60)
+    lacking = sorted(scores["code"].unique())[2]
+    _write(scores[scores["code"] != lacking], tmp_path / "lack.csv")
+    res = _invoke("score", tmp_path / "lack.csv", root / "data", "--out", tmp_path / "sc")
+    assert f"{lacking} (no score in the file)" in res.output, res.output
+    assert "too few days" not in res.output

@@ -48,6 +48,7 @@ class ExternalScores:
 
     is_return_forecast = False
     reference = None
+    from_file = True  # a stock it has no row for has no score in the file
 
 
 def read_external(path: str | Path, date_format: str | None = None) -> pd.DataFrame:

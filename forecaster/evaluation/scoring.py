@@ -285,7 +285,7 @@ def score_run(result: WalkForwardResult, data: Panel | Mapping[str, pd.DataFrame
     verdict = verdict_lines(model, overall if model in returns_models else overall.iloc[:0], dm, ic,
                             results, ic_tests, horizon, gaps, reference_model(models, "zero"),
                             strategy_tests=strategy.tests)
-    universe = universe_table(grid, result, model)
+    universe = universe_table(grid, result, model, getattr(models.get(model), "from_file", False))
     missing = no_forecast_line(model, result)
     if missing:
         verdict.insert(0, missing)

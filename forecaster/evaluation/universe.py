@@ -23,12 +23,14 @@ COLUMNS = ("code", "first_date", "last_date", "days", "folds", "first_forecast",
            "scored_days", "status", "reason")
 
 
-def universe_table(panel: Panel, result: WalkForwardResult, model: str) -> pd.DataFrame:
+def universe_table(panel: Panel, result: WalkForwardResult, model: str, from_file: bool = False
+                   ) -> pd.DataFrame:
     """One row per stock of ``panel``, every stock loaded (``COLUMNS``): its data span and days
     with a bar, the folds it was in, the forecasts of ``model`` (the model under test) and how
     many were scored, ``status``
     (``used`` or ``left out``) and ``reason`` (why it was left out, or why it was used only on
-    part of the run; empty otherwise)."""
+    part of the run; empty otherwise): the one that decided. ``from_file``: ``model``'s scores
+    were read from a file (``forecaster score``), so a stock it lacks has no score in the file."""
     config = result.config
     folds = result.folds.set_index("fold")
     in_folds: dict[str, list[int]] = {}
@@ -46,15 +48,22 @@ def universe_table(panel: Panel, result: WalkForwardResult, model: str) -> pd.Da
     for (fold, name), codes in result.excluded.items():
         for code in codes:
             excluded.setdefault(code, []).append(f"{name} (fold {fold})")
-    last_cut = folds["train_end"].max() if len(folds) else pd.NaT
 
     # Each stock's days with a bar, from the panel (as the folds count them).
     days = panel.listed.sum(axis=0)
     first = np.where(days > 0, panel.listed.argmax(axis=0), -1)
     last = np.where(days > 0, panel.n_days - 1 - panel.listed[::-1].argmax(axis=0), -1)
     delisted = panel.delistings().delisted
-    upto_cut = (panel.listed[panel.dates <= last_cut].sum(axis=0) if pd.notna(last_cut)
-                else np.zeros(panel.n_stocks, dtype=int))
+    # the most bars a stock had in any fold's training window: what fold membership counted
+    counts = np.vstack([np.zeros((1, panel.n_stocks), int), np.cumsum(panel.listed, axis=0)])
+    most, most_fold = np.zeros(panel.n_stocks, int), np.full(panel.n_stocks, -1)
+    for fold, f in folds.iterrows():
+        lo = panel.dates.searchsorted(f["train_start"])
+        hi = panel.dates.searchsorted(f["train_end"], side="right")
+        n = counts[hi] - counts[lo]
+        better = n > most
+        most, most_fold = np.where(better, n, most), np.where(better, fold, most_fold)
+    rolling = config.scheme == "rolling"
     rows = []
     for j in np.argsort(panel.codes.astype(str)):
         code = str(panel.codes[j])
@@ -67,10 +76,15 @@ def universe_table(panel: Panel, result: WalkForwardResult, model: str) -> pd.Da
                "scored_days": n_sc}
         if code in result.outside:
             reason = result.outside[code]
+        elif from_file and n_fc == 0:
+            reason = "no score in the file"
         elif not mine_folds:
-            upto = int(upto_cut[j])
-            reason = (f"too few days before every cut-off: {upto} day(s) up to the last cut-off "
-                      f"{last_cut.date()}, min_stock_days is {config.min_stock_days}")
+            k = int(most_fold[j])
+            where = ("" if k < 0 else f" (fold {k}: {folds.loc[k, 'train_start'].date()}.."
+                     f"{folds.loc[k, 'train_end'].date()})")
+            window = "in any fold's training window (--scheme rolling)" if rolling else "up to any cut-off"
+            reason = (f"too few days {window}: at most {int(most[j])} day(s){where}, fewer than "
+                      f"--min-stock-days {config.min_stock_days}")
         elif n_fc == 0:
             start = folds.loc[mine_folds[0], "test_start"]
             if last[j] >= 0 and panel.dates[last[j]] < start:
@@ -92,7 +106,7 @@ def universe_table(panel: Panel, result: WalkForwardResult, model: str) -> pd.Da
         if not reason and mine_folds[0] != 0 and len(folds) > 1:
             reason = (f"joined at fold {mine_folds[0]} (test from "
                       f"{folds.loc[mine_folds[0], 'test_start'].date()}): fewer than "
-                      f"{config.min_stock_days} days before earlier cut-offs")
+                      f"--min-stock-days {config.min_stock_days} days in earlier folds' training windows")
         if not reason and code in excluded:
             reason = "excluded by " + ", ".join(excluded[code])
         rows.append({**row, "status": status, "reason": reason})

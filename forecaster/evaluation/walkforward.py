@@ -313,11 +313,16 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
     members = fold_members(grid, folds, config.min_stock_days)
     empty = [f.fold for f in folds if not members[f.fold]]
     if folds and len(empty) == len(folds):  # the cause named, not "no model produced any forecast"
-        most = int(np.max(grid.listed[: grid.dates.searchsorted(folds[-1].cut, side="right")].sum(axis=0),
-                          initial=0))
-        raise ConfigError(f"no fold has a stock with --min-stock-days {config.min_stock_days} rows up to its "
-                         f"cut-off (the most any stock has by the last cut-off {folds[-1].cut.date()} is "
-                         f"{most}); lower --min-stock-days or give more data")
+        # what membership counted: the bars inside each fold's training window
+        most = max(int(np.max(grid.listed[grid.dates.searchsorted(f.train_start):
+                                          grid.dates.searchsorted(f.cut, side="right")].sum(axis=0), initial=0))
+                   for f in folds)
+        window = ("in its training window (--scheme rolling, --train-days "
+                  f"{config.train_days})" if config.scheme == "rolling" else "up to its cut-off")
+        raise ConfigError(f"no fold has a stock with --min-stock-days {config.min_stock_days} rows {window} "
+                          f"(the most any stock has in one fold's is {most}); lower --min-stock-days"
+                          + (" or raise --train-days" if config.scheme == "rolling" else "")
+                          + " or give more data")
     if empty:
         log.warning("%d fold(s) have no stock with %d training days (--min-stock-days): %s", len(empty),
                     config.min_stock_days, empty)
