@@ -314,9 +314,9 @@ def walk_forward(data: pd.DataFrame | Mapping[str, pd.DataFrame] | Panel, models
     empty = [f.fold for f in folds if not members[f.fold]]
     if folds and len(empty) == len(folds):  # the cause named, not "no model produced any forecast"
         # what membership counted: the bars inside each fold's training window
-        most = max(int(np.max(grid.listed[grid.dates.searchsorted(f.train_start):
-                                          grid.dates.searchsorted(f.cut, side="right")].sum(axis=0), initial=0))
-                   for f in folds)
+        spans = [(grid.dates.searchsorted(f.train_start), grid.dates.searchsorted(f.cut, side="right"))
+                 for f in folds]
+        most = max(int(np.max(grid.listed[lo:hi].sum(axis=0), initial=0)) for lo, hi in spans)
         window = ("in its training window (--scheme rolling, --train-days "
                   f"{config.train_days})" if config.scheme == "rolling" else "up to its cut-off")
         raise ConfigError(f"no fold has a stock with --min-stock-days {config.min_stock_days} rows {window} "
