@@ -36,11 +36,12 @@ def test_a_folder_leaves_out_a_new_listing_counted_and_named(tmp_path):
     assert sorted(loaded.frames) == [f"syn.00000{i}" for i in range(1, 7)] == sorted(loaded.reports)
     assert sorted(loaded.too_new) == [NEW, "syn.000010"]
     assert loaded.too_new[NEW].rows_kept == 1 and loaded.too_new["syn.000010"].rows_kept == 0
-    assert ("2 stock(s) too new to score (fewer than 2 usable rows), left out: syn.000009 (1 usable row), "
-            "syn.000010 (0 usable rows)") in loaded.summary()
+    # a header without rows is named as that, not as a new listing
+    assert ("1 stock(s) too new to score (fewer than 2 usable rows), left out: syn.000009 (1 usable row); "
+            "1 file(s) with a header and no data rows, left out: syn.000010.csv") in loaded.summary()
     again = load_dir(folder, cache=True)  # the cache keeps them out and named alike
     assert again.from_cache and sorted(again.frames) == sorted(loaded.frames)
-    assert sorted(again.too_new) == [NEW, "syn.000010"] and "2 stock(s) too new" in again.summary()
+    assert sorted(again.too_new) == [NEW, "syn.000010"] and "1 stock(s) too new" in again.summary()
     # a folder of nothing but new listings has nothing to run on
     lone = tmp_path / "lone"
     lone.mkdir()

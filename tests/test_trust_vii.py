@@ -466,3 +466,64 @@ def test_a_stock_the_prediction_file_lacks_has_no_score_in_the_file(root, tmp_pa
     res = _invoke("score", tmp_path / "lack.csv", root / "data", "--out", tmp_path / "sc")
     assert f"{lacking} (no score in the file)" in res.output, res.output
     assert "too few days" not in res.output
+
+
+# ------------------------------------------------------------------ 12, 13: the real cause, named
+
+
+def test_a_report_copied_without_its_dot_files_names_the_manifest_and_cp_a(root, tmp_path):
+    import shutil
+
+    new = tmp_path / "new"
+    new.mkdir()
+    for entry in (root / "rep").iterdir():  # cp -r REP/* NEW: the shell's * leaves dot-files out
+        if not entry.name.startswith("."):
+            (shutil.copytree if entry.is_dir() else shutil.copy2)(entry, new / entry.name)
+    before = _digests(new)
+    res = _invoke("backtest", root / "data", "--out", new, "--resume", *QUICK)
+    text = _one_line(res)
+    assert "no .manifest.tsv" in text and "cp -a" in text and "is not the file the run wrote" not in text
+    assert _digests(new) == before and not (new / ".manifest.tsv").exists()
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda text: text + text, "line 262 repeats the header line"),
+    (lambda text: text + "数据来源:通达信\n", "'数据来源:通达信' is a footer line"),
+])
+def test_a_repeated_header_or_a_footer_is_named_as_such_not_as_another_stock(root, tmp_path, make, message):
+    from forecaster.data import DataError, load_csv
+
+    source = sorted((root / "data").glob("*.csv"))[0]
+    path = tmp_path / source.name
+    path.write_text(make(source.read_text()))
+    with pytest.raises(DataError, match=message) as err:
+        load_csv(path)
+    assert "expected one stock per file" not in str(err.value)
+
+
+def test_a_folds_entry_that_is_a_file_and_a_weights_file_listing_the_index_get_the_real_cause(root, tmp_path):
+    import shutil
+
+    from forecaster.data.panel import Panel
+    from forecaster.portfolio.index_weights import file_weights
+
+    report = tmp_path / "rep"
+    shutil.copytree(root / "rep", report)
+    shutil.rmtree(report / "folds")
+    (report / "folds").write_text("not a folder\n")
+    res = _invoke("backtest", root / "data", "--out", report, "--resume", *QUICK)
+    assert "folds: is a file, not the folder of fold files" in _one_line(res)
+    # the index itself in a vendor's weights export, at weight 0: left out with a note
+    from forecaster.data import load_dir
+
+    panel = Panel.from_frames(load_dir(root / "data", workers=1).frames)
+    day = panel.dates[5].strftime("%Y-%m-%d")
+    codes = [str(c) for c in panel.codes]
+    rows = [f"{day},{c},{1 / len(codes)}" for c in codes] + [f"{day},sh.000300,0"]
+    path = tmp_path / "w.csv"
+    path.write_text("date,code,weight\n" + "\n".join(rows) + "\n")
+    weights = file_weights(panel, path)
+    assert any("of the index itself (sh.000300) at weight 0" in n for n in weights.notes)
+    path.write_text("date,code,weight\n" + "\n".join(rows[:-1] + [f"{day},sh.000300,0.5"]) + "\n")
+    with pytest.raises(Exception, match="sh.000300 is an index, not a member"):
+        file_weights(panel, path)

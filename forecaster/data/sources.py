@@ -140,6 +140,7 @@ def read_table(path: Path, max_file_mb: float = MAX_FILE_MB) -> Table:
     raw.columns = [str(c).strip() for c in raw.columns]
     # A pandas-written index column ("" or "Unnamed: 0") carries no data.
     raw = raw.loc[:, [c for c in raw.columns if c and not c.startswith("Unnamed:")]]
+    _refuse_stray_lines(raw, path, prepared.header_line)
     try:
         fmt = detect_format(list(raw.columns), str(path), raw.iloc[0].to_dict() if len(raw) else None,
                             tdx=prepared.tdx)
@@ -156,6 +157,28 @@ def too_large(path: Path, max_file_mb: float) -> str | None:
         return None
     return (f"{size / (1 << 20):,.0f} MB, over the limit of {max_file_mb:g} MB for one stock's file "
             f"({MAX_FILE_HINT} raises it)")
+
+
+def _refuse_stray_lines(raw: pd.DataFrame, path: Path, header_line: int) -> None:
+    """A line that is no row, named as what it is: the header again (two exports joined into
+    one file) or a footer (one cell of text after the rows, as ``数据来源:通达信``), rather than
+    read as a row of another stock."""
+    if not len(raw) or raw.shape[1] < 2:
+        return
+    # the header again: rows whose cells are the column names (looked at where the first one is)
+    names = pd.Series(list(raw.columns), index=raw.columns)
+    maybe = (raw.iloc[:, 0].str.strip() == raw.columns[0]).to_numpy().nonzero()[0]
+    again = [i for i in maybe if (raw.iloc[i].str.strip() == names).mean() >= 0.5]
+    if again:
+        i = int(again[0])
+        raise DataError(f"{path}: line {i + header_line + 1} repeats the header line ({len(again)} such "
+                        f"line(s)): two exports joined into one file? Expected one header line: keep one "
+                        "export, or remove the repeated header (and any rows it repeats)")
+    last = [str(c).strip() for c in raw.iloc[-1]]
+    if sum(bool(c) for c in last) == 1 and last[0] and not last[0][:1].isdigit():
+        raise DataError(f"{path}: line {len(raw) + header_line}: {last[0][:60]!r} is a footer line "
+                        "(one cell of text after the rows), not a row; expected only rows after the header: "
+                        "remove it")
 
 
 def _read_text(path: Path, max_file_mb: float = MAX_FILE_MB) -> tuple[str, str, str]:

@@ -193,6 +193,9 @@ class FoldStore:
         data's ``codes``, the finished folds are read and their rows checked too
         (:meth:`check_contents`), and kept for :meth:`start`."""
         self._checked = None
+        if self.folder.exists() and not self.folder.is_dir():
+            raise ResumeError(f"{self.folder}: is a file, not the folder of fold files a run keeps there; "
+                              "move it away (or choose another --out)")
         if not resume:
             return
         self._check_run()

@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.data.daily.dates import read_date_column
+from forecaster.data.minute.returns import is_index
 from forecaster.data.panel import Panel
 from forecaster.data.qlib.conventions import from_qlib_code
 from forecaster.data.sources import DataError
@@ -193,6 +194,18 @@ def file_weights(panel: Panel, path: str | Path) -> BenchmarkWeights:
         raise DataError(f"{at}: {int(twice.sum())} rows weight a stock twice on one date, e.g. "
                         f"{codes.iloc[i]} on {dates.iloc[i].date()} (line {i + 2}); expected one weight "
                         "per code and date")
+    itself = codes.map(is_index).to_numpy(bool)  # an export may list the index beside its members
+    own_rows = []
+    if itself.any():
+        heavy = itself & (weights.to_numpy() != 0)
+        if heavy.any():
+            i = int(np.flatnonzero(heavy)[0])
+            raise DataError(f"{at}: line {i + 2}, column code: {codes.iloc[i]} is an index, not a member, "
+                            f"yet holds weight {weights.iloc[i]:g}; a weights file lists the index's members "
+                            "(the index's own series is read from the data): remove its rows")
+        own_rows = sorted(set(codes[itself]))
+        keep = ~itself
+        table, dates, weights, codes = table[keep], dates[keep], weights[keep], codes[keep]
     index = {str(c): j for j, c in enumerate(panel.codes)}
     unknown = sorted(set(codes) - set(index))
     if unknown:
@@ -202,14 +215,14 @@ def file_weights(panel: Panel, path: str | Path) -> BenchmarkWeights:
     if outside.any():
         i = int(np.flatnonzero(outside.to_numpy())[0])
         span = f"{panel.dates[0].date()}..{panel.dates[-1].date()}"
-        raise DataError(f"{at}: line {i + 2}: {dates.iloc[i].date()} is outside the data's days {span} "
-                        f"({int(outside.sum())} such row(s))")
+        raise DataError(f"{at}: line {dates.index[i] + 2}: {dates.iloc[i].date()} is outside the data's days "
+                        f"{span} ({int(outside.sum())} such row(s))")
     closed = ~dates.isin(panel.dates)
     if closed.any():
         i = int(np.flatnonzero(closed.to_numpy())[0])
-        raise DataError(f"{at}: line {i + 2}, column date: {dates.iloc[i].date()} is not a trading day of "
-                        "the data (no stock has a bar: the exchange was closed); weights are dated by the "
-                        f"close they apply at ({int(closed.sum())} such row(s))")
+        raise DataError(f"{at}: line {dates.index[i] + 2}, column date: {dates.iloc[i].date()} is not a "
+                        "trading day of the data (no stock has a bar: the exchange was closed); weights are "
+                        f"dated by the close they apply at ({int(closed.sum())} such row(s))")
     sums = weights.groupby(dates).sum()
     far = sums[(sums - 1).abs() > SUM_TOLERANCE]
     if len(far):
@@ -232,6 +245,9 @@ def file_weights(panel: Panel, path: str | Path) -> BenchmarkWeights:
     before = panel.dates[: given_rows[0]]
     weights = _normalise(_held_over(at_close), members)
     notes = [f"index weights from {path} ({len(given_rows)} date(s), drifting with prices between them)"]
+    if own_rows:
+        notes.append(f"{int(itself.sum())} row(s) of the index itself ({', '.join(own_rows)}) at weight 0 in "
+                     f"{path} left out: it is the benchmark, not a member")
     if len(before):
         notes.append(f"no weights before {panel.dates[given_rows[0]].date()}: no benchmark weight on the "
                      f"{len(before)} earlier day(s)")

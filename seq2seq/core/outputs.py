@@ -332,6 +332,14 @@ def check_output(folder: str | Path, *, overwrite: bool = False, resume: bool = 
         raise _live_run(path, holder, option)
     entries = (tuple(sorted(e for e in path.iterdir() if e.name not in (MANIFEST, LOCK)))
                if path.exists() else ())
+    if resume and entries and not (path / MANIFEST).is_file():
+        # A run's folder copied without its dot-files (cp -r REP/* NEW): what was written there
+        # cannot be checked, and resuming would start a manifest that disowns every earlier file.
+        here = shlex.quote(str(path))
+        raise OutputError(f"{option} {path}: cannot resume: it holds {len(entries)} entries but no "
+                          f"{MANIFEST}, the list of what the run wrote there (a copy made without dot-files, "
+                          f"such as cp -r REPORT/* {here}, leaves it behind); copy the whole folder with "
+                          f"cp -a REPORT {here} (or cp -r REPORT/. {here}) and resume again")
     if not entries or resume:
         return OutputFolder(path, (), False)
     names = _names(e.name + ("/" if e.is_dir() else "") for e in entries)

@@ -148,10 +148,20 @@ class FolderLoad(tuple):
 
 
 def too_new_clause(too_new: dict, max_named: int = 20) -> str:
-    """The summary's clause on the stocks left out as too new (``{code: LoadReport}``)."""
-    named = [f"{c} ({r.rows_kept} usable row{'' if r.rows_kept == 1 else 's'})" for c, r in too_new.items()]
-    return (f"{len(too_new)} stock(s) too new to score (fewer than {MIN_ROWS} usable rows), left out: "
-            + named_list(named, max_named))
+    """The summary's clause on the stocks left out with fewer than two usable rows
+    (``{code: LoadReport}``): a file of a header and no row is named as that, not as a new
+    listing."""
+    empty = [f"{Path(r.path).name}" for r in too_new.values() if r.rows_read == 0]
+    short = {c: r for c, r in too_new.items() if r.rows_read > 0}
+    named = [f"{c} ({r.rows_kept} usable row{'' if r.rows_kept == 1 else 's'})" for c, r in short.items()]
+    parts = []
+    if short:
+        parts.append(f"{len(short)} stock(s) too new to score (fewer than {MIN_ROWS} usable rows), left out: "
+                     + named_list(named, max_named))
+    if empty:
+        parts.append(f"{len(empty)} file(s) with a header and no data rows, left out: "
+                     + named_list(empty, max_named))
+    return "; ".join(parts)
 
 
 def skipped_clause(skipped: list[Skipped], max_named: int = 20) -> str:
