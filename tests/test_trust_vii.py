@@ -527,3 +527,34 @@ def test_a_folds_entry_that_is_a_file_and_a_weights_file_listing_the_index_get_t
     path.write_text("date,code,weight\n" + "\n".join(rows[:-1] + [f"{day},sh.000300,0.5"]) + "\n")
     with pytest.raises(Exception, match="sh.000300 is an index, not a member"):
         file_weights(panel, path)
+
+
+# ------------------------------------------------------------------ 14: a long command a person can read
+
+
+def test_backtest_help_shows_its_options_in_sections_with_every_name_kept():
+    import re
+
+    from forecaster.app.cli import backtest, main
+
+    res = CliRunner().invoke(main, ["backtest", "--help"])
+    assert res.exit_code == 0
+    text = res.output
+    heads = ["Options:", "Data:", "Universe:", "Model:", "Walk-forward:", "Book:", "Enhanced index:", "Costs:",
+             "Run:"]
+    at = [text.index("\n" + h + "\n") for h in heads]
+    assert at == sorted(at)  # in this order
+    section = {h: text[a:b] for h, a, b in zip(heads, at, [*at[1:], len(text)], strict=True)}
+    assert "--tracking-error" in section["Enhanced index:"] and "--benchmark-weights" in section["Enhanced index:"]
+    assert "--universe" in section["Universe:"] and "--top-k" in section["Book:"]
+    assert "--epochs" in section["Model:"] and "--jobs" in section["Run:"] and "--commission" not in section["Book:"]
+    for param in backtest.params:  # every option name kept, each listed once
+        for opt in param.opts:
+            if opt.startswith("--"):
+                assert re.search(re.escape(opt) + r"[ ,/\n]", text), opt
+    assert "\n  [DATA]" not in text
+    assert "[strategy: " in text and "\n  --top-k" in text
+    # each command's first lines: what it does and its most used options
+    for command in ("backtest", "run", "train", "predict", "plot", "score", "fetch", "compare", "export-qlib"):
+        head = CliRunner().invoke(main, [command, "--help"]).output.split("Options:")[0]
+        assert "Most used:" in " ".join(head.split()[:80]), command

@@ -17,7 +17,7 @@ import pandas as pd
 from forecaster.app import daily, plot_run, score_cmd
 from forecaster.app.console import echo_report, exit_status, model_lines
 from forecaster.app.errors import error_line, input_errors
-from forecaster.app.options import DATE, experiment_options, raw_sections
+from forecaster.app.options import DATE, SectionedCommand, experiment_options, raw_sections
 from forecaster.app.outputs import check_apart, check_output, check_output_file
 from seq2seq.core import atomic_write
 from seq2seq.core.outputs import release_locks
@@ -117,7 +117,7 @@ def _run(raw: dict, source: str, out: str, overwrite: bool = False) -> None:
         sys.exit(status)
 
 
-@main.command()
+@main.command(cls=SectionedCommand)
 @click.argument("data", required=False, type=click.Path(exists=True))
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Report folder to write.")
 @click.option("--overwrite", is_flag=True, help="--out holds an earlier report: remove its files first "
@@ -126,12 +126,14 @@ def _run(raw: dict, source: str, out: str, overwrite: bool = False) -> None:
 def backtest(data, out, overwrite, **options):
     """Walk-forward evaluation against baselines, then an A-share backtest and a report.
 
+    Most used: DATA, --out, --universe csi300, --strategy enhanced (with --capital), --resume.
+
     DATA is one CSV (one stock: the single-stock Transformer and time-series baselines on
     close-to-close returns) or a folder of CSVs (a panel: the cross-sectional panel
     Transformer against factor scores, a composite, gradient boosting and ridge on the same
     features, scored by daily rank IC on the tradeable label); default: the embedded
-    synthetic series. Every option is a key of an experiment file (`forecaster run`), shown
-    as [section]; the report folder keeps the resolved experiment.toml.
+    synthetic series. Every option is a key of an experiment file (`forecaster run`): its help
+    ends with [section: default]; the report folder keeps the resolved experiment.toml.
 
     Each finished fold is saved in OUT/folds as the run goes: after a crash, kill or Ctrl-C,
     the same command with --resume continues from there. A model that fails on a fold is
@@ -146,7 +148,7 @@ def backtest(data, out, overwrite, **options):
     _run(raw, "<options>", out, overwrite)
 
 
-@main.command("run")
+@main.command("run", cls=SectionedCommand)
 @click.argument("experiment", type=click.Path(exists=True, dir_okay=False))
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Report folder to write.")
 @click.option("--resume", is_flag=True, help="Continue the interrupted run in --out (same as "
@@ -154,7 +156,9 @@ def backtest(data, out, overwrite, **options):
 @click.option("--overwrite", is_flag=True, help="--out holds an earlier report: remove its files first.")
 def run_command(experiment, out, resume, overwrite):
     """Run the experiment file EXPERIMENT (TOML: [data], [features], [model], [models],
-    [walk_forward], [strategy], [costs], [market], [backtest]; keys as the backtest options)."""
+    [walk_forward], [strategy], [costs], [market], [backtest]; keys as the backtest options).
+
+    Most used: EXPERIMENT, --out, --resume (after a crash), --overwrite."""
     from forecaster.app.experiment import read_toml
 
     raw = read_toml(experiment)  # a ConfigError: one line (_Commands)
@@ -163,14 +167,17 @@ def run_command(experiment, out, resume, overwrite):
     _run(raw, str(experiment), out, overwrite)
 
 
-@main.command()
+@main.command(cls=SectionedCommand)
 @click.argument("reports", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
               help="Also write the table as CSV here, and a PNG of it beside (same name, .png).")
 @click.option("--overwrite", is_flag=True, help="--out (or its PNG) exists: replace it.")
 def compare(reports, out, overwrite):
     """Key figures of several report folders side by side: the model under test's rank IC
-    and ICIR, the best baseline, excess return after costs, turnover and costs."""
+    and ICIR, the best baseline, excess return after costs, turnover and costs.
+
+    Most used: REPORT_DIR..., --out cmp.csv.
+    """
     from forecaster.reporting.compare import compare_reports, plot_comparison
 
     if out:  # before any work: never inside a report read, never over a file without --overwrite
@@ -188,7 +195,7 @@ def compare(reports, out, overwrite):
         click.echo(f"wrote {out} and {plot_comparison(table, out.with_suffix('.png'))}")
 
 
-@main.command("export-qlib")
+@main.command("export-qlib", cls=SectionedCommand)
 @click.argument("report", type=click.Path(exists=True, file_okay=False))
 @click.option("--model", default=None, help="Which model's scores (default: the run's model under test).")
 @click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
@@ -200,7 +207,10 @@ def compare(reports, out, overwrite):
 def export_qlib(report, model, out, dates, overwrite):
     """Write a report's predictions as the frame Qlib's SignalRecord and PortAnaRecord read: a
     pickled DataFrame indexed by (datetime, instrument) (SH600000-style names) with a 'score'
-    column, dated as Qlib dates scores (--dates signal), for Qlib's analysis and backtest."""
+    column, dated as Qlib dates scores (--dates signal), for Qlib's analysis and backtest.
+
+    Most used: REPORT_DIR, --dates signal|target, --out.
+    """
     from forecaster.data.qlib.writer import qlib_predictions
     from forecaster.reporting.report import read_predictions
 
@@ -248,7 +258,7 @@ def _signal_starts(report: Path) -> list:
     return [f["signal_start"] for f in folds]
 
 
-@main.command()
+@main.command(cls=SectionedCommand)
 @click.argument("codes", nargs=-1)
 @click.option("--start", required=True, type=DATE, help="First day.")
 @click.option("--end", required=True, type=DATE, help="Last day.")
@@ -270,7 +280,10 @@ def _signal_starts(report: Path) -> list:
 @click.option("--overwrite", is_flag=True, help="One code: replace the CSV --out if it exists.")
 def fetch(codes, start, end, out, source, frequency, adjustflag, codes_file, pause, resume, overwrite):
     """Download bars of CODES (e.g. sh.600000) with baostock or akshare, as files that
-    `forecaster backtest` reads: one code to the CSV --out, several to the folder --out."""
+    `forecaster backtest` reads: one code to the CSV --out, several to the folder --out.
+
+    Most used: CODES, --start, --end, --out, --source akshare.
+    """
     from forecaster.data.fetch import FetchError, adjustment_note, fetch_bars, fetch_folder, read_codes
 
     codes = list(codes) + (read_codes(codes_file) if codes_file else [])

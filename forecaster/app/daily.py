@@ -14,7 +14,7 @@ import pandas as pd
 
 from forecaster.app.errors import error_line, input_errors
 from forecaster.app.experiment import DataConfig
-from forecaster.app.options import DATE, experiment_options, raw_sections
+from forecaster.app.options import DATE, SectionedCommand, experiment_options, raw_sections
 from forecaster.app.outputs import (
     check_apart,
     check_output,
@@ -147,7 +147,7 @@ def _predictions_table(model, frame: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-@click.command()
+@click.command(cls=SectionedCommand)
 @click.argument("data", required=False, type=click.Path(exists=True))
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Run folder to write.")
 @click.option("--overwrite", is_flag=True, help="--out holds an earlier run: remove its files first.")
@@ -158,6 +158,8 @@ def _predictions_table(model, frame: pd.DataFrame) -> pd.DataFrame:
                                    "cache", "max_file_mb")})
 def train(data, out, overwrite, end, **options):
     """Fit the Transformer on DATA and save it to --out.
+
+    Most used: DATA, --out, --end DATE, --train-universe csi300.
 
     DATA is a folder of CSVs (the panel Transformer, ranking the stocks of each day; then
     `forecaster predict --run OUT` lists tomorrow's buys) or one CSV (the single-stock
@@ -307,7 +309,7 @@ def train(data, out, overwrite, end, **options):
     click.echo(f"{summary}; saved {run / MODEL_FILE}")
 
 
-@click.command()
+@click.command(cls=SectionedCommand)
 @click.argument("data", required=False, type=click.Path(exists=True))
 @click.option("--run", "run", required=True, type=click.Path(file_okay=False), help="Run folder from train.")
 @click.option("--out", "out", type=click.Path(dir_okay=False),
@@ -331,12 +333,17 @@ def train(data, out, overwrite, end, **options):
               help="Replace an output file that this command did not write (by default only its own "
                    "earlier outputs are replaced).")
 def predict(data, run, out, device, holdings, stale_after, at_limit, overwrite, **options):
-    """Panel run: tomorrow's ranked list of DATA's stocks (default: the training folder) --
-    code, score, rank, quintile and whether it can be bought at the next open -- as CSV and
-    PNG; with --holdings or --capital, also the orders for the next open (orders.csv: side,
-    shares in whole lots, reference price, estimated costs, reason) by the backtest's rules
-    and strategy. One-stock run: every day's forecast of DATA (default: the training CSV) and
-    the next trading day's."""
+    """Tomorrow's ranked list of DATA's stocks from a trained run, and with --holdings or
+    --capital the orders for the next open.
+
+    Most used: --run, --holdings H.csv (or --capital), --universe csi300, --strategy enhanced.
+
+    Panel run: the list (default DATA: the training folder) -- code, score, rank, quintile
+    and whether it can be bought at the next open -- as CSV and PNG; the orders (orders.csv:
+    side, shares in whole lots, reference price, estimated costs, reason) by the backtest's
+    rules and strategy. One-stock run: every day's forecast of DATA (default: the training
+    CSV) and the next trading day's.
+    """
     from forecaster.metrics import point_metrics
 
     run, info, model = open_run(run, data, device)

@@ -110,17 +110,62 @@ def experiment_options(sections=_OPTION_SECTIONS, only: dict | None = None):
             if section == "features":
                 kind = str
                 text += " (comma-separated)"
-            shown = "" if section == "model" else f" [{'' if default is None else default}]"
+            # where it goes in an experiment file, and its default
+            value = "" if default is None else default
+            shown = f" [{section}]" if section == "model" else f" [{section}: {value}]"
             decl = f"--{flag}/--no-{flag}" if kind is bool else f"--{flag}"
             more = [f"--{other}" for other in _ALSO.get(name, ())]  # a second spelling of the same option
             params.append(click.option(decl, *more, f"{section}__{name}", type=None if kind is bool else kind,
-                                       default=None, help=f"[{section}] {text}{shown}"))
+                                       default=None, help=f"{text}{shown}"))
     def decorate(command):
         for option in reversed(params):  # decorators apply bottom-up
             command = option(command)
         return command
 
     return decorate
+
+
+# --help shows a command's options in these sections, in this order (its own options first):
+# what a person looks for, not the experiment file's tables (each option's help ends with its
+# [table: default]).
+ENHANCED = ("tracking_error", "active_bound", "style_bound", "max_turnover", "alpha_ic", "risk_aversion",
+            "alpha_shape", "alpha_halflife", "trade_aversion")
+UNIVERSE = ("universe", "train_universe", "train_outside_weight", "index_constituents")
+HELP_SECTIONS = ("Options", "Data", "Universe", "Model", "Walk-forward", "Book", "Enhanced index", "Costs",
+                 "Run")
+
+
+def help_section(name: str) -> str:
+    """The --help section of the option whose keyword is ``name`` (``section__field`` for the
+    generated ones; a command's own options are ``"Options"``)."""
+    section, _, field = name.partition("__")
+    if not field:
+        return "Options"
+    if section == "data":
+        return "Universe" if field in UNIVERSE else "Data"
+    if section in ("features", "model", "models"):
+        return "Model"
+    if (section, field) == ("backtest", "benchmark_weights") or (section == "strategy" and field in ENHANCED):
+        return "Enhanced index"
+    return {"walk_forward": "Walk-forward", "costs": "Costs", "run": "Run"}.get(section, "Book")
+
+
+class SectionedCommand(click.Command):
+    """A command whose --help lists its options in :data:`HELP_SECTIONS` (click's own
+    formatter, one definition list a section), so a hundred options read as a few groups."""
+
+    def format_options(self, ctx, formatter):
+        groups: dict[str, list] = {name: [] for name in HELP_SECTIONS}
+        for param in self.get_params(ctx):
+            if isinstance(param, click.Argument):  # named in the usage line and the text above
+                continue
+            record = param.get_help_record(ctx)
+            if record is not None:
+                groups[help_section(param.name or "")].append(record)
+        for name, records in groups.items():
+            if records:
+                with formatter.section(name):
+                    formatter.write_dl(records)
 
 
 def raw_sections(options: dict) -> dict[str, dict]:

@@ -10,7 +10,7 @@ import click
 import pandas as pd
 
 from forecaster.app.daily import load_one, load_panel, open_run, run_on_bad
-from forecaster.app.options import experiment_options, raw_sections
+from forecaster.app.options import SectionedCommand, experiment_options, raw_sections
 from forecaster.app.outputs import OutputFolder, check_apart, check_output_file
 from forecaster.features.series import log_returns
 
@@ -18,7 +18,7 @@ PANEL_PLOTS = ("training.png", "next_day.png", "rolling_ic.png")
 STOCK_PLOTS = ("forecast_vs_actual.png", "price_path.png", "attention.png")
 
 
-@click.command()
+@click.command(cls=SectionedCommand)
 @click.argument("data", required=False, type=click.Path(exists=True))
 @click.option("--run", "run", required=True, type=click.Path(file_okay=False), help="Run folder from train.")
 @click.option("--out", "out", type=click.Path(file_okay=False), help="Folder for PNGs (default RUN).")
@@ -30,6 +30,8 @@ STOCK_PLOTS = ("forecast_vs_actual.png", "price_path.png", "attention.png")
 @experiment_options(("data",), only={"data": ("on_bad",)})
 def plot(data, run, out, device, overwrite, holdings, **options):
     """Figures of a run folder from train, as PNGs.
+
+    Most used: --run, --holdings H.csv.
 
     Panel run: training curves (the loss named, the chosen epoch marked), tomorrow's ranked
     list (names where the data carry them, stocks at a price limit on the signal day and, with

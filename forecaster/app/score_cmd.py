@@ -19,7 +19,7 @@ import click
 import numpy as np
 import pandas as pd
 
-from forecaster.app.options import experiment_options, raw_sections
+from forecaster.app.options import SectionedCommand, experiment_options, raw_sections
 from forecaster.evaluation.external import DATE_CONVENTIONS, DATES_MEANING
 
 # The options of `score PRED DATA`: how the data are read, which stocks are scored, the label,
@@ -31,7 +31,7 @@ _DATA_OPTIONS = {
 }
 
 
-@click.command("score")
+@click.command("score", cls=SectionedCommand)
 @click.argument("pred", type=click.Path(exists=True, dir_okay=False))
 @click.argument("data", required=False, type=click.Path(exists=True))
 @click.option(
@@ -68,6 +68,8 @@ _DATA_OPTIONS = {
 def score(pred, data, report_dir, out, name, dates, date_format, overwrite, **options):
     """Score PRED, predictions made elsewhere, as a run's models are scored: daily rank IC,
     ICIR, quantiles, IC by horizon, year and board, the backtest and the report folder.
+
+    Most used: PRED, --report REPORT_DIR (or DATA), --out, --dates target.
 
     PRED is Qlib's pred.pkl (index (datetime, instrument), column score; SH600000 is read as
     sh.600000), a Parquet file or a CSV with columns date, code, score. A pickle can run code:
