@@ -90,6 +90,7 @@ def test_bad_invocations_end_in_one_clear_line(tmp_path, folder):
 def test_output_folder_refused_overwritten_or_resumed(tmp_path):
     import seq2seq.core
     from seq2seq.core import MANIFEST, atomic_write
+    from seq2seq.core.outputs import release_lock
 
     # One rule for both commands: the forecaster's names are seq2seq.core's.
     assert (check_output, OutputError) == (seq2seq.core.check_output, seq2seq.core.OutputError)
@@ -103,6 +104,7 @@ def test_output_folder_refused_overwritten_or_resumed(tmp_path):
     checked = check_output(out, overwrite=True)
     assert (out / "stock_metrics.csv").exists()  # nothing removed before the work starts
     checked.claim()
+    release_lock(out)  # (a command releases the folder it claimed when it ends)
     assert [p.name for p in out.iterdir()] == [MANIFEST]  # the earlier run's files (and folds/) gone
     with atomic_write(out / "fold_metrics.csv") as f:
         f.write(b"x")

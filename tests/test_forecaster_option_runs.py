@@ -59,7 +59,7 @@ FOLDER = {
     "walk_forward__label": "close", "walk_forward__horizon": "1", "run__n_jobs": "2",
     "run__resume": True, "backtest__execution": "next_open", "data__on_bad": "drop",
     "data__index_constituents": True, "data__cache": True,
-    "data__trust_code_column": True, "strategy__rule": "dropout",
+    "data__trust_code_column": True, "strategy__rule": "dropout", "data__max_file_mb": "64",
 }
 ONE_STOCK = {
     "model__attention_dropout": "0.1", "model__norm_first": False, "model__batch_size": "64",
@@ -204,7 +204,7 @@ def test_every_predict_option_is_run(tmp_path, one_thread):
             "--stamp-duty-after", "0.001", "--stamp-duty-change", "2018-10-01", "--transfer-fee", "0.00002",
             "--slippage-bps", "3", "--lot-size", "200", "--corporate-actions", "cash",
             "--capital", "250000", "--rebalance-tolerance", "0.1", "--overwrite", "--cache",
-            "--on-bad", "drop"]
+            "--on-bad", "drop", "--max-file-mb", "64"]
     names = {p.name for p in predict.params}
     given = {p.name for p in predict.params for o in p.opts + p.secondary_opts if o in args}
     # --intraday: tests/test_forecaster_intraday.py predicts with a run trained on minute bars;

@@ -40,8 +40,8 @@ def test_annual_return_and_growth_known_values():
     r = np.full(252, 1.1 ** (1 / 252) - 1)
     assert annual_return(r) == pytest.approx(0.10)
     assert annual_return(np.full(126, 1.1 ** (1 / 252) - 1)) == pytest.approx(0.10)  # half a year, same rate
-    assert annual_return([-1.0, 0.1]) == -1.0
-    assert math.isnan(annual_return([]))
+    assert annual_return([-1.0] + [0.1] * 19) == -1.0
+    assert math.isnan(annual_return([])) and math.isnan(annual_return([-1.0, 0.1]))  # < 20 days
     g = growth(pd.Series([0.1, -0.5, 1.0]))
     assert g.tolist() == pytest.approx([1.1, 0.55, 1.1])
 
