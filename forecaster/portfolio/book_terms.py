@@ -147,7 +147,7 @@ def trade_rates(cost, date, prev: np.ndarray, bench: np.ndarray, active_bound: f
     """``(buy, sell)``: cost per unit of the book bought and sold, by stock ``[n]`` (or
     scalars). ``cost`` a number: that rate either way. ``cost`` a
     :class:`~forecaster.portfolio.rules.CostModel` (the backtest's): commission, transfer fee
-    and slippage both ways, the stamp duty in force on ``date`` on sells; with the book's
+    and slippage both ways, the stamp duty in force on ``date`` on each side; with the book's
     ``value`` (CNY) the commission's minimum per trade too, as the convex envelope of the
     commission over the trades the bounds allow: a stock's largest trade ``T`` (``prev`` to
     the edge of ``bench +- active_bound``) pays at least ``min_commission / (value * T)`` per
@@ -162,4 +162,5 @@ def trade_rates(cost, date, prev: np.ndarray, bench: np.ndarray, active_bound: f
         largest = np.clip(largest, 1e-12, 1.0)
         commission = np.maximum(commission, cost.min_commission / (value * largest))
     both = commission + cost.transfer_fee_rate + cost.slippage_bps / 1e4
-    return both, both + cost.stamp_duty_rate(when)
+    buy_duty, sell_duty = cost.stamp_duty_rates(when)
+    return both + buy_duty, both + sell_duty

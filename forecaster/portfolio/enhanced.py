@@ -311,11 +311,11 @@ def rebalance(scores: np.ndarray, held: np.ndarray, bench: np.ndarray, snap, inv
 
 def one_way_cost(costs, date=None) -> float:
     """Cost per unit of value traded one way, a buy and a sell averaged: commission, transfer
-    fee, slippage and half the stamp duty (paid on sells) in force on ``date`` (None: today's,
+    fee, slippage and the stamp duty of the two sides halved, in force on ``date`` (None: today's,
     the rate a trade placed now pays). :func:`trade_rates` gives a buy's and a sell's apart."""
     when = pd.Timestamp.today() if date is None else date
     return float(costs.commission_rate + costs.transfer_fee_rate + costs.slippage_bps / 1e4
-                 + costs.stamp_duty_rate(when) / 2)
+                 + sum(costs.stamp_duty_rates(when)) / 2)
 
 
 def risk_model_of(data):

@@ -21,6 +21,22 @@ from forecaster.data.market.exchange import board, round_price
 
 SIDES = ("buy", "sell")
 
+# A-share stamp duty by date, the one table of it: (in force from, rate on buys, rate on sells),
+# fractions of the traded value. Source: the Ministry of Finance and State Administration of
+# Taxation's announcements of each change (2001-11-16 0.2 %; 2005-01-24 0.1 %; 2007-05-30 0.3 %;
+# 2008-04-24 0.1 %, all both sides; 2008-09-19 0.1 % on sells only; 2023-08-28 halved to 0.05 %
+# on sells). From 2008-09-19 the sell rate is the options' stamp_duty_before, and from
+# stamp_duty_change (2023-08-28) stamp_duty_after, so a user can set today's rates; days before
+# 2001-11-16 take that row's rate.
+STAMP_DUTY = (
+    (pd.Timestamp("2001-11-16"), 0.002, 0.002),
+    (pd.Timestamp("2005-01-24"), 0.001, 0.001),
+    (pd.Timestamp("2007-05-30"), 0.003, 0.003),
+    (pd.Timestamp("2008-04-24"), 0.001, 0.001),
+    (pd.Timestamp("2008-09-19"), 0.0, 0.001),  # sells only: stamp_duty_before from here
+)
+_STAMP_FROM = pd.DatetimeIndex([row[0] for row in STAMP_DUTY])
+
 
 @documented
 @dataclass(frozen=True)
@@ -29,7 +45,10 @@ class CostModel:
 
     commission_rate: float = option(0.00025, "broker commission, both sides.")
     min_commission: float = option(5.0, "minimum commission per trade (order), both sides.")
-    stamp_duty_before: float = option(0.001, "stamp duty on sells dated before stamp_duty_change.")
+    stamp_duty_before: float = option(0.001,
+        "stamp duty on sells from 2008-09-19 (sells only since) to before stamp_duty_change; earlier days "
+        "pay the table of rates by date (both sides: 0.2 % from 2001-11-16, 0.1 % from 2005-01-24, 0.3 % "
+        "from 2007-05-30, 0.1 % from 2008-04-24).")
     stamp_duty_after: float = option(0.0005, "stamp duty on sells dated on or after stamp_duty_change.")
     stamp_duty_change: pd.Timestamp = option("2023-08-28", "the date the stamp duty was halved (2023-08-28).")
     transfer_fee_rate: float = option(0.00001, "share-transfer fee, both sides.")
@@ -49,21 +68,35 @@ class CostModel:
         object.__setattr__(self, "stamp_duty_change", change)  # parsed once; the dataclass is frozen
         object.__setattr__(self, "_change", change)
 
+    def stamp_duty_rates(self, date) -> tuple[float, float]:
+        """``(buy, sell)``: the stamp duty rates in force on ``date`` (:data:`STAMP_DUTY`; from
+        2008-09-19 the sell rate is ``stamp_duty_before``, from ``stamp_duty_change``
+        ``stamp_duty_after``)."""
+        day = pd.Timestamp(date)
+        if day >= self._change:
+            return 0.0, self.stamp_duty_after
+        if day >= STAMP_DUTY[-1][0]:
+            return 0.0, self.stamp_duty_before
+        _, buy, sell = STAMP_DUTY[max(int(_STAMP_FROM.searchsorted(day, side="right")) - 1, 0)]
+        return buy, sell
+
     def stamp_duty_rate(self, date) -> float:
         """The sell-side stamp duty rate in force on ``date``."""
-        return self.stamp_duty_before if pd.Timestamp(date) < self._change else self.stamp_duty_after
+        return self.stamp_duty_rates(date)[1]
 
     def fees(self, side: str, value: float, date) -> dict[str, float]:
         """Fees on one trade of ``value`` CNY (at the fill price) on ``date``.
 
         Returns:
             ``{"commission", "stamp_duty", "transfer_fee"}`` in CNY, each rounded to the cent;
-            the commission is at least ``min_commission`` and stamp duty is charged on sells only.
+            the commission is at least ``min_commission``; the stamp duty is the side's rate on
+            ``date`` (:meth:`stamp_duty_rates`: both sides before 2008-09-19, sells after).
         """
         check_choice("side", side, SIDES)
         value = abs(float(value))
         commission = max(round_price(self.commission_rate * value), float(self.min_commission))
-        stamp = round_price(self.stamp_duty_rate(date) * value) if side == "sell" else 0.0
+        buy_rate, sell_rate = self.stamp_duty_rates(date)
+        stamp = round_price((sell_rate if side == "sell" else buy_rate) * value)
         return {"commission": commission, "stamp_duty": stamp,
                 "transfer_fee": round_price(self.transfer_fee_rate * value)}
 
