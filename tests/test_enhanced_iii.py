@@ -57,3 +57,66 @@ def test_a_backtest_over_2007_2008_charges_each_day_its_schedule():
                                                      "2030-01-01"]), right=False)
     assert trades.groupby([spans, trades["side"]], observed=True).size().shape[0] == 8  # each side, span
     assert (trades.loc[(trades["side"] == "buy") & (trades["date"] >= "2008-09-19"), "stamp_duty"] == 0).all()
+
+
+# ------------------------------------------------------------------ 5, 6: benchmark weights
+
+
+def _frames(n_days=40, n_stocks=3, seed=0):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    dates = pd.bdate_range("2021-01-04", periods=n_days, name="date")
+    frames = {}
+    for j in range(n_stocks):
+        close = 10 * np.cumprod(1 + rng.normal(0, 0.01, n_days))
+        pre = np.r_[10.0, close[:-1]]
+        frames[f"sh.60000{j}"] = pd.DataFrame({
+            "code": f"sh.60000{j}", "open": pre, "high": np.maximum(pre, close) * 1.001,
+            "low": np.minimum(pre, close) * 0.999, "close": close, "preclose": pre, "volume": 1e6,
+            "float_mv": close * (1e8 * (j + 1))}, index=dates)
+    return frames
+
+
+def test_a_member_resumes_at_its_own_weight_carried_through_a_suspension_without_rows():
+    import numpy as np
+
+    from forecaster.data.panel import Panel
+    from forecaster.portfolio.index_weights import known_weights
+
+    frames = _frames()
+    stop = frames["sh.600002"].index[10:16]  # six days without a row: 'suspended', as xbx files show it
+    frames["sh.600002"] = frames["sh.600002"].drop(stop)
+    panel = Panel.from_frames(frames)
+    panel.members = np.ones((panel.n_days, panel.n_stocks), bool)
+    known = known_weights(panel, "float_mv")
+    mv = panel.fields["float_mv"]
+    last = mv[9, 2]  # its value at the last close before the suspension, held (no price move)
+    for t in range(10, 16):
+        others = mv[t, :2]
+        assert known[t, 2] == pytest.approx(last / (last + others.sum()), rel=1e-12), t
+    assert known[16, 2] == pytest.approx(mv[16, 2] / mv[16].sum(), rel=1e-12)  # its own value again
+    median = np.median(mv[15, :2])  # the old fill: the median of the members with a value
+    assert abs(known[15, 2] - median / (median + mv[15, :2].sum())) > 1e-3  # not the median
+
+
+def test_benchmark_weights_drift_by_price_a_dividend_lowers_a_members_weight(tmp_path):
+    from forecaster.data.panel import Panel
+    from forecaster.portfolio.index_weights import benchmark_weights, known_weights
+
+    frames = _frames(n_stocks=2)
+    a, b = frames["sh.600000"], frames["sh.600001"]
+    for frame in (a, b):  # no price moves, so only the dividend can move a weight
+        frame[["open", "high", "low", "close", "preclose"]] = 10.0
+    ex = a.index[20]
+    # a 5 % cash dividend: preclose 9.5 (prices alone read a gap above 1/11 as a share issue)
+    a.loc[ex:, ["open", "high", "low", "close", "preclose"]] = 9.5
+    panel = Panel.from_frames(frames)
+    path = tmp_path / "w.csv"
+    path.write_text(f"date,code,weight\n{a.index[5].date()},sh.600000,0.5\n{a.index[5].date()},sh.600001,0.5\n")
+    weights = benchmark_weights(panel, str(path)).weights
+    known = known_weights(panel, str(path))
+    t = panel.dates.get_loc(ex)
+    after = 0.475 / 0.975  # its value fell by the dividend, the other's did not
+    assert weights[t, 0] == pytest.approx(0.5) and weights[t + 1, 0] == pytest.approx(after)
+    assert known[t, 0] == pytest.approx(after) and known[t - 1, 0] == pytest.approx(0.5)

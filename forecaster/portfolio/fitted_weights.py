@@ -101,6 +101,17 @@ def price_ratio(panel: Panel) -> np.ndarray:
         return close / pre
 
 
+def index_members(panel: Panel, universe: np.ndarray | None = None) -> np.ndarray:
+    """``[days, stocks]`` the stocks an index holds each day: the members of ``universe`` (the
+    panel's, if not given) that have had a bar by then, a suspended one included (the index
+    holds it at its last price until a review removes it); without a universe, the stocks with
+    a bar that day."""
+    universe = panel.members if universe is None else universe
+    if universe is None:
+        return panel.listed
+    return universe & np.maximum.accumulate(panel.listed, axis=0)
+
+
 def stock_returns(panel: Panel) -> np.ndarray:
     """``[days, stocks]`` ``close / preclose - 1`` where a stock has a bar, else NaN."""
     r = price_ratio(panel) - 1.0
@@ -153,7 +164,8 @@ def fit_weights(returns: np.ndarray, index_returns: np.ndarray, universe: np.nda
                 prior: np.ndarray, growth: np.ndarray, refit: np.ndarray, window: int = WINDOW,
                 shrink: float = SHRINK, levels: bool = True) -> tuple[np.ndarray, FitCounts]:
     """``[days, stocks]`` weights fitted to the index (module docstring), row ``t`` held over
-    day ``t`` over ``universe[t] & listed[t]``, summing to 1 where it has members.
+    day ``t`` over ``universe[t] & listed[t]`` (``listed``: the stocks the index holds,
+    :func:`index_members`), summing to 1 where it has members.
 
     ``returns``: ``[days, stocks]`` the stocks' (NaN without a bar); ``index_returns``:
     ``[days]``; ``universe``: ``[days, stocks]`` the index's members; ``prior``: ``[days,
@@ -245,8 +257,8 @@ def fit_to_index(panel: Panel, prior: np.ndarray, prior_name: str, growth: np.nd
     def compute():
         refit = refit_days(panel.dates, universe)
         index_returns = series.returns()
-        weights, c = fit_weights(stock_returns(panel), index_returns, universe, panel.listed, prior, growth,
-                                 refit, window, shrink, levels)
+        weights, c = fit_weights(stock_returns(panel), index_returns, universe,
+                                 index_members(panel, universe), prior, growth, refit, window, shrink, levels)
         what = "changes of level (weights drifting with prices)" if levels else "returns"
         notes = [f"benchmark weights fitted to {series.code}'s own series: {c.refits} refit(s) (monthly and "
                  f"on each change of members), each a least squares of its daily {what} on the members' "

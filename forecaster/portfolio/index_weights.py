@@ -45,7 +45,7 @@ from forecaster.data.minute.returns import is_index
 from forecaster.data.panel import Panel
 from forecaster.data.qlib.conventions import from_qlib_code
 from forecaster.data.sources import DataError
-from forecaster.portfolio.fitted_weights import fit_to_index, index_series_of, price_ratio
+from forecaster.portfolio.fitted_weights import fit_to_index, index_members, index_series_of, price_ratio
 
 SOURCES = ("fitted", "float_mv", "equal")
 SUM_TOLERANCE = 0.02  # a file's date whose weights sum further from 1 is refused
@@ -81,13 +81,32 @@ def default_source(panel: Panel) -> str:
 
 
 def growth(panel: Panel) -> np.ndarray:
-    """``[days, stocks]`` each day's price return factor ``close / preclose`` (1 without a bar)."""
+    """``[days, stocks]`` each day's total return factor ``close / preclose`` (a dividend
+    included; 1 without a bar)."""
     g = price_ratio(panel)
     return np.where(np.isfinite(g) & (g > 0), g, 1.0)
 
 
+def price_growth(panel: Panel) -> np.ndarray:
+    """``[days, stocks]`` each day's factor of a member's value in a price index: its total
+    return factor less its dividend return (:mod:`~forecaster.portfolio.total_return`: a cash
+    dividend lowers a price index's weight of the stock, a share issue does not); as
+    :func:`growth` where the data cannot tell dividends. What benchmark weights drift by."""
+    def compute():
+        from forecaster.portfolio.total_return import dividend_returns
+
+        g = growth(panel)
+        div = dividend_returns(panel).returns
+        if div is None:
+            return g
+        out = g - np.nan_to_num(div)
+        return np.where(out > 0, out, g)
+
+    return panel.derived(("price_growth",), compute)
+
+
 def _members(panel: Panel) -> np.ndarray:
-    return panel.listed if panel.members is None else (panel.members & panel.listed)
+    return index_members(panel)
 
 
 def _normalise(raw: np.ndarray, members: np.ndarray) -> np.ndarray:
@@ -114,14 +133,27 @@ def carried_float_mv(panel: Panel) -> np.ndarray | None:
     return panel.derived(("carried_float_mv",), lambda: _carry(mv, growth(panel), panel.listed))
 
 
-def _carry(mv: np.ndarray, g: np.ndarray, listed: np.ndarray) -> np.ndarray:
+def _carry(mv: np.ndarray, g: np.ndarray, listed: np.ndarray | None) -> np.ndarray:
+    """Each value carried past a missing one by ``g``; ``listed`` ``[days, stocks]``: only onto
+    days with a bar (None: onto every day, through a suspension without rows too)."""
     carried = mv.copy()
     last = np.full(mv.shape[1], np.nan)
     for t in range(len(mv)):  # one pass over days, vectorised over stocks
         known = np.isfinite(mv[t]) & (mv[t] > 0)
         last = np.where(known, mv[t], last * g[t])
-        carried[t] = np.where(known, mv[t], np.where(listed[t], last, np.nan))
+        carried[t] = np.where(known, mv[t], last if listed is None else np.where(listed[t], last, np.nan))
     return carried
+
+
+def member_values(panel: Panel) -> np.ndarray | None:
+    """``[days, stocks]`` each stock's float market value at each close as a price index holds
+    it: its last value carried by its price (:func:`price_growth`) through days without one, a
+    suspension without rows included, so a member resumes at its own weight; None when the data
+    carry no float market value."""
+    mv = panel.fields.get("float_mv")
+    if mv is None or not np.isfinite(mv).any():
+        return None
+    return panel.derived(("member_values",), lambda: _carry(mv, price_growth(panel), None))
 
 
 def float_mv_weights(panel: Panel) -> BenchmarkWeights:
@@ -132,7 +164,7 @@ def float_mv_weights(panel: Panel) -> BenchmarkWeights:
                         "流通市值); use equal or a weights file")
     mv = panel.fields["float_mv"]
     members = _members(panel)
-    before = _held_over(carried)  # row t: the value at t-1's close
+    before = _held_over(member_values(panel))  # row t: the value at t-1's close
     has = members & np.isfinite(before) & (before > 0)
     never = members & ~has
     with np.errstate(all="ignore"):
@@ -234,7 +266,7 @@ def file_weights(panel: Panel, path: str | Path) -> BenchmarkWeights:
     given_rows = np.unique(rows)
     given[given_rows] = 0.0
     np.add.at(given, (rows, codes.map(index).to_numpy()), weights.to_numpy(dtype=float))
-    g = growth(panel)
+    g = price_growth(panel)
     at_close = np.zeros_like(given)
     current = np.zeros(len(panel.codes))
     dated = set(given_rows.tolist())
@@ -267,7 +299,7 @@ def benchmark_weights(panel: Panel, spec: str | None = None) -> BenchmarkWeights
         return equal_weights(panel)
     if spec == "fitted":  # shrunk toward the float market value where the data carry it, else equal
         prior = float_mv_weights(panel) if carried_float_mv(panel) is not None else equal_weights(panel)
-        fitted = BenchmarkWeights(*fit_to_index(panel, prior.weights, prior.source, growth(panel)))
+        fitted = BenchmarkWeights(*fit_to_index(panel, prior.weights, prior.source, price_growth(panel)))
         fitted.notes += prior.notes
         return fitted
     if not Path(spec).is_file():
@@ -365,25 +397,39 @@ def members_equity(data: Panel, bench: BenchmarkWeights | str | None, days: pd.D
     return eq, f"the members at {named} (no costs)"
 
 
+def known_weights(panel, bench=None) -> np.ndarray:
+    """``[days, stocks]`` the benchmark weights known at each day's close, for the next trading
+    day: row ``s`` over the members with a bar on ``s`` (float_mv: the values at ``s``'s close,
+    carried through a suspension by price (:func:`member_values`), a member that never had one
+    at the day's median; equal; another source's weights held over ``s`` drifted by ``s``'s
+    price returns, dividends left out (:func:`price_growth`)), rows summing to 1 (0 where no
+    member has a weight). ``bench``: the :class:`BenchmarkWeights` or the source it names."""
+    if bench is None or isinstance(bench, str):
+        bench = benchmark_weights(panel, bench)
+    members = _members(panel)
+    if bench.source == "float_mv":
+        values = member_values(panel)
+        has = members & np.isfinite(values) & (values > 0)
+        with np.errstate(all="ignore"):
+            median = np.nanmedian(np.where(has, values, np.nan), axis=1, keepdims=True)
+        fill = np.where(has.any(axis=1, keepdims=True), median, 1.0)
+        raw = np.where(has, values, np.where(members, fill, 0.0))
+    elif bench.source == "equal":
+        raw = members.astype(float)
+    else:  # a file, fitted weights: the weights held over day s drifted by its prices
+        raw = bench.weights * price_growth(panel)
+    raw = np.where(members & np.isfinite(raw) & (raw > 0), raw, 0.0)
+    total = raw.sum(axis=1, keepdims=True)
+    return np.divide(raw, total, out=np.zeros_like(raw), where=total > 0)
+
+
 def next_weights(panel: Panel, spec: str | None = None) -> np.ndarray:
-    """``[stocks]`` the benchmark weights for the trading day after the panel's last, over the
-    last day's members: the values at its close (float_mv), equal, or a file's (or the fitted)
-    last weights drifted by that day's prices. Weights more than :data:`STALE_AFTER` trading days old (a
+    """``[stocks]`` the benchmark weights for the trading day after the panel's last: the last
+    row of :func:`known_weights`. Weights more than :data:`STALE_AFTER` trading days old (a
     file's last date, float market values that ended) are logged as a warning
     (:func:`stale_line`)."""
     bw = benchmark_weights(panel, spec)
     stale = stale_line(panel, bw)
     if stale:
         log.warning(stale)
-    last = len(panel.dates) - 1
-    members = _members(panel)[last]
-    if bw.source == "float_mv":
-        values = carried_float_mv(panel)[last]
-        has = members & np.isfinite(values) & (values > 0)
-        fill = np.nanmedian(values[has]) if has.any() else 1.0
-        raw = np.where(has, values, np.where(members, fill, 0.0))
-    elif bw.source == "equal":
-        raw = members.astype(float)
-    else:
-        raw = bw.weights[last] * growth(panel)[last]
-    return _normalise(raw[None], members[None])[0]
+    return known_weights(panel, bw)[len(panel.dates) - 1]

@@ -42,7 +42,8 @@ from forecaster.portfolio.enhanced import (
     rebalance,
     risk_model_of,
 )
-from forecaster.portfolio.index_weights import benchmark_weights, carried_float_mv, growth
+from forecaster.portfolio.fitted_weights import index_members
+from forecaster.portfolio.index_weights import benchmark_weights, known_weights
 
 log = logging.getLogger(__name__)
 
@@ -97,32 +98,9 @@ def in_force(policy: Policy, panel, row_of: np.ndarray, rebalance: np.ndarray, m
 
 
 def _members(panel) -> np.ndarray:
-    return panel.listed if panel.members is None else (panel.members & panel.listed)
-
-
-def known_weights(panel, bench=None) -> np.ndarray:
-    """``[days, stocks]`` the benchmark weights known at each day's close, for the next trading
-    day: row ``s`` over the members with a bar on ``s`` (float_mv: the values at ``s``'s close,
-    a member without one at the day's median; equal; another source's weights held over ``s``
-    drifted by ``s``'s prices), rows summing to 1 (0 where no member has a weight). ``bench``:
-    the :class:`~forecaster.portfolio.index_weights.BenchmarkWeights` or the source it names."""
-    if bench is None or isinstance(bench, str):
-        bench = benchmark_weights(panel, bench)
-    members = _members(panel)
-    if bench.source == "float_mv":
-        values = carried_float_mv(panel)
-        has = members & np.isfinite(values) & (values > 0)
-        with np.errstate(all="ignore"):
-            median = np.nanmedian(np.where(has, values, np.nan), axis=1, keepdims=True)
-        fill = np.where(has.any(axis=1, keepdims=True), median, 1.0)
-        raw = np.where(has, values, np.where(members, fill, 0.0))
-    elif bench.source == "equal":
-        raw = members.astype(float)
-    else:  # a file, fitted weights: the weights held over day s drifted by its prices
-        raw = bench.weights * growth(panel)
-    raw = np.where(members & np.isfinite(raw) & (raw > 0), raw, 0.0)
-    total = raw.sum(axis=1, keepdims=True)
-    return np.divide(raw, total, out=np.zeros_like(raw), where=total > 0)
+    """The stocks the book is measured against: the index's members, a suspended one too (it
+    cannot be bought then: :func:`enhanced_day` keeps it out of the buys)."""
+    return index_members(panel)
 
 
 def enhanced_day(scores: np.ndarray, held: Holding, bench: np.ndarray, snap, investable: np.ndarray,
@@ -138,7 +116,10 @@ def enhanced_day(scores: np.ndarray, held: Holding, bench: np.ndarray, snap, inv
     ``[stocks]``, the diagnostics row (:data:`DIAGNOSTICS` less the date; ``fixed_weight``: the
     held weight that could not trade) and the active weights (NaN outside the problem)."""
     weights = np.nan_to_num(np.asarray(held.weights, dtype=float))
-    fixed = (weights > 0) & ~np.asarray(tradable, bool)
+    closed = ~np.asarray(tradable, bool)
+    fixed = (weights > 0) & closed
+    # what cannot trade on the signal day is never bought (a suspended member stays in the benchmark)
+    no_buy = closed if no_buy is None else (np.asarray(no_buy, bool) | closed)
     new, row, active = rebalance(np.asarray(scores, float), weights, bench, snap,
                                  np.asarray(investable, bool), no_buy, strategy, costs, fixed=fixed,
                                  date=date, value=held.value)
