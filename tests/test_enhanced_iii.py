@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from test_forecaster_policy import world  # noqa: F401 (a fixture)
 
 from forecaster.portfolio.rules import CostModel
 
@@ -120,3 +121,30 @@ def test_benchmark_weights_drift_by_price_a_dividend_lowers_a_members_weight(tmp
     after = 0.475 / 0.975  # its value fell by the dividend, the other's did not
     assert weights[t, 0] == pytest.approx(0.5) and weights[t + 1, 0] == pytest.approx(after)
     assert known[t, 0] == pytest.approx(after) and known[t - 1, 0] == pytest.approx(0.5)
+
+
+# ------------------------------------------------------------------ 2: members without a forecast
+
+
+def test_a_member_without_a_forecast_stays_in_the_benchmark_at_its_weight(world):
+    import numpy as np
+    from test_forecaster_policy import _config
+
+    from forecaster.portfolio.backtest import run_backtest
+    from forecaster.portfolio.index_weights import known_weights
+
+    panel, forecast = world
+    lacking = str(panel.codes[3])
+    result = run_backtest(panel, forecast.drop(columns=[lacking]), _config())
+    book = result.enhanced
+    assert lacking in book.target_active.columns
+    rows = book.target_active.dropna(how="all").index
+    known = known_weights(panel)
+    j = list(panel.codes).index(lacking)
+    for day in rows[2:5]:
+        s = panel.dates.get_loc(day) - 1  # the signal day
+        bench = book.weights.loc[day, lacking] - book.target_active.loc[day, lacking]
+        total = known[s][[list(panel.codes).index(c) for c in book.weights.columns]].sum()
+        assert bench == pytest.approx(known[s, j] / total, rel=1e-9) and bench > 0
+    assert any("had no forecast" in n and "alpha 0" in n for n in book.notes)
+    assert np.isfinite(result.equity).all()

@@ -339,6 +339,13 @@ def run_backtest(data: Panel | Mapping[str, pd.DataFrame], forecast: pd.DataFram
         forecast = forecast.to_frame(str(data.codes[0]))
     if not isinstance(forecast, pd.DataFrame) or forecast.shape[1] == 0:
         raise ValueError("forecast must be a DataFrame [date x code] with at least one column")
+    if (not given and config.strategy.rule == "enhanced" and data.members is not None
+            and isinstance(forecast, pd.DataFrame)):
+        # every member of the forecast days is in the benchmark, forecast or not (no view: alpha 0)
+        days = data.dates.isin(pd.DatetimeIndex(forecast.index))
+        members = [str(c) for c in np.asarray(data.codes)[data.members[days].any(axis=0)]]
+        forecast = forecast.reindex(columns=[*map(str, forecast.columns),
+                                             *sorted(set(members) - set(map(str, forecast.columns)))])
     codes = [str(c) for c in forecast.columns]
     known = set(data.codes)
     unknown = [c for c in codes if c not in known]

@@ -181,6 +181,7 @@ class EnhancedPolicy(Policy):
         self.current, self.current_sd = None, math.nan
         self.diag: list[dict] = []
         self.no_history: list[bool] = []
+        self.no_forecast = 0  # member-days in the benchmark without a forecast (alpha 0)
 
     def targets(self, row: int, held: Holding, rebalance_day: bool) -> np.ndarray:
         if rebalance_day or self.current is None:
@@ -199,6 +200,7 @@ class EnhancedPolicy(Policy):
         if self.allowed is not None:
             investable = investable & self.allowed[row]
         no_buy = None if self.no_buy is None else self.no_buy[row]
+        self.no_forecast += int((investable & (bench > 0) & ~np.isfinite(self.scores[row])).sum())
         new, diag, active = enhanced_day(self.scores[row], held, bench, snap, investable, tradable, no_buy,
                                          self.strategy, self.costs, self.dates[row])
         self.current, self.current_sd = new, diag["predicted_te"] / math.sqrt(TRADING_DAYS)
@@ -241,6 +243,10 @@ class EnhancedPolicy(Policy):
             notes.append(f"on {len(missing)} of {n} rebalance(s) members without a risk estimate were in the "
                          f"book at a conservative risk: {np.mean(missing):.2%} of the benchmark weight on "
                          f"average, {max(missing):.2%} at most")
+        if self.no_forecast:
+            notes.append(f"{self.no_forecast:,} member-day(s) of the benchmark on rebalances had no forecast (a "
+                         "new listing in its warm-up, a long suspension): kept in the benchmark at their weight "
+                         "with alpha 0 (held toward it, never bought on a view)")
         fixed = [d["fixed_weight"] for d in diag if d["fixed_weight"] > 0]
         if fixed:
             notes.append(f"on {len(fixed)} of {n} rebalance(s) holdings that could not trade on the signal "
