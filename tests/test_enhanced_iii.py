@@ -126,7 +126,7 @@ def test_benchmark_weights_drift_by_price_a_dividend_lowers_a_members_weight(tmp
 # ------------------------------------------------------------------ 2: members without a forecast
 
 
-def test_a_member_without_a_forecast_stays_in_the_benchmark_at_its_weight(world):
+def test_a_member_without_a_forecast_stays_in_the_benchmark_at_its_weight(world):  # noqa: F811
     import numpy as np
     from test_forecaster_policy import _config
 

@@ -244,9 +244,9 @@ class EnhancedPolicy(Policy):
                          f"book at a conservative risk: {np.mean(missing):.2%} of the benchmark weight on "
                          f"average, {max(missing):.2%} at most")
         if self.no_forecast:
-            notes.append(f"{self.no_forecast:,} member-day(s) of the benchmark on rebalances had no forecast (a "
-                         "new listing in its warm-up, a long suspension): kept in the benchmark at their weight "
-                         "with alpha 0 (held toward it, never bought on a view)")
+            notes.append(f"{self.no_forecast:,} member-day(s) of the benchmark on rebalances had no forecast "
+                         "(a new listing in its warm-up, a long suspension): kept in the benchmark at their "
+                         "weight with alpha 0 (held toward it, never bought on a view)")
         fixed = [d["fixed_weight"] for d in diag if d["fixed_weight"] > 0]
         if fixed:
             notes.append(f"on {len(fixed)} of {n} rebalance(s) holdings that could not trade on the signal "
