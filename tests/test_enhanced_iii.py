@@ -3,6 +3,8 @@ break books (review days, rights issues, resumptions), and costs by date."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pandas as pd
 import pytest
 from test_forecaster_policy import world  # noqa: F401 (a fixture)
@@ -148,3 +150,64 @@ def test_a_member_without_a_forecast_stays_in_the_benchmark_at_its_weight(world)
         assert bench == pytest.approx(known[s, j] / total, rel=1e-9) and bench > 0
     assert any("had no forecast" in n and "alpha 0" in n for n in book.notes)
     assert np.isfinite(result.equity).all()
+
+
+# ------------------------------------------------------------------ 1, 4: an index review day
+
+
+def _reviewed(world, review_row):  # noqa: F811
+    """The policy world's panel with a review on ``review_row``: six members leave, four join."""
+    import numpy as np
+
+    panel, forecast = world
+    members = np.ones((panel.n_days, panel.n_stocks), bool)
+    members[review_row:, 30:36] = False  # leavers
+    members[:review_row, 36:] = False  # joiners
+    reviewed = dataclasses.replace(panel, members=members, _cache={})
+    return reviewed, forecast
+
+
+@pytest.mark.parametrize("every", [1, 5])
+def test_leavers_are_sold_and_reinvested_in_the_review_days_decision(world, every):  # noqa: F811
+    import numpy as np
+    from test_forecaster_policy import N_DAYS, TEST_DAYS
+
+    from forecaster.portfolio.backtest import BacktestConfig, run_backtest
+    from forecaster.portfolio.index_weights import known_weights
+    from forecaster.portfolio.strategy import StrategyConfig
+
+    review = N_DAYS - TEST_DAYS + 12  # inside the test days, not a scheduled rebalance for every=5
+    panel, forecast = _reviewed(world, review)
+    day = panel.dates[review]
+    strategy = StrategyConfig(rule="enhanced", tracking_error=0.03, rebalance_every=every, active_bound=0.03)
+    config = BacktestConfig(strategy=strategy, capital=1e8)
+    result = run_backtest(panel, forecast, config)
+    leavers = [str(c) for c in panel.codes[30:36]]
+    held_before = result.positions.loc[:day].iloc[-2][leavers]
+    assert (held_before > 0).any()  # the book held leavers before the review
+    assert (result.positions.loc[day, leavers] == 0).all()  # sold on the review day's open
+    cash = result.cash / result.equity
+    assert cash.max() < 0.01, cash.nlargest(3)
+    # the decision for the review day was made with the review's members and weights
+    known = known_weights(panel)
+    assert (known[review - 1, 30:36] == 0).all() and (known[review - 1, 36:] > 0).all()
+    assert known[review - 1].sum() == pytest.approx(1.0)
+    joiners = [str(c) for c in panel.codes[36:]]
+    assert np.isfinite(result.enhanced.target_active.loc[day, joiners]).all()
+
+
+def test_the_weights_of_a_review_day_are_over_that_days_members_exactly(world):  # noqa: F811
+    import numpy as np
+
+    from forecaster.portfolio.index_weights import benchmark_weights, known_weights
+
+    review = 200
+    panel, _ = _reviewed(world, review)
+    for spec in ("float_mv", "equal"):
+        weights = benchmark_weights(panel, spec).weights
+        known = known_weights(panel, spec)
+        for t in (review - 1, review, review + 1):
+            holding = weights[t] > 0
+            seen = panel.listed.cumsum(axis=0)[t].astype(bool)
+            np.testing.assert_array_equal(holding, panel.members[t] & seen)
+            np.testing.assert_array_equal(known[t - 1] > 0, holding)

@@ -20,6 +20,7 @@ from forecaster.portfolio.book_constraints import (
     Held,
     LongOnly,
     NoBuy,
+    Sold,
     StyleBound,
     TrackingBudget,
     TurnoverLimit,
@@ -132,10 +133,17 @@ def test_each_constraints_violation_agrees_with_cvxpy():
         np.abs(outside - bench).max() - 0.05)
     assert TurnoverLimit(prev, 0.05).violation(outside) == pytest.approx(
         np.abs(outside - prev).sum() / 2 - 0.05)
+    sold = Sold(mask)  # the leavers at 0: kept; at their benchmark weight: broken by the largest
+    w = cp.Variable(N)
+    w.value = np.where(mask, 0.0, inside)
+    assert sold.violation(w.value) == 0.0 and all(c.value() for c in sold.expr(w))
+    w.value = inside
+    assert sold.violation(inside) == pytest.approx(inside[:3].max())
+    assert not all(c.value() for c in sold.expr(w))
 
 
 @pytest.mark.parametrize("which", ["active_bound", "long_only", "style_bound", "turnover", "tracking_budget",
-                                   "no_buy", "held"])
+                                   "no_buy", "held", "sold"])
 def test_each_constraint_binds_on_a_case_built_for_it(which):
     bench, x, f, d, alpha = _case()
     prev, kw = np.zeros(N), {}
@@ -156,6 +164,10 @@ def test_each_constraint_binds_on_a_case_built_for_it(which):
         alpha = alpha * 0 + np.r_[0.05 if which == "no_buy" else -0.05, np.zeros(N - 1)]
         mask = np.r_[True, np.zeros(N - 1, bool)]
         kw = {"no_buy": mask} if which == "no_buy" else {"held": mask}
+    elif which == "sold":  # a leaver the alpha likes, under a tight turnover limit: sold all the same
+        s, prev = _strategy(active_bound=0.2, tracking_error=0.5, max_turnover=0.001), bench.copy()
+        alpha = alpha * 0 + np.r_[0.05, np.zeros(N - 1)]
+        kw = {"sold": np.r_[True, np.zeros(N - 1, bool)]}
     w = _solve(alpha, bench, prev, x, f, d, s, **kw)
     assert w is not None and w.sum() == pytest.approx(1.0) and (w >= 0).all()
     if which == "active_bound":
@@ -168,6 +180,9 @@ def test_each_constraint_binds_on_a_case_built_for_it(which):
         assert np.abs(w - prev).sum() / 2 == pytest.approx(0.02, abs=1e-5)
     elif which == "tracking_budget":
         assert _te(w, bench, x, f, d) == pytest.approx(0.01, rel=1e-3)
+    elif which == "sold":  # its proceeds spent in the same solve, the limit raised by the forced sale
+        assert w[0] == pytest.approx(0.0, abs=1e-7)
+        assert np.abs(w - prev).sum() / 2 <= prev[0] + 0.001 + 1e-6
     else:
         assert w[0] == pytest.approx(prev[0], abs=1e-7)
 

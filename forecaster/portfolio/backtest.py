@@ -390,6 +390,14 @@ def run_backtest(data: Panel | Mapping[str, pd.DataFrame], forecast: pd.DataFram
     rebalance = np.zeros(len(panel.dates), dtype=bool)
     rows = np.unique(rebalance_rows(len(forecast), config.strategy.rebalance_every))
     rebalance[panel.dates.get_indexer(forecast.index[rows])] = True
+    if isinstance(policy, EnhancedPolicy) and data.members is not None:
+        # an index review (its members change) is a rebalance: a leaver's sale and its
+        # reinvestment are one decision, never cash until the next scheduled one
+        review = np.zeros(len(panel.dates), dtype=bool)
+        review[1:] = (panel.member[1:] != panel.member[:-1]).any(axis=1)
+        on_rows = np.zeros(len(panel.dates), dtype=bool)
+        on_rows[rows_of] = True
+        rebalance |= review & on_rows
     targets = in_force(policy, panel, row_of, rebalance, data.members is not None, delisting)
     if config.execution == "next_open":
         start = first

@@ -139,6 +139,22 @@ class NoBuy:
         return float(max(0.0, np.max(np.asarray(w)[self.mask] - self.prev[self.mask])))
 
 
+class Sold:
+    """``w_i = 0`` where ``mask`` ``[n]``: a holding that leaves the index with this rebalance
+    (a review day) is sold inside the same decision, its proceeds spent by the same solve."""
+
+    name, tol = "sold", WEIGHT_TOL
+
+    def __init__(self, mask: np.ndarray):
+        self.mask = np.asarray(mask, bool)
+
+    def expr(self, w):
+        return [w[self.mask] == 0] if self.mask.any() else []
+
+    def violation(self, w: np.ndarray) -> float:
+        return float(np.max(np.abs(np.asarray(w)[self.mask]))) if self.mask.any() else 0.0
+
+
 class Held:
     """``w_i = prev_i`` where ``mask`` ``[n]``: names that cannot trade today (suspended,
     locked at a price limit) stay at their current weight, in the budget, the turnover and the

@@ -49,6 +49,7 @@ from forecaster.portfolio.book_constraints import (
     Held,
     LongOnly,
     NoBuy,
+    Sold,
     StyleBound,
     TrackingBudget,
     TurnoverLimit,
@@ -125,14 +126,15 @@ class EnhancedBook:
 def book_parts(alpha: np.ndarray, bench: np.ndarray, prev: np.ndarray, exposures: np.ndarray,
                factor_cov: np.ndarray, specific_var: np.ndarray, n_style: int, strategy,
                no_buy: np.ndarray | None = None, cost=0.0, held: np.ndarray | None = None,
-               sell_cost=None) -> tuple[list, list]:
+               sell_cost=None, sold: np.ndarray | None = None) -> tuple[list, list]:
     """``(terms, constraints)`` of one rebalance (module docstring) over ``[n]`` arrays:
     alpha over the holding period, the active risk over the same horizon
     (``strategy.rebalance_every`` days), the trading cost at ``cost`` per unit bought and
     ``sell_cost`` (None: ``cost``) per unit sold (scalars or ``[n]``); the budget, long-only,
     active bounds (not on ``held`` names), style bounds, the turnover limit (when something is
-    held), the tracking budget, the ST rule (``no_buy``) and the ``held`` names fixed at
-    ``prev``."""
+    held), the tracking budget, the ST rule (``no_buy``), the ``held`` names fixed at
+    ``prev`` and the ``sold`` ones (leaving the index) at 0, their sale outside the turnover
+    limit (a forced sale is no choice of the book)."""
     risk = ActiveRisk(bench, exposures, factor_cov, specific_var, strategy.risk_aversion,
                       horizon=strategy.rebalance_every)
     aversion = strategy.trade_aversion  # the cost's weight: 1 the cost itself
@@ -143,26 +145,30 @@ def book_parts(alpha: np.ndarray, bench: np.ndarray, prev: np.ndarray, exposures
                    TrackingBudget(risk, strategy.tracking_error / math.sqrt(TRADING_DAYS))]
     if n_style:
         constraints.append(StyleBound(exposures[:, :n_style], bench, strategy.style_bound))
+    forced = 0.0 if sold is None else float(prev[np.asarray(sold, bool)].sum())
     if prev.sum() > 0:
-        constraints.append(TurnoverLimit(prev, strategy.max_turnover))
+        constraints.append(TurnoverLimit(prev, strategy.max_turnover + forced))
     if no_buy is not None:
         constraints.append(NoBuy(no_buy, prev))
     if held is not None:
         constraints.append(Held(held, prev))
+    if sold is not None and np.asarray(sold, bool).any():
+        constraints.append(Sold(sold))
     return terms, constraints
 
 
 def solve_book(alpha: np.ndarray, bench: np.ndarray, prev: np.ndarray, exposures: np.ndarray,
                factor_cov: np.ndarray, specific_var: np.ndarray, n_style: int, strategy,
                no_buy: np.ndarray | None = None, cost=0.0, turnover_limit: bool = True,
-               soft_style: bool = False, held: np.ndarray | None = None, sell_cost=None) -> np.ndarray | None:
+               soft_style: bool = False, held: np.ndarray | None = None, sell_cost=None,
+               sold: np.ndarray | None = None) -> np.ndarray | None:
     """The optimal weights ``[n]`` of one rebalance (:func:`book_parts`, composed and checked
     by :mod:`forecaster.portfolio.book_problem`), or None when the solver finds none that keeps
     the constraints. ``exposures`` ``[n, k]`` (the first ``n_style`` columns styles),
     ``factor_cov`` ``[k, k]``, ``specific_var`` ``[n]`` (daily); ``prev`` ``[n]`` the weights
     held now; ``turnover_limit`` False: without it; ``soft_style``: the style bound a penalty."""
     terms, constraints = book_parts(alpha, bench, prev, exposures, factor_cov, specific_var, n_style,
-                                    strategy, no_buy, cost, held, sell_cost)
+                                    strategy, no_buy, cost, held, sell_cost, sold)
     terms, constraints = relax(terms, constraints, turnover_limit, soft_style)
     return solve(terms, constraints, len(alpha), prev, held)
 
@@ -288,11 +294,15 @@ def rebalance(scores: np.ndarray, held: np.ndarray, bench: np.ndarray, snap, inv
     prev = held[idx]
     nb = (~day[idx]) | (False if no_buy is None else np.asarray(no_buy, bool)[idx])  # non-members: sold only
     hold = stuck[idx] if stuck[idx].any() else None
+    # a holding that is no member on the trade day (it left at a review) and can trade: sold here,
+    # its proceeds spent in this solve rather than left as cash until the next rebalance
+    sold = ~np.asarray(investable, bool)[idx] & (prev > 0) & ~stuck[idx]
     buy, sell = trade_rates(cost, when, prev, b, strategy.active_bound, value)
     status = w = None
     for rung, turnover_limit, soft_style in RUNGS:
         w = solve_book(alpha, b, prev, x, snap.factor_cov, dvar, n_style, strategy, nb, buy,
-                       turnover_limit=turnover_limit, soft_style=soft_style, held=hold, sell_cost=sell)
+                       turnover_limit=turnover_limit, soft_style=soft_style, held=hold, sell_cost=sell,
+                       sold=sold if sold.any() else None)
         if w is not None:
             status = rung
             break

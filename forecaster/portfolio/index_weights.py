@@ -397,30 +397,80 @@ def members_equity(data: Panel, bench: BenchmarkWeights | str | None, days: pd.D
     return eq, f"the members at {named} (no costs)"
 
 
-def known_weights(panel, bench=None) -> np.ndarray:
-    """``[days, stocks]`` the benchmark weights known at each day's close, for the next trading
-    day: row ``s`` over the members with a bar on ``s`` (float_mv: the values at ``s``'s close,
-    carried through a suspension by price (:func:`member_values`), a member that never had one
-    at the day's median; equal; another source's weights held over ``s`` drifted by ``s``'s
-    price returns, dividends left out (:func:`price_growth`)), rows summing to 1 (0 where no
-    member has a weight). ``bench``: the :class:`BenchmarkWeights` or the source it names."""
+def spec_of(bench: BenchmarkWeights) -> str:
+    """The ``--benchmark-weights`` value that gives ``bench`` (a file's path for a file's)."""
+    return bench.source.removeprefix("file ") if bench.source.startswith("file ") else bench.source
+
+
+def with_next_day(panel: Panel, members: np.ndarray | None = None, day=None) -> Panel:
+    """``panel`` and one more day after its last (``day``, default the exchange's next trading
+    day): no prices yet, the stocks with a bar on the last day taken as trading, the index's
+    members ``members`` ``[stocks]`` (default: the last day's; a review known in advance gives
+    tomorrow's). Benchmark weights computed on it give the weights of that day from what is
+    known at the last close: each source's row ``t`` uses nothing of day ``t``."""
+    from dataclasses import replace
+
+    from forecaster.data.market.calendar import next_trading_day
+    from forecaster.portfolio.fitted_weights import _KEY, IndexSeries
+
+    day = next_trading_day(panel.dates[-1]).date if day is None else pd.Timestamp(day)
+    nan_row = np.full((1, panel.n_stocks), np.nan)
+
+    def more(a, row):
+        return np.vstack([a, np.broadcast_to(np.asarray(row, dtype=a.dtype), a.shape[1:])[None]])
+
+    def extended(mask):  # a [days, stocks] membership with tomorrow's row
+        if mask is None:
+            return None
+        return more(mask, mask[-1] if members is None else np.asarray(members, bool))
+
+    if panel.members is None and members is not None:
+        base = np.ones_like(panel.listed)
+    else:
+        base = panel.members
+    ext = replace(panel, dates=panel.dates.append(pd.DatetimeIndex([day])),
+                  fields={k: np.vstack([v, nan_row]) for k, v in panel.fields.items()},
+                  listed=more(panel.listed, panel.listed[-1]), suspended=more(panel.suspended, False),
+                  st=more(panel.st, panel.st[-1]), limit_up=np.vstack([panel.limit_up, nan_row]),
+                  limit_down=np.vstack([panel.limit_down, nan_row]), members=extended(base),
+                  learn=None, features=None, seen=None, _cache={})
+    series = panel._cache.get(_KEY)
+    if series is not None:
+        ext._cache[_KEY] = IndexSeries(series.code, np.append(series.close, np.nan),
+                                       extended(series.members))
+    return ext
+
+
+def decision_members(panel: Panel, next_members: np.ndarray | None = None) -> np.ndarray:
+    """``[days, stocks]`` the stocks a book decided at day ``s``'s close may hold over day
+    ``s + 1``: the index's members of that day (a review is announced in advance, so a leaver
+    is sold and a joiner bought by the decision before its day) that have had a bar by ``s``;
+    the last row's from ``next_members`` (default the last day's). Without a universe: the
+    stocks with a bar on ``s``."""
+    if panel.members is None:
+        return panel.listed.copy()
+    seen = np.maximum.accumulate(panel.listed, axis=0)
+    out = np.empty_like(panel.members)
+    out[:-1] = panel.members[1:]
+    out[-1] = panel.members[-1] if next_members is None else np.asarray(next_members, bool)
+    return out & seen
+
+
+def known_weights(panel: Panel, bench=None, next_members: np.ndarray | None = None) -> np.ndarray:
+    """``[days, stocks]`` the benchmark weights known at each day's close for the next trading
+    day: row ``s`` is the source's weights held over day ``s + 1`` (decided at ``s``'s close
+    from rows up to ``s``), over the index's members of that day, so a stock that joins holds a
+    weight from its first day of membership and one that leaves holds none after its last; the
+    last row is computed on :func:`with_next_day` (``next_members``: the members of the day
+    after the panel's last, where a review says them; default the last day's). Rows sum to 1 (0
+    where no member has a weight). ``bench``: a :class:`BenchmarkWeights` of ``panel`` or the
+    source it names."""
     if bench is None or isinstance(bench, str):
         bench = benchmark_weights(panel, bench)
-    members = _members(panel)
-    if bench.source == "float_mv":
-        values = member_values(panel)
-        has = members & np.isfinite(values) & (values > 0)
-        with np.errstate(all="ignore"):
-            median = np.nanmedian(np.where(has, values, np.nan), axis=1, keepdims=True)
-        fill = np.where(has.any(axis=1, keepdims=True), median, 1.0)
-        raw = np.where(has, values, np.where(members, fill, 0.0))
-    elif bench.source == "equal":
-        raw = members.astype(float)
-    else:  # a file, fitted weights: the weights held over day s drifted by its prices
-        raw = bench.weights * price_growth(panel)
-    raw = np.where(members & np.isfinite(raw) & (raw > 0), raw, 0.0)
-    total = raw.sum(axis=1, keepdims=True)
-    return np.divide(raw, total, out=np.zeros_like(raw), where=total > 0)
+    out = np.zeros_like(bench.weights)
+    out[:-1] = bench.weights[1:]
+    out[-1] = benchmark_weights(with_next_day(panel, next_members), spec_of(bench)).weights[-1]
+    return out
 
 
 def next_weights(panel: Panel, spec: str | None = None) -> np.ndarray:

@@ -40,6 +40,7 @@ from forecaster.data.market.exchange import canonical_code, limit_matrix
 from forecaster.data.panel import Panel
 from forecaster.portfolio.backtest import BacktestConfig, trade_towards
 from forecaster.portfolio.broker import Broker
+from forecaster.portfolio.index_weights import decision_members
 from forecaster.portfolio.next_day import delisting_reasons
 from forecaster.portfolio.policy import Holding, enhanced_target, known_weights
 from forecaster.portfolio.strategy import ST_BLOCK, ST_REASON, st_no_buy, weights_for_book
@@ -245,7 +246,7 @@ def book_orders_for_panel(scores: pd.Series, panel: Panel, book: Book, config: B
     if config.strategy.rule == "enhanced":  # the optimised book: its own target, by the same orders
         held = np.array([book.shares.get(str(c), 0) for c in panel.codes], dtype=float) * np.nan_to_num(close)
         nav = held.sum() + book.cash
-        investable = listed & (np.ones(panel.n_stocks, dtype=bool) if members is None else members)
+        investable = decision_members(panel)[last] & (gone == "")  # as the backtest's decision
         target, enhanced = enhanced_target(panel, scores.reindex(panel.codes).to_numpy(dtype=float),
                                            Holding(held / nav if nav > 0 else held, nav), config, investable,
                                            no_buy, date=next_day, recent=recent)

@@ -42,8 +42,7 @@ from forecaster.portfolio.enhanced import (
     rebalance,
     risk_model_of,
 )
-from forecaster.portfolio.fitted_weights import index_members
-from forecaster.portfolio.index_weights import benchmark_weights, known_weights
+from forecaster.portfolio.index_weights import benchmark_weights, decision_members, known_weights
 
 log = logging.getLogger(__name__)
 
@@ -95,12 +94,6 @@ def in_force(policy: Policy, panel, row_of: np.ndarray, rebalance: np.ndarray, m
         return w
 
     return targets
-
-
-def _members(panel) -> np.ndarray:
-    """The stocks the book is measured against: the index's members, a suspended one too (it
-    cannot be bought then: :func:`enhanced_day` keeps it out of the buys)."""
-    return index_members(panel)
 
 
 def enhanced_day(scores: np.ndarray, held: Holding, bench: np.ndarray, snap, investable: np.ndarray,
@@ -168,8 +161,8 @@ class EnhancedPolicy(Policy):
         # the trade's day: the row's own under next_open, the signal day's close under close
         self.dates = forecast.index if config.execution == "next_open" else data.dates[np.maximum(
             self.signal_of, 0)]
-        self.known = known_weights(data, self.bench)[:, cols]
-        self.investable = _members(data)[:, cols]
+        self.known = known_weights(data, self.bench)[:, cols]  # row s: the weights of day s + 1
+        self.investable = decision_members(data)[:, cols]  # row s: the members of day s + 1
         self.tradable = (data.listed & ~data.suspended)[:, cols]
         self.allowed, self.no_buy = allowed, no_buy
         self.strategy, self.costs = config.strategy, config.costs
