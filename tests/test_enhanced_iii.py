@@ -186,8 +186,10 @@ def test_leavers_are_sold_and_reinvested_in_the_review_days_decision(world, ever
     held_before = result.positions.loc[:day].iloc[-2][leavers]
     assert (held_before > 0).any()  # the book held leavers before the review
     assert (result.positions.loc[day, leavers] == 0).all()  # sold on the review day's open
-    cash = result.cash / result.equity
+    held = result.holdings()  # what holdings.csv holds
+    cash = held[held["code"] == "CASH"].set_index("date")["weight"]
     assert cash.max() < 0.01, cash.nlargest(3)
+    assert np.allclose(held.groupby("date")["weight"].sum(), 1.0)
     # the decision for the review day was made with the review's members and weights
     known = known_weights(panel)
     assert (known[review - 1, 30:36] == 0).all() and (known[review - 1, 36:] > 0).all()

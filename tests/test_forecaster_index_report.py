@@ -211,3 +211,17 @@ def test_next_day_active_draws_chinese_names_with_the_packaged_font(tmp_path, re
     path = plot_next_day_active(table, tmp_path / "next_day_active.png", "tomorrow")
     assert path.stat().st_size > 5_000
     assert not [w for w in recwarn if "missing from" in str(w.message)]
+
+
+def test_an_enhanced_run_writes_what_it_held_each_day_with_its_cash(runs):
+    """holdings.csv (issue 86 item 10): date,code,weight after each close, a CASH row, each
+    day summing to 1; its stocks' value is the equity less the cash."""
+    out, _ = runs
+    held = pd.read_csv(out / "holdings.csv", parse_dates=["date"])
+    assert list(held.columns) == ["date", "code", "weight"]
+    sums = held.groupby("date")["weight"].sum()
+    assert np.allclose(sums, 1.0, atol=1e-9)
+    equity = pd.read_csv(out / "equity.csv", index_col="date", parse_dates=["date"])
+    assert set(sums.index) == set(equity.index)
+    cash = held[held["code"] == "CASH"].set_index("date")["weight"]
+    assert len(cash) == len(equity) and (cash >= -1e-12).all() and cash.iloc[5:].max() < 0.05

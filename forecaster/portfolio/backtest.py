@@ -146,6 +146,7 @@ __all__ = [
 EXECUTIONS = ("next_open", "close")
 WEIGHT_SOURCES = ("fitted", "float_mv", "equal")  # or a file (forecaster.portfolio.index_weights)
 PREDICTIONS_FORMATS = ("auto", "csv", "parquet")
+CASH = "CASH"  # the cash row of holdings.csv
 
 
 @documented
@@ -225,6 +226,9 @@ class BacktestResult:
             known_from, reason).
         delisted_exits: the positions ended by a delisting (module docstring), columns
             :data:`~forecaster.portfolio.delisted.EXIT_COLUMNS`.
+        held: ``[date x code]`` an enhanced book's weights held after each close (shares at
+            the close over the book's value) and a last column ``CASH``, each row summing to 1;
+            empty for the other rules.
     """
 
     equity: pd.Series
@@ -245,6 +249,14 @@ class BacktestResult:
     enhanced: object | None = None  # the enhanced book's diagnostics (portfolio.enhanced.EnhancedBook)
     delisted: pd.DataFrame = field(default_factory=pd.DataFrame)
     delisted_exits: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(EXIT_COLUMNS)))
+    held: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    def holdings(self) -> pd.DataFrame:
+        """``date, code, weight``: :attr:`held` as rows, the names held and ``CASH`` each day."""
+        if self.held.empty:
+            return pd.DataFrame(columns=["date", "code", "weight"])
+        long = self.held.rename_axis(index="date", columns="code").stack().rename("weight").reset_index()
+        return long[(long["weight"] != 0) | (long["code"] == CASH)].reset_index(drop=True)
 
     def summary(self) -> pd.DataFrame:
         """Strategy and benchmark metrics side by side ``[metric x {strategy, benchmark}]``."""
@@ -414,9 +426,15 @@ def run_backtest(data: Panel | Mapping[str, pd.DataFrame], forecast: pd.DataFram
     eq, cash, pos, trades, exits = simulate(panel, targets, rebalance, start, last, config,
                                             config.rebalance_tolerance, allow_short, no_buy)
     days = panel.dates[start:last + 1]
+    held = pd.DataFrame()
     if isinstance(policy, EnhancedPolicy):  # what it decided in the loop, measured on what it held
         book = policy.book()
-        book.held_after(pos, eq, panel.close_val[start:last + 1], days)
+        close = panel.close_val[start:last + 1]
+        book.held_after(pos, eq, close, days)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            value = np.nan_to_num(pos * close / np.asarray(eq)[:, None])
+        held = pd.DataFrame(np.column_stack([value, cash / np.asarray(eq)]), index=days,
+                            columns=[*codes, CASH])
     weights = book.weights if book is not None else policy.weights
     equity = pd.Series(eq, index=days, name="equity")
     returns = pd.Series(np.diff(np.concatenate([[config.capital], eq])) / np.concatenate(
@@ -465,5 +483,6 @@ def run_backtest(data: Panel | Mapping[str, pd.DataFrame], forecast: pd.DataFram
         weighted_equity=weighted,
         weighted_name=weighted_name,
         enhanced=book,
+        held=held,
     )
 

@@ -17,7 +17,9 @@ costs, and its drawdown), ``monthly_returns.png``, ``holdings_turnover.png``,
 run on an index universe whose series the data hold: ``index_book.csv`` (the book against the
 index day by day, :mod:`forecaster.evaluation.index_daily`) and ``index_excess.png``,
 ``tracking_error.png``, an enhanced book's ``active_weights.png`` and ``risk_split.png`` (their
-data beside them: ``active_weights.csv``, ``active_styles.csv``, ``risk_split.csv``); and
+data beside them: ``active_weights.csv``, ``active_styles.csv``, ``risk_split.csv``); every
+enhanced book: ``holdings.csv`` (``date,code,weight``: the weights held after each close and a
+``CASH`` row, summing to 1 a day); and
 ``report.html``, one self-contained page of all of it. One stock's minute bars:
 ``bar_position_metrics.csv`` (each model's IC and rank IC by bar of the day across days) and
 ``bar_position_ic.png`` instead of ``rolling_ic.png``.
@@ -253,6 +255,11 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
                                               out / "ic_by_horizon.png", styles=styles, main=main_name))
     if len(report.dm):
         files.append(plots.plot_dm(report.dm, main_name, out / "dm_pvalues.png"))
+    main_bt = report.backtests.get(main_name)
+    if main_bt is not None and not main_bt.held.empty:  # an enhanced book: what it held each day
+        holdings = main_bt.holdings()
+        holdings["date"] = pd.DatetimeIndex(holdings["date"]).date
+        files.append(write_csv(holdings, out / "holdings.csv"))
     view = getattr(report, "index_view", None)
     if view is not None:  # a run on an index universe whose series the data hold
         from forecaster.evaluation.index_daily import TE_WINDOW
