@@ -196,12 +196,14 @@ def test_the_shape_reaches_the_problems_alpha():
     assert np.corrcoef(out["tails"], out["zscore"])[0, 1] > 0.8
 
 
-def test_predict_reads_the_window_of_recent_scores_cut_to_each_days_members():
-    """``recent_scores``: the model's scores of the window's days before the next one, by
-    ``predict_recent`` where the model has it, else from ``predict``; a non-member's NaN."""
+def test_predict_reads_the_window_of_out_of_sample_forecasts_cut_to_each_days_members():
+    """``recent_scores``: a report's forecasts of the window's days before the next one, a
+    non-member's NaN; without out-of-sample forecasts the decay is refused, never read from the
+    run's own model (fitted on those days)."""
     import pandas as pd
 
     from forecaster.app.signal_day import recent_scores
+    from forecaster.checks import ConfigError
 
     class Grid:
         dates = pd.bdate_range("2024-01-01", periods=40)
@@ -211,20 +213,17 @@ def test_predict_reads_the_window_of_recent_scores_cut_to_each_days_members():
     grid = Grid()
     grid.members[30:, 1] = False
     every = pd.DataFrame(np.arange(117.0).reshape(39, 3), index=grid.dates[1:], columns=list("abc"))
-
-    class Plain:  # predict only: (date, code) scores of every forecast date
-        def predict(self, data):
-            return every.rename_axis(index="date", columns="code").stack().rename("forecast")
-
-    class Recent(Plain):
-        def predict_recent(self, data, n):
-            return every.iloc[-n:]
-
     s = StrategyConfig(rule="enhanced", alpha_halflife=1.5)
-    assert recent_scores(Plain(), grid, StrategyConfig(rule="enhanced")) is None
-    for model in (Plain(), Recent()):
-        got = recent_scores(model, grid, s)
-        assert got.shape == (window_rows(1.5) - 1, 3) == (14, 3)
-        want = every.iloc[-14:].to_numpy(copy=True)
-        want[-10:, 1] = np.nan  # forecast dates 30..39: b is no member
-        assert np.array_equal(got, want, equal_nan=True)
+    assert recent_scores(grid, StrategyConfig(rule="enhanced"), None) == (None, "")
+    got, entered = recent_scores(grid, s, every, "--report R")
+    assert got.shape == (window_rows(1.5) - 1, 3) == (14, 3)
+    want = every.iloc[-14:].to_numpy(copy=True)
+    want[-10:, 1] = np.nan  # forecast dates 30..39: b is no member
+    assert np.array_equal(got, want, equal_nan=True)
+    assert entered == "14 of 14 days' out-of-sample forecasts from --report R"
+    got, entered = recent_scores(grid, s, every.iloc[:-4], "--report R")  # a report ending 4 days early
+    assert entered.startswith("10 of 14 days") and np.isnan(got[-4:]).all()
+    with pytest.raises(ConfigError, match="in sample.*pass --report REPORT_DIR"):
+        recent_scores(grid, s, None)
+    with pytest.raises(ConfigError, match="no forecast on any of the 14 days"):
+        recent_scores(grid, s, every.iloc[:10])

@@ -198,17 +198,27 @@ def test_predict_gives_the_enhanced_books_orders_in_lots(tmp_path):
     write_synthetic_panel(data, n_stocks=31, n_days=400, seed=2)
     tiny = ["--window", "8", "--d-model", "8", "--heads", "2", "--layers", "1", "--epochs", "1"]
     assert CliRunner().invoke(main, ["train", str(data), "--out", str(run), *tiny]).exit_code == 0
-    res = CliRunner().invoke(main, ["predict", "--run", str(run), str(data), "--capital", "100000000",
-                                    "--strategy", "enhanced", "--tracking-error", "0.03",
-                                    "--active-bound", "0.05", "--style-bound", "0.6", "--max-turnover", "0.3",
-                                    "--alpha-ic", "0.04",
-                                    "--risk-aversion", "5", "--benchmark-weights", "equal",
-                                    "--alpha-shape", "rank", "--alpha-halflife", "2",
-                                    "--trade-aversion", "2"])
+    args = ["predict", "--run", str(run), str(data), "--capital", "100000000",
+            "--strategy", "enhanced", "--tracking-error", "0.03",
+            "--active-bound", "0.05", "--style-bound", "0.6", "--max-turnover", "0.3",
+            "--alpha-ic", "0.04",
+            "--risk-aversion", "5", "--benchmark-weights", "equal",
+            "--alpha-shape", "rank", "--alpha-halflife", "2",
+            "--trade-aversion", "2"]
+    # decayed alpha reads out-of-sample forecasts only: refused without a report, before any write
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 1 and "pass --report REPORT_DIR" in res.output and "in sample" in res.output
+    assert not (run / "orders.csv").exists() and not (run / "next_day.csv").exists()
+    report = tmp_path / "rep"
+    assert CliRunner().invoke(main, ["backtest", str(data), "--out", str(report), *tiny, "--n-seeds", "1",
+                                     "--train-days", "250", "--retrain-every", "80", "--no-baselines",
+                                     "--no-seed-recipe", "--jobs", "1"]).exit_code == 0
+    res = CliRunner().invoke(main, [*args, "--report", str(report)])
     assert res.exit_code == 0, res.output
     line = next(x for x in res.output.splitlines() if x.startswith("orders for the next open"))
     assert "enhanced, tracking-error budget 3.0%, book predicted tracking error" in line
-    assert "alpha: the scores of the last 20 days decayed at a half-life of 2 days" in line
+    assert "alpha: the scores of the last 20 days decayed at a half-life of 2 days (19 of 19 days' " in line
+    assert f"out-of-sample forecasts from --report {report} and the signal day's)" in line
     assert "(optimal)" in line
     te = float(line.split("predicted tracking error ")[1].split("%")[0]) / 100
     assert 0.005 < te <= 0.0301

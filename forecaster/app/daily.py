@@ -326,13 +326,17 @@ def train(data, out, overwrite, end, **options):
               help="A buy of a stock that closed at limit-up on the signal day (a sell of one at "
                    "limit-down) likely opens there and would queue: block it, or place it as a limit "
                    "order at the limit price (status limit_order).")
+@click.option("--report", "report", type=click.Path(exists=True, file_okay=False), default=None,
+              help="With --alpha-halflife: a walk-forward report of these data whose out-of-sample forecasts "
+                   "of the days before the signal day the decayed alpha reads (the run's own model was "
+                   "fitted on those days).")
 @experiment_options(("strategy", "costs", "market", "backtest", "data"),
                     only={"backtest": ("capital", "rebalance_tolerance", "benchmark_weights"),
                           "data": ("on_bad", "intraday", "universe", "cache", "max_file_mb")})
 @click.option("--overwrite", is_flag=True,
               help="Replace an output file that this command did not write (by default only its own "
                    "earlier outputs are replaced).")
-def predict(data, run, out, device, holdings, stale_after, at_limit, overwrite, **options):
+def predict(data, run, out, device, holdings, stale_after, at_limit, report, overwrite, **options):
     """Tomorrow's ranked list of DATA's stocks from a trained run, and with --holdings or
     --capital the orders for the next open.
 
@@ -392,7 +396,7 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, overwrite, 
             # a stock scored without some of its features (its file lacks their columns) says so
             lacking = missing_features(grid, model.features_)
             table["missing_features"] = [",".join(lacking.get(c, ())) for c in table["code"]]
-            orders = (next_open_orders(table, grid, holdings, raw, at_limit, trade_day, model) if want_orders
+            orders = (next_open_orders(table, grid, holdings, raw, at_limit, trade_day, report) if want_orders
                       else None)
         except input_errors() as exc:
             raise error_line(exc) from exc
@@ -430,9 +434,9 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, overwrite, 
             click.echo(f"universe {universe}: {len(table)} of the {n_all} stocks of the data are members on "
                        f"the signal day {last}; only they are ranked and traded")
         return
-    if holdings or raw or given or universe or data_options.get("cache"):
-        raise click.ClickException("--holdings, --intraday and the strategy options are for panel runs "
-                                   "(a folder of stocks); this run holds a one-stock model")
+    if holdings or raw or given or universe or data_options.get("cache") or report:
+        raise click.ClickException("--holdings, --intraday, --report and the strategy options are for panel "
+                                   "runs (a folder of stocks); this run holds a one-stock model")
     out = Path(out) if out else run / "predictions.csv"
     check_apart([out], [data or info["csv"], run / MODEL_FILE, run / RUN_FILE])
     check_output_file(out, overwrite=overwrite)

@@ -107,38 +107,77 @@ def strategy_of(raw: dict, n_stocks: int):
                                       **raw.get("strategy", {})})
 
 
-def recent_scores(model, grid, strategy):
-    """``[rows, stocks]`` ``model``'s scores of the forecast days before the next one that the
-    enhanced book's alpha at the holding horizon reads (``alpha_halflife`` > 0:
-    :func:`~forecaster.portfolio.alpha.window_rows` - 1 days, each cut to that day's members as
-    a backtest's forecasts are), in ``grid``'s stocks' order; None when the book reads today's
-    scores alone."""
+def report_forecasts(report: str | Path) -> tuple[pd.DataFrame, str]:
+    """``([date x code] forecasts, name)`` of the model under test of a report folder (its
+    ``experiment.toml`` names it): out of sample, each made by a model fitted before its day."""
+    import json
+
+    from forecaster.checks import ConfigError
+    from forecaster.models.registry import DEFAULT_MODEL
+    from forecaster.reporting.report import read_predictions
+
+    folder = Path(report)
+    metrics = folder / "metrics.json"
+    if not metrics.is_file():
+        raise ConfigError(f"--report {folder}: no metrics.json (not a report folder of `forecaster backtest` or "
+                          "`run`?)")
+    name = json.loads(metrics.read_text()).get("model", DEFAULT_MODEL)
+    pred = read_predictions(folder)
+    mine = pred[pred["model"] == name]
+    if mine.empty:
+        raise ConfigError(f"--report {folder}: its predictions hold no {name}, its model under test")
+    table = mine.reset_index().pivot_table(index="date", columns="code", values="forecast", aggfunc="first")
+    return table, name
+
+
+def recent_scores(grid, strategy, forecasts: pd.DataFrame | None, source: str = "--report"
+                  ) -> tuple[object, str]:
+    """``([rows, stocks] scores, what entered)``: the out-of-sample forecasts of the days
+    before the next one that the enhanced book's alpha at the holding horizon reads
+    (``alpha_halflife`` > 0: :func:`~forecaster.portfolio.alpha.window_rows` - 1 days, each
+    cut to that day's members as a backtest's forecasts are), in ``grid``'s stocks' order, from
+    ``forecasts`` (``[date x code]``, a walk-forward's: :func:`report_forecasts`); ``(None,
+    "")`` when the book reads today's scores alone. Never the run's own model's scores of
+    those days: it was fitted on them (in sample), while the backtest decays out-of-sample
+    forecasts.
+
+    Raises:
+        ConfigError: a decay without out-of-sample forecasts, or forecasts that reach none of
+            the window's days."""
     import numpy as np
 
+    from forecaster.checks import ConfigError
     from forecaster.portfolio.alpha import window_rows
 
     if strategy.rule != "enhanced" or strategy.alpha_halflife <= 0:
-        return None
+        return None, ""
     n = window_rows(strategy.alpha_halflife) - 1
-    recent = getattr(model, "predict_recent", None)
-    if recent is not None:
-        frame = recent(grid, n)
-    else:  # a model without it: every day's scores, the last n kept
-        frame = model.predict(grid).unstack("code").iloc[-n:]
-    # the window's forecast dates, each one a row: a day the model did not score stays (all NaN)
+    if forecasts is None:
+        raise ConfigError(
+            f"--alpha-halflife {strategy.alpha_halflife:g} decays the scores of the {n} days before the signal "
+            "day, and the run's model was fitted on those days (its scores of them are in sample) while a "
+            "backtest decays out-of-sample forecasts: pass --report REPORT_DIR (a walk-forward report of "
+            "these data whose forecasts reach the signal day), or --alpha-halflife 0")
+    # the window's forecast dates, each one a row: a day without a forecast stays (all NaN)
     dates = grid.dates[max(1, len(grid.dates) - n):]
-    scores = frame.reindex(index=dates, columns=list(grid.codes)).to_numpy(dtype=float)
+    scores = forecasts.reindex(index=dates, columns=[str(c) for c in grid.codes]).to_numpy(dtype=float)
     if grid.members is not None:
         scores = np.where(grid.members[grid.dates.get_indexer(dates)], scores, np.nan)
-    return scores
+    entered = int(np.isfinite(scores).any(axis=1).sum())
+    if entered == 0:
+        raise ConfigError(f"{source}: no forecast on any of the {len(dates)} days before the signal day "
+                          f"({dates[0].date()}..{dates[-1].date()}) that --alpha-halflife "
+                          f"{strategy.alpha_halflife:g} decays: the report ends before them; run the "
+                          "walk-forward up to the signal day")
+    return scores, f"{entered} of {len(dates)} days' out-of-sample forecasts from {source}"
 
 
 def next_open_orders(table: pd.DataFrame, grid, holdings: str | None, raw: dict, at_limit: str,
-                     trade_date=None, model=None) -> pd.DataFrame:
+                     trade_date=None, report: str | None = None) -> pd.DataFrame:
     """Tomorrow's orders from the ranked list's scores and the book (:mod:`forecaster.portfolio.orders`),
     for ``trade_date`` (default: the exchange's next trading day after the signal day); the
-    enhanced book's alpha at the holding horizon reads ``model``'s recent scores too
-    (:func:`recent_scores`)."""
+    enhanced book's alpha at the holding horizon reads the out-of-sample forecasts of the days
+    before from the ``report`` folder (:func:`recent_scores`)."""
     import dataclasses
 
     from forecaster.app.experiment import build_section
@@ -157,14 +196,18 @@ def next_open_orders(table: pd.DataFrame, grid, holdings: str | None, raw: dict,
         check_capital(float(config.capital), grid, grid.dates[-1], config.market.lot_size)
     book = read_holdings(holdings, grid.codes, capital) if holdings else Book({}, float(config.capital))
     scores = table.set_index("code")["score"]
-    recent = None if model is None else recent_scores(model, grid, strategy)
+    forecasts = None
+    if report and strategy.rule == "enhanced" and strategy.alpha_halflife > 0:
+        forecasts, _ = report_forecasts(report)
+    recent, entered = recent_scores(grid, strategy, forecasts, f"--report {report}")
     orders = book_orders_for_panel(scores, grid, book, config, at_limit=at_limit, trade_date=trade_date,
                                    recent=recent)
     held = f"cash {book.cash:,.0f}, {sum(1 for v in book.shares.values() if v)} position(s)"
     if strategy.rule == "enhanced":
         e = orders.attrs.get("enhanced", {})
         decayed = ("" if recent is None else f"; alpha: the scores of the last {len(recent) + 1} days "
-                   f"decayed at a half-life of {strategy.alpha_halflife:g} days")
+                   f"decayed at a half-life of {strategy.alpha_halflife:g} days ({entered} and the signal "
+                   "day's)")
         orders.attrs["summary"] = (f"enhanced, tracking-error budget {strategy.tracking_error:.1%}, book "
                                    f"predicted tracking error {e.get('predicted_te', float('nan')):.2%} "
                                    f"({e.get('status', 'not solved')}){decayed}; {held}")

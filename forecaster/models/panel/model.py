@@ -457,15 +457,6 @@ class PanelTransformer(BaseEstimator):
         rows = np.arange(panel.n_days - 1)
         return scores_to_series(self._panel_scores(panel, rows), panel, rows)
 
-    def predict_recent(self, data, n_days: int) -> pd.DataFrame:
-        """Scores ``[n_days, codes]`` of :meth:`predict`'s last ``n_days`` forecast dates
-        (fewer in short data), indexed by forecast date."""
-        self._check_fitted()
-        panel, n = as_panel(data), max(0, int(n_days))
-        rows = np.arange(max(0, panel.n_days - 1 - n), panel.n_days - 1)
-        return pd.DataFrame(self._panel_scores(panel, rows), index=panel.dates[rows + 1],
-                            columns=pd.Index(panel.codes, name="code"))
-
     def predict_next(self, data) -> pd.Series:
         """Scores for the trading day after the last row, indexed by code."""
         self._check_fitted()
