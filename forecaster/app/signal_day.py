@@ -119,8 +119,8 @@ def report_forecasts(report: str | Path) -> tuple[pd.DataFrame, str]:
     folder = Path(report)
     metrics = folder / "metrics.json"
     if not metrics.is_file():
-        raise ConfigError(f"--report {folder}: no metrics.json (not a report folder of `forecaster backtest` or "
-                          "`run`?)")
+        raise ConfigError(f"--report {folder}: no metrics.json (not a report folder of `forecaster "
+                          "backtest` or `run`?)")
     name = json.loads(metrics.read_text()).get("model", DEFAULT_MODEL)
     pred = read_predictions(folder)
     mine = pred[pred["model"] == name]
@@ -154,8 +154,8 @@ def recent_scores(grid, strategy, forecasts: pd.DataFrame | None, source: str = 
     n = window_rows(strategy.alpha_halflife) - 1
     if forecasts is None:
         raise ConfigError(
-            f"--alpha-halflife {strategy.alpha_halflife:g} decays the scores of the {n} days before the signal "
-            "day, and the run's model was fitted on those days (its scores of them are in sample) while a "
+            f"--alpha-halflife {strategy.alpha_halflife:g} decays the scores of the {n} days before the "
+            "signal day, and the run's model was fitted on those days (its scores of them are in sample) while a "
             "backtest decays out-of-sample forecasts: pass --report REPORT_DIR (a walk-forward report of "
             "these data whose forecasts reach the signal day), or --alpha-halflife 0")
     # the window's forecast dates, each one a row: a day without a forecast stays (all NaN)
