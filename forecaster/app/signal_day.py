@@ -156,8 +156,8 @@ def recent_scores(grid, strategy, forecasts: pd.DataFrame | None, source: str = 
         raise ConfigError(
             f"--alpha-halflife {strategy.alpha_halflife:g} decays the scores of the {n} days before the "
             "signal day, and the run's model was fitted on those days (its scores of them are in sample) "
-            "while a backtest decays out-of-sample forecasts: pass --report REPORT_DIR (a walk-forward report of "
-            "these data whose forecasts reach the signal day), or --alpha-halflife 0")
+            "while a backtest decays out-of-sample forecasts: pass --report REPORT_DIR (a walk-forward "
+            "report of these data whose forecasts reach the signal day), or --alpha-halflife 0")
     # the window's forecast dates, each one a row: a day without a forecast stays (all NaN)
     dates = grid.dates[max(1, len(grid.dates) - n):]
     scores = forecasts.reindex(index=dates, columns=[str(c) for c in grid.codes]).to_numpy(dtype=float)
