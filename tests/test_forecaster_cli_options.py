@@ -115,6 +115,7 @@ VALUES = {
     "backtest__rebalance_tolerance": ("0.2", 0.2),
     "backtest__predictions_format": ("parquet", "parquet"),
     "backtest__benchmark_weights": ("equal", "equal"),
+    "backtest__dividend_data": ("dividends.csv", "dividends.csv"),
     "data__on_bad": ("drop", "drop"),
     "data__strict": (True, True),
     "data__index_constituents": (True, True),

@@ -76,6 +76,8 @@ ENHANCED = ("strategy__tracking_error", "strategy__active_bound", "strategy__sty
 ELSEWHERE = {
     **dict.fromkeys(ENHANCED, "the enhanced book's backtest and predict (tests/test_forecaster_enhanced.py "
                               "runs each: a book of an index needs its series and weights)"),
+    "backtest__dividend_data": "a dividend export the test writes (tests/test_enhanced_iii.py runs backtest, "
+                               "score and predict with one)",
     "run__address": "an existing Ray cluster (tests/test_forecaster_backends.py runs backend "
                              "'ray' on a local one)",
     "data__intraday": "set by the folder run below (a folder of minute bars, not a fixed value)",
@@ -210,7 +212,9 @@ def test_every_predict_option_is_run(tmp_path, one_thread):
     # --intraday: tests/test_forecaster_intraday.py predicts with a run trained on minute bars;
     # --universe: tests/test_forecaster_universe.py predicts for an index's members
     # the enhanced book's options: tests/test_forecaster_enhanced.py predicts with them
-    assert given | {"data", "data__intraday", "data__universe", *ENHANCED} == names, names - given
+    # --report: tests/test_forecaster_enhanced.py predicts a decayed alpha from a report's forecasts
+    assert given | {"data", "data__intraday", "data__universe", "backtest__dividend_data", "report",
+                    *ENHANCED} == names, names - given
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
     assert "Warning" in res.output and "--stale-after" in res.output  # 5 < the days after 2018-10-31

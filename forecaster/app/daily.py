@@ -331,7 +331,8 @@ def train(data, out, overwrite, end, **options):
                    "of the days before the signal day the decayed alpha reads (the run's own model was "
                    "fitted on those days).")
 @experiment_options(("strategy", "costs", "market", "backtest", "data"),
-                    only={"backtest": ("capital", "rebalance_tolerance", "benchmark_weights"),
+                    only={"backtest": ("capital", "rebalance_tolerance", "benchmark_weights",
+                                       "dividend_data"),
                           "data": ("on_bad", "intraday", "universe", "cache", "max_file_mb")})
 @click.option("--overwrite", is_flag=True,
               help="Replace an output file that this command did not write (by default only its own "
@@ -389,6 +390,11 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, report, ove
             n_all = grid.n_stocks
             grid = members_only(grid, universe, source, indices)
         trade_day = trade_day_of(grid)  # the exchange's next trading day: the list's and the orders'
+        if raw.get("backtest", {}).get("dividend_data"):  # read and checked before anything is written
+            from forecaster.portfolio.total_return import attach_dividends
+
+            for note in attach_dividends(grid, raw["backtest"]["dividend_data"]):
+                click.echo(note, err=True)
         try:
             table = ranked_list(model, grid, strategy=strategy_of(raw, grid.n_stocks), trade_date=trade_day)
             if universe:  # the day's members only: the list, its ranks and quantiles

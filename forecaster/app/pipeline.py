@@ -46,6 +46,7 @@ from forecaster.portfolio.index_series import attach_index, index_for, split_ind
 from forecaster.portfolio.index_weights import benchmark_weights, check_covers
 from forecaster.portfolio.rules import check_capital
 from forecaster.portfolio.strategy import top_k_warning
+from forecaster.portfolio.total_return import attach_dividends, dividend_returns
 from forecaster.reporting.report import write_report
 from seq2seq.core import atomic_write
 
@@ -160,6 +161,9 @@ def prepare(raw: Mapping[str, Mapping], source: str = "<options>") -> tuple[Expe
     for key in ("universe", "train_universe"):  # a file (a market's name stays a name)
         if data.get(key) and Path(data[key]).is_file():
             data[key] = str(Path(data[key]).resolve())
+    dividends = raw.get("backtest", {}).get("dividend_data")
+    if dividends:  # read from anywhere the resolved experiment is run
+        raw["backtest"]["dividend_data"] = str(Path(dividends).resolve())
     started = time.perf_counter()
     loaded = load_data(build_section("data", data, source))
     loaded.seconds = time.perf_counter() - started
@@ -311,6 +315,8 @@ def _index_book(report: Report, exp: Experiment, loaded: Loaded, result: WalkFor
     lines, facts = index_book(report, forecast.sort_index(), grid, exp.backtest, code,
                               loaded.indices[code] if code is not None else None, keep=keep)
     report.verdict.extend(lines)
+    if code is not None:  # the index with its dividends was estimated: the large ones listed
+        report.dividends = dividend_returns(grid).large
     report.index_view = index_view(report, grid, exp.backtest, facts, keep.get("topk"),
                                    keep.get("topk_name", "top-k"))
     if report.index_view is not None and len(report.index_view.active_top):
@@ -375,6 +381,8 @@ def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: 
                       exp.backtest.market.lot_size, members)
     if exp.walk_forward.backend == "ray":  # an address nothing answers at: said within seconds
         check_reachable(exp.walk_forward.address)
+    dividend_data = exp.backtest.dividend_data
+    dividend_notes = attach_dividends(grid, dividend_data) if dividend_data else []  # checked before a write
     out = folder.claim()
     with atomic_write(out / EXPERIMENT_FILE, "w") as f:  # first: the run is reproducible even if cut
         f.write(to_toml(exp))
@@ -403,6 +411,7 @@ def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: 
         report.notes[int(bool(universe)):int(bool(universe))] = list(dict.fromkeys(warned))
         if loaded.features_note:
             report.notes.append(loaded.features_note)
+        report.notes.extend(dividend_notes)
         if loaded.train_universe is not None:
             report.notes.insert(0, learnt_line(loaded.train_universe, exp.data.train_outside_weight))
 

@@ -203,6 +203,7 @@ def _score(pred, scores, name, dates, exp, loaded, run, result, out, overwrite, 
     from forecaster.evaluation.external import ExternalScores, align
     from forecaster.evaluation.universe import universe_counts, universe_line
     from forecaster.portfolio.rules import check_capital
+    from forecaster.portfolio.total_return import attach_dividends
 
     grid = loaded.panel
     aligned = align(scores, grid.dates, grid.codes, run, dates)
@@ -251,6 +252,8 @@ def _score(pred, scores, name, dates, exp, loaded, run, result, out, overwrite, 
         grid.members = loaded.universe.mask(grid.dates, grid.codes)
     first = pd.DatetimeIndex(result.predictions.index).min()
     check_capital(exp.backtest.capital, grid, first, exp.backtest.market.lot_size)  # before a write
+    if exp.backtest.dividend_data:
+        problems += attach_dividends(grid, exp.backtest.dividend_data)
     folder = check_output(out, overwrite=overwrite, resume_with=None)  # again: nothing written yet
     meaning = DATES_MEANING[dates]
     head = [f"{name}: scored from {pred} ({aligned.summary()}); {meaning}", *problems]

@@ -105,6 +105,8 @@ class Report:
     strategy: StrategyStats = field(default_factory=StrategyStats)  # the tear sheet (tearsheet.py)
     quantile_curves: dict = field(default_factory=dict)  # model -> cumulative quantile returns
     index_view: object | None = None  # the main book against its index (index_daily.IndexView)
+    # the ex-dates read from prices as a large dividend (total_return.LARGE_COLUMNS): dividends.csv
+    dividends: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def bars(self) -> bool:

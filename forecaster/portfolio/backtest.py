@@ -178,6 +178,11 @@ class BacktestConfig:
         'index universe): "fitted" (fitted each month to the index\'s own series, the default where the data '
         'hold it), "float_mv" (the float market value at the previous close; the default where the '
         'data carry it and not the index), "equal", or a CSV file date,code,weight (index_weights).')
+    dividend_data: str = option("",
+        "a file of the stocks' corporate actions (baostock's query_dividend_data export or tushare's "
+        "dividend): each ex-date's cash dividend read from it rather than from the price gap, for the index "
+        "with its dividends and the benchmark weights' drift (a rights issue is then no dividend); empty: "
+        "read from prices, each dividend read above 5 % of the price listed in dividends.csv.")
 
     def __post_init__(self):
         if not (isinstance(self.capital, (int, float)) and math.isfinite(self.capital) and self.capital > 0):

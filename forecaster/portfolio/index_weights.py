@@ -434,6 +434,11 @@ def with_next_day(panel: Panel, members: np.ndarray | None = None, day=None) -> 
                   st=more(panel.st, panel.st[-1]), limit_up=np.vstack([panel.limit_up, nan_row]),
                   limit_down=np.vstack([panel.limit_down, nan_row]), members=extended(base),
                   learn=None, features=None, seen=None, _cache={})
+    from forecaster.portfolio.total_return import DIVIDEND_FILE_KEY
+
+    if DIVIDEND_FILE_KEY in panel._cache:  # a dividend file's records: the extra day holds none
+        div, covered, notes = panel._cache[DIVIDEND_FILE_KEY]
+        ext._cache[DIVIDEND_FILE_KEY] = (np.vstack([div, np.zeros((1, panel.n_stocks))]), covered, notes)
     series = panel._cache.get(_KEY)
     if series is not None:
         ext._cache[_KEY] = IndexSeries(series.code, np.append(series.close, np.nan),

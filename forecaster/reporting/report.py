@@ -19,7 +19,9 @@ index day by day, :mod:`forecaster.evaluation.index_daily`) and ``index_excess.p
 ``tracking_error.png``, an enhanced book's ``active_weights.png`` and ``risk_split.png`` (their
 data beside them: ``active_weights.csv``, ``active_styles.csv``, ``risk_split.csv``); every
 enhanced book: ``holdings.csv`` (``date,code,weight``: the weights held after each close and a
-``CASH`` row, summing to 1 a day); and
+``CASH`` row, summing to 1 a day); where the index's dividends were read from prices,
+``dividends.csv`` (each ex-date read as a dividend above 5 % of the price: ``date, code,
+dividend, gap``); and
 ``report.html``, one self-contained page of all of it. One stock's minute bars:
 ``bar_position_metrics.csv`` (each model's IC and rank IC by bar of the day across days) and
 ``bar_position_ic.png`` instead of ``rolling_ic.png``.
@@ -255,6 +257,9 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
                                               out / "ic_by_horizon.png", styles=styles, main=main_name))
     if len(report.dm):
         files.append(plots.plot_dm(report.dm, main_name, out / "dm_pvalues.png"))
+    if len(report.dividends):  # dividends read from prices above 5 % of the price: for a look
+        large = report.dividends.assign(date=pd.DatetimeIndex(report.dividends["date"]).date)
+        files.append(write_csv(large, out / "dividends.csv"))
     main_bt = report.backtests.get(main_name)
     if main_bt is not None and not main_bt.held.empty:  # an enhanced book: what it held each day
         holdings = main_bt.holdings()
