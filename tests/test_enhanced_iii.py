@@ -213,3 +213,116 @@ def test_the_weights_of_a_review_day_are_over_that_days_members_exactly(world): 
             seen = panel.listed.cumsum(axis=0)[t].astype(bool)
             np.testing.assert_array_equal(holding, panel.members[t] & seen)
             np.testing.assert_array_equal(known[t - 1] > 0, holding)
+
+
+# ------------------------------------------------------------------ 3: a rights issue is no dividend
+
+BAOSTOCK_DIV = ("code,dividPreNoticeDate,dividAgmPumDate,dividPlanAnnounceDate,dividPlanDate,"
+                "dividRegistDate,dividOperateDate,dividPayDate,dividStockMarketDate,dividCashPsBeforeTax,"
+                "dividCashPsAfterTax,dividStocksPs,dividCashStock,dividReserveToStockPs\n")
+
+
+def _rights_panel():
+    """Two stocks at a flat 10.0: A has a rights issue on day 20 (preclose 9.1, a 9 % gap that
+    prices alone read as a dividend) and a 0.2 cash dividend on day 30 (9.1 to 8.9)."""
+    frames = _frames(n_stocks=2)
+    a = frames["sh.600000"]
+    for frame in frames.values():
+        frame[["open", "high", "low", "close", "preclose"]] = 10.0
+    a.loc[a.index[20]:, ["open", "high", "low", "close", "preclose"]] = 9.1  # the rights issue
+    a.loc[a.index[30]:, ["open", "high", "low", "close", "preclose"]] = 8.9  # a 0.2 dividend
+    from forecaster.data.panel import Panel
+
+    return Panel.from_frames(frames), a.index
+
+
+def test_a_rights_issue_is_listed_from_prices_and_no_dividend_once_a_file_says_so(tmp_path):
+    from forecaster.portfolio.total_return import attach_dividends, dividend_returns
+
+    panel, days = _rights_panel()
+    read = dividend_returns(panel)
+    assert read.returns[20, 0] == pytest.approx(0.09, abs=1e-9)  # prices alone: a 9 % "dividend"
+    assert list(read.large["code"]) == ["sh.600000"] and read.large["date"].iloc[0] == days[20]
+    assert any("listed in dividends.csv" in n for n in read.notes)
+    path = tmp_path / "div.csv"
+    path.write_text(BAOSTOCK_DIV + f"sh.600000,,,,,,{days[30].date()},,,0.2,0.18,,,\n"
+                    f"sh.600000,,,,,,,,,0.5,0.45,,,\n")  # a plan without an ex-date: left out
+    notes = attach_dividends(panel, path)
+    read = dividend_returns(panel)
+    assert read.returns[20, 0] == 0.0  # the rights issue: no dividend
+    assert read.returns[30, 0] == pytest.approx(0.2 / 9.1)
+    assert (read.returns[:, 0][[t for t in range(40) if t != 30]] == 0).all()
+    assert read.large.empty or "sh.600000" not in set(read.large["code"])
+    assert any("1 row(s) of div.csv without an ex-date" in n for n in notes)
+
+
+@pytest.mark.parametrize("body, message", [
+    ("sh.600009,,,,,,2021-01-20,,,0.2,,,,\n", "line 2, column code: 'sh.600009' is no stock of the data"),
+    ("sh.600000,,,,,,2021-01-20,,,-0.2,,,,\n",
+     "line 2, column dividCashPsBeforeTax: '-0.2' is not an amount"),
+    ("sh.600000,,,,,,2021-02-01,,,0.2,,,,\nsh.600000,,,,,,2021-01-20,,,0.1,,,,\n",
+     "line 3, column dividOperateDate: sh.600000's ex-date 2021-01-20 does not come after line 2's"),
+    (None, "expected the columns of a dividend export"),
+    (b"\xff\xfe", "is neither UTF-8 nor GBK text"),
+])
+def test_a_bad_dividend_file_is_one_line_naming_its_line_and_column(tmp_path, body, message):
+    from forecaster.data import DataError
+    from forecaster.portfolio.total_return import attach_dividends
+
+    panel, _ = _rights_panel()
+    path = tmp_path / "div.csv"
+    if body is None:
+        path.write_text("code,date,cash\nsh.600000,2021-01-20,0.2\n")
+    elif isinstance(body, bytes):
+        path.write_bytes(BAOSTOCK_DIV.encode() + b"sh.600000,,,,,,2021-01-20,,,0.2,,,," + body + b"\n")
+    else:
+        path.write_text(BAOSTOCK_DIV + body)
+    with pytest.raises(DataError, match=message.replace("(", r"\(").replace(")", r"\)")) as err:
+        attach_dividends(panel, path)
+    assert "\n" not in str(err.value) and "div.csv" in str(err.value)
+
+
+def test_tushares_dividend_export_reads_alike(tmp_path):
+    from forecaster.portfolio.total_return import attach_dividends, dividend_returns
+
+    panel, days = _rights_panel()
+    path = tmp_path / "div.csv"
+    path.write_text("ts_code,end_date,ann_date,div_proc,stk_div,cash_div,cash_div_tax,ex_date\n"
+                    f"600000.SH,20201231,20210301,实施,0,0.18,0.2,{days[30]:%Y%m%d}\n", encoding="gbk")
+    attach_dividends(panel, path)
+    assert dividend_returns(panel).returns[30, 0] == pytest.approx(0.2 / 9.1)
+
+
+def test_backtest_score_and_predict_take_a_dividend_file_and_refuse_a_bad_one_before_writing(tmp_path):
+    from test_forecaster_trust import QUICK, _invoke
+
+    from forecaster.data import write_synthetic_panel
+
+    data = tmp_path / "data"
+    write_synthetic_panel(data, n_stocks=6, n_days=260, seed=4)
+    code = sorted(p.name[:-4] for p in data.glob("*.csv"))[0]
+    day = pd.read_csv(data / f"{code}.csv")["date"].iloc[200]
+    good, bad = tmp_path / "div.csv", tmp_path / "bad.csv"
+    good.write_text(BAOSTOCK_DIV + f"{code},,,,,,{day},,,0.1,,,,\n")
+    bad.write_text(BAOSTOCK_DIV + f"sh.688999,,,,,,{day},,,0.1,,,,\n")
+    res = _invoke("backtest", data, "--out", tmp_path / "bad_rep", "--dividend-data", bad, *QUICK)
+    assert res.exit_code == 1 and "is no stock of the data" in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "bad_rep").exists()
+    res = _invoke("backtest", data, "--out", tmp_path / "rep", "--dividend-data", good, *QUICK)
+    assert res.exit_code == 0, res.output
+    assert f"dividends of 1 stock(s) from {good}" in res.output
+    pred = pd.read_csv(tmp_path / "rep" / "predictions.csv")
+    pred = pred[["date", "code", "forecast"]].rename(columns={"forecast": "score"})
+    pred.to_csv(tmp_path / "p.csv", index=False)
+    res = _invoke("score", tmp_path / "p.csv", data, "--out", tmp_path / "sc", "--dates", "target",
+                  "--dividend-data", good)
+    assert res.exit_code in (0, 1) and "Traceback" not in res.output, res.output
+    assert f"dividends of 1 stock(s) from {good}" in res.output
+    res = _invoke("train", data, "--out", tmp_path / "run", *QUICK[:8])
+    assert res.exit_code == 0, res.output
+    run = ["predict", "--run", tmp_path / "run", data, "--dividend-data"]
+    res = _invoke(*run, good, "--out", tmp_path / "n.csv")
+    assert res.exit_code == 0 and f"dividends of 1 stock(s) from {good}" in res.output, res.output
+    res = _invoke(*run, bad, "--out", tmp_path / "m.csv")
+    assert res.exit_code == 1 and "is no stock of the data" in res.output
+    assert not (tmp_path / "m.csv").exists()
