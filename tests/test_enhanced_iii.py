@@ -326,3 +326,23 @@ def test_backtest_score_and_predict_take_a_dividend_file_and_refuse_a_bad_one_be
     res = _invoke(*run, bad, "--out", tmp_path / "m.csv")
     assert res.exit_code == 1 and "is no stock of the data" in res.output
     assert not (tmp_path / "m.csv").exists()
+
+
+def test_a_dividend_file_is_recorded_by_its_path_and_digest_and_a_changed_one_refused(tmp_path):
+    from forecaster.app.experiment import read_toml
+    from forecaster.app.fields import ConfigError
+    from forecaster.app.weights_record import read_weights_record, record_weights
+
+    path = tmp_path / "div.csv"
+    path.write_text(BAOSTOCK_DIV + "sh.600000,,,,,,2021-02-01,,,0.2,,,,\n")
+    recorded = record_weights({"capital": 1e6, "dividend_data": str(path), "benchmark_weights": "fitted"})
+    assert list(recorded)[:3] == ["capital", "dividend_data", "dividend_data_sha256"]
+    toml = tmp_path / "e.toml"
+    toml.write_text(f'[backtest]\ndividend_data = "{path}"\ndividend_data_sha256 = '
+                    f'"{recorded["dividend_data_sha256"]}"\n')
+    raw = read_toml(toml)
+    assert raw["backtest"]["dividend_data"] == str(path) and "dividend_data_sha256" not in raw["backtest"]
+    path.write_text(BAOSTOCK_DIV + "sh.600000,,,,,,2021-02-01,,,0.3,,,,\n")
+    with pytest.raises(ConfigError, match="dividend_data = .* has changed since the run"):
+        read_weights_record({"dividend_data": str(path),
+                             "dividend_data_sha256": recorded["dividend_data_sha256"]}, toml)
