@@ -27,6 +27,8 @@ illustrative; each line one line, wrapped here)::
         years_positive=7 of 8
     book name=topk against=price excess_ann=+0.156 te=0.116 ir=1.34 turnover=25.0 years_positive=7 of 8
     risk bias=0.97
+    cash name=enhanced max=0.004 mean=0.001 review_days_max=0.004
+    timing name=enhanced solve_s=61.2 compile_s=40.0 backtest_s=150.3
 
 ``price``: the index's own series (SH000300, a price index: its members' dividends are not in
 it); ``total_return``: the same with the dividends added back (an estimate: :func:`total_return`
@@ -40,7 +42,10 @@ annualised mean over ``te``; ``turnover``: one-sided, times the book a year;
 ``years_positive=N of M``: calendar years with a positive excess. ``risk bias``: the bias
 statistic of the enhanced book's realised daily active return (its target weights against the
 benchmark weights, close to close) over the risk model's predicted active sd: 1 when the risk
-model is calibrated. ``#`` lines add each book's excess by year, the weighted members' and the
+model is calibrated. ``cash`` (issue 86): the enhanced book's cash weight after each close, its
+largest and mean over the run and its largest on review days (the members change);
+``timing``: seconds inside the solver, building and compiling the problems (cvxpy), and the
+whole backtest. ``#`` lines add each book's excess by year, the weighted members' and the
 equal weight's lines, the solver's fallbacks and timings. :func:`contract_lines` writes the
 lines from a :class:`Summary`. In ``--out``: ``enhanced_rebalances.csv`` (the optimiser's row a
 rebalance) and ``books_daily.csv`` (each book's daily return after costs, the price index's and
@@ -87,6 +92,7 @@ from forecaster.app.pipeline import prepare  # noqa: E402
 from forecaster.evaluation.index_book import against_index, daily_returns  # noqa: E402
 from forecaster.portfolio.alpha import ALPHA_SHAPES, decayed_scores  # noqa: E402
 from forecaster.portfolio.backtest import BacktestConfig, run_backtest  # noqa: E402
+from forecaster.portfolio.book_problem import TIMES, reset_times  # noqa: E402
 from forecaster.portfolio.index_series import attach_index, index_for  # noqa: E402
 from forecaster.portfolio.index_weights import benchmark_weights, growth, weights_tracking  # noqa: E402
 from forecaster.portfolio.strategy import StrategyConfig  # noqa: E402
@@ -127,6 +133,8 @@ class Summary:
     turnover: dict[str, float]
     risk_bias: float
     extra: dict[str, str] = field(default_factory=dict)
+    cash: dict[str, dict] = field(default_factory=dict)  # name -> cash_stats
+    timing: dict[str, dict] = field(default_factory=dict)  # name -> solve_s, compile_s, backtest_s
 
 
 def years_positive(years: dict) -> tuple[int, int]:
@@ -147,7 +155,24 @@ def contract_lines(s: Summary) -> list[str]:
                     f"ir={st['ir']:.2f} turnover={s.turnover[name]:.1f} years_positive={pos} of {n}")
             lines.append(line + (f" {s.extra[name]}" if s.extra.get(name) else ""))
     lines.append(f"risk bias={s.risk_bias:.2f}")
+    for name, c in s.cash.items():
+        lines.append(f"cash name={name} max={c['max']:.4f} mean={c['mean']:.4f} "
+                     f"review_days_max={c['review_days_max']:.4f}")
+    for name, t in s.timing.items():
+        lines.append(f"timing name={name} solve_s={t['solve_s']:.1f} compile_s={t['compile_s']:.1f} "
+                     f"backtest_s={t['backtest_s']:.1f}")
     return lines
+
+
+def cash_stats(result, members: np.ndarray, dates: pd.DatetimeIndex) -> dict:
+    """An enhanced book's cash weight after each close (its ``held`` CASH column): the largest
+    and mean over the run, and the largest on review days (the members change that day)."""
+    cash = result.held["CASH"]
+    change = np.zeros(len(dates), dtype=bool)
+    change[1:] = (members[1:] != members[:-1]).any(axis=1)
+    review = cash.index.isin(dates[change])
+    return {"max": float(cash.max()), "mean": float(cash.mean()),
+            "review_days_max": float(cash[review].max()) if review.any() else math.nan}
 
 
 def solves_words(counts: dict, n: int) -> str:
@@ -310,11 +335,15 @@ def main(argv=None) -> None:
         max_turnover=args.max_turnover, active_bound=args.active_bound, style_bound=args.style_bound,
         alpha_shape=args.alpha_shape, alpha_halflife=args.alpha_halflife,
         trade_aversion=args.trade_aversion))
-    books, seconds, extra = {}, {}, {}
+    books, seconds, extra, timing = {}, {}, {}, {}
     for name, config in (("enhanced", enhanced), ("topk", base)):
+        reset_times()
         t0 = time.perf_counter()
         books[name] = run_backtest(panel, forecast, config)
         seconds[name] = time.perf_counter() - t0
+        if config.strategy.rule == "enhanced":
+            timing[name] = {"solve_s": TIMES["solve_s"], "compile_s": TIMES["compile_s"],
+                            "backtest_s": seconds[name]}
     if args.qlib_python:
         t0 = time.perf_counter()
         got = qlib_book(args, panel, forecast, enhanced, Path(args.out))
@@ -339,7 +368,9 @@ def main(argv=None) -> None:
     summary = Summary(index=code, weights=bench.source, proxy_te=proxy["te"], proxy_corr=proxy["corr"],
                       dividends_ann=dividends, capital=base.capital, books=stats,
                       turnover={name: r.metrics["turnover"] / 2 for name, r in books.items()},
-                      risk_bias=bias, extra=extra)
+                      risk_bias=bias, extra=extra, timing=timing,
+                      cash={name: cash_stats(r, panel.members, panel.dates) for name, r in books.items()
+                            if not r.held.empty})
     for line in contract_lines(summary):
         print(line)
     for name, result in books.items():

@@ -220,3 +220,25 @@ def test_factor_limits_bound_the_styles_and_never_bind_the_others():
         w, wb = rng.dirichlet(np.full(300, 0.05)), rng.dirichlet(np.ones(300))
         assert np.all(np.abs((w - wb) @ F)[3:] < limits[3:])
     assert worker.factor_limits(F, 3, None) is None
+
+
+def test_the_cash_and_timing_lines_are_issue_86s():
+    lines = bench.contract_lines(_summary(
+        cash={"enhanced": {"max": 0.0041, "mean": 0.0012, "review_days_max": 0.0038}},
+        timing={"enhanced": {"solve_s": 61.24, "compile_s": 40.01, "backtest_s": 150.26}}))
+    assert lines[len(ISSUE_LINES):] == [
+        "cash name=enhanced max=0.0041 mean=0.0012 review_days_max=0.0038",
+        "timing name=enhanced solve_s=61.2 compile_s=40.0 backtest_s=150.3"]
+
+
+def test_cash_stats_read_the_books_cash_and_its_review_days():
+    import numpy as np
+    import pandas as pd
+
+    class Result:
+        held = pd.DataFrame({"a": [0.99, 0.95, 0.999, 0.98], "CASH": [0.01, 0.05, 0.001, 0.02]},
+                            index=pd.bdate_range("2024-01-01", periods=4))
+
+    members = np.array([[1, 1], [1, 0], [1, 0], [1, 1]], bool)  # reviews on days 1 and 3
+    got = bench.cash_stats(Result(), members, Result.held.index)
+    assert got == {"max": 0.05, "mean": pytest.approx(0.02025), "review_days_max": 0.05}
