@@ -346,3 +346,52 @@ def test_a_dividend_file_is_recorded_by_its_path_and_digest_and_a_changed_one_re
     with pytest.raises(ConfigError, match="dividend_data = .* has changed since the run"):
         read_weights_record({"dividend_data": str(path),
                              "dividend_data_sha256": recorded["dividend_data_sha256"]}, toml)
+
+
+# ------------------------------------------------------------------ 9: one decision, backtest and predict
+
+
+def _parity(panel, forecast, r, config, next_members=None):
+    """The backtest's trades of rebalance row ``r`` against predict's orders from the book the
+    backtest held the day before, on the panel cut at the signal day (execution at the close)."""
+    from forecaster.portfolio.backtest import run_backtest
+    from forecaster.portfolio.orders import Book, book_orders_for_panel
+
+    result = run_backtest(panel, forecast, config)
+    s = panel.dates.get_loc(forecast.index[r]) - 1
+    before = result.positions.loc[panel.dates[s - 1]]
+    book = Book({c: int(n) for c, n in before.items() if n}, float(result.cash.loc[panel.dates[s - 1]]))
+    cut = panel.rows(panel.dates <= panel.dates[s])
+    orders = book_orders_for_panel(forecast.iloc[r], cut, book, config, trade_date=forecast.index[r],
+                                   next_members=next_members)
+    placed = orders[orders["status"].isin(["order", "partial"])]
+    traded = result.trades[(result.trades["date"] == panel.dates[s]) & (result.trades["shares"] > 0)]
+    ours = sorted(zip(placed["code"], placed["side"], placed["shares"], strict=True))
+    theirs = sorted(zip(traded["code"], traded["side"], traded["shares"], strict=True))
+    return ours, theirs, result
+
+
+def test_backtest_and_predict_give_the_same_orders_on_a_review_day(world):  # noqa: F811
+    from test_forecaster_policy import N_DAYS, TEST_DAYS, _config
+
+    review = N_DAYS - TEST_DAYS + 21  # row 21 is the review's trade day; rows every 1
+    panel, forecast = _reviewed(world, review)
+    config = _config(capital=5e7, execution="close")
+    config.strategy.rebalance_every = 1
+    r = forecast.index.get_loc(panel.dates[review])
+    ours, theirs, result = _parity(panel, forecast, r, config, next_members=panel.members[review])
+    leavers = {str(c) for c in panel.codes[30:36]}
+    assert len(ours) > 5 and ours == theirs
+    assert any(code in leavers and side == "sell" for code, side, _ in ours)  # the leavers sold that day
+    assert any(code in {str(c) for c in panel.codes[36:]} and side == "buy" for code, side, _ in ours)
+
+
+def test_backtest_and_predict_give_the_same_orders_the_day_after_a_resumption(world):  # noqa: F811
+    from test_forecaster_policy import SUSPENDED, _config
+
+    panel, forecast = world
+    config = _config(capital=5e7, execution="close")
+    config.strategy.rebalance_every = 1
+    r = forecast.index.get_loc(panel.dates[SUSPENDED + 2])  # decided at the close of the day it resumed
+    ours, theirs, _ = _parity(panel, forecast, r, config)
+    assert len(ours) > 0 and ours == theirs

@@ -100,7 +100,7 @@ def test_a_rebalance_without_a_benchmark_is_not_a_fallback(world):
     the optimiser held the benchmark then."""
     panel, forecast = world
     policy = EnhancedPolicy(panel, forecast, _config(), None, None)
-    policy.known[policy.signal_of[0]] = 0.0  # no benchmark weight on the first signal day
+    policy.inputs.known[policy.signal_of[0]] = 0.0  # no benchmark weight on the first signal day
     cash = Holding(np.zeros(N_STOCKS), 1e10)
     assert not policy.targets(0, cash, True).any()  # nothing held, nothing to track: cash
     assert policy.targets(5, cash, True).sum() == pytest.approx(1.0)

@@ -386,10 +386,11 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, report, ove
                                       cache=bool(data_options.get("cache")), max_file_mb=max_mb)
         check_signal_day(model.train_end_, grid)
         warn_if_stale(model.train_end_, grid.dates, stale_after)
+        trade_day = trade_day_of(grid)  # the exchange's next trading day: the list's and the orders'
+        next_members = None  # the trade day's members: a review the list holds is known in advance
         if universe:
             n_all = grid.n_stocks
-            grid = members_only(grid, universe, source, indices)
-        trade_day = trade_day_of(grid)  # the exchange's next trading day: the list's and the orders'
+            grid, next_members = members_only(grid, universe, source, indices, trade_day)
         if raw.get("backtest", {}).get("dividend_data"):  # read and checked before anything is written
             from forecaster.portfolio.total_return import attach_dividends
 
@@ -402,7 +403,8 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, report, ove
             # a stock scored without some of its features (its file lacks their columns) says so
             lacking = missing_features(grid, model.features_)
             table["missing_features"] = [",".join(lacking.get(c, ())) for c in table["code"]]
-            orders = (next_open_orders(table, grid, holdings, raw, at_limit, trade_day, report) if want_orders
+            orders = (next_open_orders(table, grid, holdings, raw, at_limit, trade_day, report, next_members)
+                      if want_orders
                       else None)
         except input_errors() as exc:
             raise error_line(exc) from exc

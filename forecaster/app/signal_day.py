@@ -53,8 +53,10 @@ def check_signal_day(train_end: pd.Timestamp, grid) -> None:
                 "others (or remove the later rows) so the list is for one signal day")
 
 
-def members_only(grid, universe: str, source: str, indices: dict | None = None):
-    """``grid`` with the point-in-time membership of ``--universe`` (a file, or an index's name:
+def members_only(grid, universe: str, source: str, indices: dict | None = None, trade_day=None):
+    """``(grid, next_members)``: ``grid`` with the point-in-time membership of ``--universe``
+    and the members of ``trade_day`` (``[stocks]``, None without it: a review the list holds
+    for the trade day is known in advance) (a file, or an index's name:
     the Qlib folder ``source``'s own list, else the ``index-constitution`` package's); says which
     list it read, and the list's checks over the data's days are logged as warnings; no member
     on the signal day is an error. Where ``indices`` (``{code: frame}``) hold the universe's own
@@ -78,7 +80,8 @@ def members_only(grid, universe: str, source: str, indices: dict | None = None):
     code = index_for(resolved.name, indices or {})
     if code is not None:
         attach_index_series(grid, code, indices[code], members)
-    return grid
+    upcoming = None if trade_day is None else resolved.mask(pd.DatetimeIndex([trade_day]), grid.codes)[0]
+    return grid, upcoming
 
 
 def members_table(table: pd.DataFrame, grid) -> pd.DataFrame:
@@ -173,7 +176,7 @@ def recent_scores(grid, strategy, forecasts: pd.DataFrame | None, source: str = 
 
 
 def next_open_orders(table: pd.DataFrame, grid, holdings: str | None, raw: dict, at_limit: str,
-                     trade_date=None, report: str | None = None) -> pd.DataFrame:
+                     trade_date=None, report: str | None = None, next_members=None) -> pd.DataFrame:
     """Tomorrow's orders from the ranked list's scores and the book (:mod:`forecaster.portfolio.orders`),
     for ``trade_date`` (default: the exchange's next trading day after the signal day); the
     enhanced book's alpha at the holding horizon reads the out-of-sample forecasts of the days
@@ -201,7 +204,7 @@ def next_open_orders(table: pd.DataFrame, grid, holdings: str | None, raw: dict,
         forecasts, _ = report_forecasts(report)
     recent, entered = recent_scores(grid, strategy, forecasts, f"--report {report}")
     orders = book_orders_for_panel(scores, grid, book, config, at_limit=at_limit, trade_date=trade_date,
-                                   recent=recent)
+                                   recent=recent, next_members=next_members)
     held = f"cash {book.cash:,.0f}, {sum(1 for v in book.shares.values() if v)} position(s)"
     if strategy.rule == "enhanced":
         e = orders.attrs.get("enhanced", {})

@@ -40,9 +40,8 @@ from forecaster.data.market.exchange import canonical_code, limit_matrix
 from forecaster.data.panel import Panel
 from forecaster.portfolio.backtest import BacktestConfig, trade_towards
 from forecaster.portfolio.broker import Broker
-from forecaster.portfolio.index_weights import decision_members
 from forecaster.portfolio.next_day import delisting_reasons
-from forecaster.portfolio.policy import Holding, enhanced_target, known_weights
+from forecaster.portfolio.policy import Holding, enhanced_target
 from forecaster.portfolio.strategy import ST_BLOCK, ST_REASON, st_no_buy, weights_for_book
 
 ORDER_COLUMNS = ("code", "side", "shares", "requested", "reference_price", "value", "est_costs",
@@ -194,8 +193,8 @@ def _reason(side: str, broker_reason: str, status: str, weight: float, held: int
 
 
 def book_orders_for_panel(scores: pd.Series, panel: Panel, book: Book, config: BacktestConfig,
-                          at_limit: str = "block", trade_date=None, recent: np.ndarray | None = None
-                          ) -> pd.DataFrame:
+                          at_limit: str = "block", trade_date=None, recent: np.ndarray | None = None,
+                          next_members: np.ndarray | None = None) -> pd.DataFrame:
     """:func:`next_day_orders` for the trading day after ``panel``'s last day (see the module
     docstring); ``scores`` indexed by the panel's codes.
 
@@ -209,6 +208,9 @@ def book_orders_for_panel(scores: pd.Series, panel: Panel, book: Book, config: B
         recent: ``[rows, stocks]`` the forecast rows before ``scores``' (the panel's stocks'
             order), read by the enhanced book's alpha at the holding horizon
             (:func:`~forecaster.portfolio.alpha.holding_scores`); None: ``scores`` alone.
+        next_members: ``[stocks]`` the index's members on the trade day where a review is
+            known (the enhanced book's benchmark and members are those of that day); None: the
+            signal day's.
 
     Returns:
         ``ORDER_COLUMNS`` plus ``NEXT_DAY_COLUMNS``: the signal day, the trade date and each
@@ -246,11 +248,10 @@ def book_orders_for_panel(scores: pd.Series, panel: Panel, book: Book, config: B
     if config.strategy.rule == "enhanced":  # the optimised book: its own target, by the same orders
         held = np.array([book.shares.get(str(c), 0) for c in panel.codes], dtype=float) * np.nan_to_num(close)
         nav = held.sum() + book.cash
-        investable = decision_members(panel)[last] & (gone == "")  # as the backtest's decision
         target, enhanced = enhanced_target(panel, scores.reindex(panel.codes).to_numpy(dtype=float),
-                                           Holding(held / nav if nav > 0 else held, nav), config, investable,
-                                           no_buy, date=next_day, recent=recent)
-        bench = known_weights(panel, config.benchmark_weights)[last]
+                                           Holding(held / nav if nav > 0 else held, nav), config, gone == "",
+                                           no_buy, date=next_day, recent=recent, next_members=next_members)
+        bench = enhanced.pop("bench")
         # (code, target, benchmark) of every name in either: plain tuples, as attrs are compared
         enhanced = {**enhanced, "weights": [(str(c), float(t), float(b)) for c, t, b in
                                             zip(panel.codes, target, bench, strict=True) if t > 0 or b > 0]}

@@ -13,9 +13,11 @@ day's close (after lots, the rebalance tolerance, blocked trades and suspensions
   day, data and holdings give the same targets.
 
 What the enhanced decision of a forecast row ``t`` (traded at day ``t``, decided at the close of
-the signal day ``s``, the trading day before) reads is known at ``s``'s close: the benchmark
-weights over the members with a bar on ``s`` (:func:`known_weights`: no renormalising over day
-``t``'s bars), the members, the risk model's snapshot and the suspensions of ``s``. A held stock
+the signal day ``s``, the trading day before) reads is known at ``s``'s close, and is one
+:class:`RebalanceContext` built by one function (:meth:`BookInputs.context`) for the backtest
+and ``predict`` alike: the benchmark weights and members of day ``t`` (:func:`known_weights`,
+:func:`decision_members`: an index review is announced in advance), the risk model's snapshot
+and the suspensions of ``s``, the holdings after ``s``'s close, the costs of day ``t``. A held stock
 that cannot trade on the signal day (suspended, no bar) is held at its current weight inside the
 problem (:func:`~forecaster.portfolio.enhanced.rebalance`'s ``fixed``: in the budget, the
 turnover and the cost; the diagnostics' ``fixed_weight`` and the notes count it); one the risk
@@ -96,49 +98,107 @@ def in_force(policy: Policy, panel, row_of: np.ndarray, rebalance: np.ndarray, m
     return targets
 
 
-def enhanced_day(scores: np.ndarray, held: Holding, bench: np.ndarray, snap, investable: np.ndarray,
-                 tradable: np.ndarray, no_buy: np.ndarray | None, strategy, costs, date
-                 ) -> tuple[np.ndarray, dict, np.ndarray]:
-    """One enhanced rebalance, the one call of the backtest and of ``predict``: from what is
-    ``held`` at the signal day's close, the benchmark weights known then (:func:`known_weights`),
-    the risk ``snap`` at that close (None: too little history), ``investable`` and ``tradable``
-    (a bar, not suspended) ``[stocks]`` on the signal day, the ST rule's ``no_buy``, the
-    :class:`~forecaster.portfolio.rules.CostModel` ``costs`` and the trade's ``date``. A held
-    stock that cannot trade keeps its weight, inside the problem
-    (:func:`~forecaster.portfolio.enhanced.rebalance`'s ``fixed``). Returns the target
-    ``[stocks]``, the diagnostics row (:data:`DIAGNOSTICS` less the date; ``fixed_weight``: the
-    held weight that could not trade) and the active weights (NaN outside the problem)."""
-    weights = np.nan_to_num(np.asarray(held.weights, dtype=float))
-    closed = ~np.asarray(tradable, bool)
+@dataclass(frozen=True)
+class RebalanceContext:
+    """Everything one enhanced rebalance decides from, built by :meth:`BookInputs.context` alike
+    for the backtest (its simulated account) and ``predict`` (a holdings file): arrays over the
+    same ``[stocks]``.
+
+    Attributes:
+        date: the trade's day; signal: the signal day (whose close the decision uses).
+        held: the weights and value held after the signal day's close (its corporate actions in).
+        bench: the benchmark weights of the trade day (:func:`known_weights`).
+        investable: the trade day's members the book may hold (:func:`decision_members`,
+            less a stock known to delist).
+        scores: the alpha's scores (NaN: no view), at the holding horizon where decayed.
+        snap: the risk model's snapshot at the signal day's close (None: too little history).
+        tradable: a bar and no suspension on the signal day; no_buy: the ST rule (None: none).
+        costs: the :class:`~forecaster.portfolio.rules.CostModel` (its rates on ``date``).
+    """
+
+    date: pd.Timestamp
+    signal: pd.Timestamp
+    held: Holding
+    bench: np.ndarray
+    investable: np.ndarray
+    scores: np.ndarray
+    snap: object | None
+    tradable: np.ndarray
+    no_buy: np.ndarray | None
+    costs: object
+
+
+class BookInputs:
+    """The panel-wide arrays an enhanced decision reads, computed once per panel: the benchmark
+    weights and members of each next day (``[days, stocks]``, row ``s`` for the decision at
+    ``s``'s close), what can trade, the risk model; over ``columns`` (positions of the panel's
+    stocks: the forecast's columns; None: every stock). ``next_members``: the index's members
+    of the day after the panel's last (a review known in advance; default the last day's)."""
+
+    def __init__(self, panel, config, columns: np.ndarray | None = None,
+                 next_members: np.ndarray | None = None):
+        cols = np.arange(panel.n_stocks) if columns is None else np.asarray(columns)
+        self.bench = benchmark_weights(panel, config.benchmark_weights)
+        self.known = known_weights(panel, self.bench, next_members)[:, cols]
+        self.investable = decision_members(panel, next_members)[:, cols]
+        self.tradable = (panel.listed & ~panel.suspended)[:, cols]
+        column_of = np.full(panel.n_stocks, -1)
+        column_of[cols] = np.arange(len(cols))
+        self.risk = _Columns(risk_model_of(panel), column_of)
+        self.dates, self.costs = panel.dates, config.costs
+
+    def context(self, s: int, scores: np.ndarray, held: Holding, date, allowed: np.ndarray | None = None,
+                no_buy: np.ndarray | None = None) -> RebalanceContext:
+        """The context of the decision at row ``s``'s close (``s`` < 0: before the data, nothing
+        known), traded on ``date``; ``allowed``: not known to delist (None: all)."""
+        n = len(scores)
+        if s >= 0:
+            snap, bench, investable, tradable = (self.risk.snapshot(s), self.known[s], self.investable[s],
+                                                 self.tradable[s])
+        else:  # nothing is known before the data's first day: the book stays as it is
+            snap, bench, investable, tradable = None, np.zeros(n), np.zeros(n, bool), np.zeros(n, bool)
+        if allowed is not None:
+            investable = investable & np.asarray(allowed, bool)
+        return RebalanceContext(pd.Timestamp(date), self.dates[max(s, 0)], held, bench, investable,
+                                np.asarray(scores, float), snap, tradable, no_buy, self.costs)
+
+
+def enhanced_day(ctx: RebalanceContext, strategy) -> tuple[np.ndarray, dict, np.ndarray]:
+    """One enhanced rebalance, the one call of the backtest and of ``predict``, from its
+    :class:`RebalanceContext`. A held stock that cannot trade keeps its weight, inside the
+    problem (:func:`~forecaster.portfolio.enhanced.rebalance`'s ``fixed``); what cannot trade
+    is never bought. Returns the target ``[stocks]``, the diagnostics row (:data:`DIAGNOSTICS`
+    less the date; ``fixed_weight``: the held weight that could not trade) and the active weights
+    (NaN outside the problem)."""
+    weights = np.nan_to_num(np.asarray(ctx.held.weights, dtype=float))
+    closed = ~np.asarray(ctx.tradable, bool)
     fixed = (weights > 0) & closed
     # what cannot trade on the signal day is never bought (a suspended member stays in the benchmark)
-    no_buy = closed if no_buy is None else (np.asarray(no_buy, bool) | closed)
-    new, row, active = rebalance(np.asarray(scores, float), weights, bench, snap,
-                                 np.asarray(investable, bool), no_buy, strategy, costs, fixed=fixed,
-                                 date=date, value=held.value)
+    no_buy = closed if ctx.no_buy is None else (np.asarray(ctx.no_buy, bool) | closed)
+    new, row, active = rebalance(ctx.scores, weights, ctx.bench, ctx.snap, np.asarray(ctx.investable, bool),
+                                 no_buy, strategy, ctx.costs, fixed=fixed, date=ctx.date,
+                                 value=ctx.held.value)
     return new, {**row, "fixed_weight": float(weights[fixed].sum())}, active
 
 
-def enhanced_target(panel, scores: np.ndarray, held: Holding, config, investable: np.ndarray,
-                    no_buy: np.ndarray | None, date=None, recent: np.ndarray | None = None
-                    ) -> tuple[np.ndarray, dict]:
+def enhanced_target(panel, scores: np.ndarray, held: Holding, config, allowed: np.ndarray | None,
+                    no_buy: np.ndarray | None, date=None, recent: np.ndarray | None = None,
+                    next_members: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
     """Tomorrow's enhanced book ``[stocks]`` of the Panel ``panel`` (its stocks' order; its last
     day the signal day) from today's ``scores`` (with ``alpha_halflife`` > 0, decayed with the
     forecast rows before them, ``recent`` ``[rows, stocks]``:
     :func:`~forecaster.portfolio.alpha.holding_scores`, as the backtest's rows are) and what is
-    ``held`` at its close, traded on ``date``, by :func:`enhanced_day` (the backtest's
-    decision); also its diagnostics row (``predicted_te`` annual)."""
-    last = panel.n_days - 1
-    bench = known_weights(panel, config.benchmark_weights)[last]
-    snap = risk_model_of(panel).snapshot(last)
-    tradable = panel.listed[last] & ~panel.suspended[last]
+    ``held`` at its close, traded on ``date``, over the members of that day (``next_members``,
+    where a review says them): the backtest's decision (:class:`BookInputs`,
+    :func:`enhanced_day`); also its diagnostics row (``predicted_te`` annual)."""
     if config.strategy.alpha_halflife > 0 and recent is None:
         log.warning("alpha_halflife %g: no forecast rows before the signal day were handed in; the book "
                     "reads the signal day's scores alone", config.strategy.alpha_halflife)
     scores = holding_scores(scores, recent, config.strategy.alpha_halflife)
-    new, row, _ = enhanced_day(scores, held, bench, snap, investable, tradable, no_buy, config.strategy,
-                               config.costs, date)
-    return new, row
+    inputs = BookInputs(panel, config, next_members=next_members)
+    ctx = inputs.context(panel.n_days - 1, scores, held, date, allowed=allowed, no_buy=no_buy)
+    new, row, _ = enhanced_day(ctx, config.strategy)
+    return new, {**row, "bench": ctx.bench}
 
 
 class EnhancedPolicy(Policy):
@@ -149,11 +209,10 @@ class EnhancedPolicy(Policy):
 
     def __init__(self, data, forecast: pd.DataFrame, config, allowed: np.ndarray | None,
                  no_buy: np.ndarray | None):
-        self.bench = benchmark_weights(data, config.benchmark_weights)
         index = {str(c): j for j, c in enumerate(data.codes)}
         cols = np.array([index[str(c)] for c in forecast.columns])
-        column_of = np.full(len(data.codes), -1)
-        column_of[cols] = np.arange(len(cols))
+        self.inputs = BookInputs(data, config, cols)  # row s: the weights and members of day s + 1
+        self.bench = self.inputs.bench
         # at the holding horizon: each row's scores decayed over the rows before it (alpha_halflife)
         self.forecast = forecast
         self.scores = decayed_scores(forecast.to_numpy(dtype=float), config.strategy.alpha_halflife)
@@ -161,12 +220,8 @@ class EnhancedPolicy(Policy):
         # the trade's day: the row's own under next_open, the signal day's close under close
         self.dates = forecast.index if config.execution == "next_open" else data.dates[np.maximum(
             self.signal_of, 0)]
-        self.known = known_weights(data, self.bench)[:, cols]  # row s: the weights of day s + 1
-        self.investable = decision_members(data)[:, cols]  # row s: the members of day s + 1
-        self.tradable = (data.listed & ~data.suspended)[:, cols]
         self.allowed, self.no_buy = allowed, no_buy
-        self.strategy, self.costs = config.strategy, config.costs
-        self.risk = _Columns(risk_model_of(data), column_of)
+        self.strategy = config.strategy
         n_rows, n_stocks = self.scores.shape
         self.weights = np.full((n_rows, n_stocks), np.nan)
         self.active = np.full((n_rows, n_stocks), np.nan)
@@ -184,18 +239,12 @@ class EnhancedPolicy(Policy):
 
     def _decide(self, row: int, held: Holding) -> None:
         s = int(self.signal_of[row])
-        n = self.scores.shape[1]
-        if s >= 0:
-            snap, bench = self.risk.snapshot(s), self.known[s]
-            investable, tradable = self.investable[s], self.tradable[s]
-        else:  # nothing is known before the data's first day: the book stays as it is
-            snap, bench, investable, tradable = None, np.zeros(n), np.zeros(n, bool), np.zeros(n, bool)
-        if self.allowed is not None:
-            investable = investable & self.allowed[row]
-        no_buy = None if self.no_buy is None else self.no_buy[row]
-        self.no_forecast += int((investable & (bench > 0) & ~np.isfinite(self.scores[row])).sum())
-        new, diag, active = enhanced_day(self.scores[row], held, bench, snap, investable, tradable, no_buy,
-                                         self.strategy, self.costs, self.dates[row])
+        ctx = self.inputs.context(s, self.scores[row], held, self.dates[row],
+                                  allowed=None if self.allowed is None else self.allowed[row],
+                                  no_buy=None if self.no_buy is None else self.no_buy[row])
+        self.no_forecast += int((ctx.investable & (ctx.bench > 0) & ~np.isfinite(ctx.scores)).sum())
+        new, diag, active = enhanced_day(ctx, self.strategy)
+        snap = ctx.snap
         self.current, self.current_sd = new, diag["predicted_te"] / math.sqrt(TRADING_DAYS)
         self.active[row] = active
         self.diag.append({"date": self.forecast.index[row], **diag})
