@@ -391,3 +391,56 @@ def test_without_a_risk_model_the_book_goes_toward_the_benchmark_within_the_rule
     assert np.abs(new - held).sum() / 2 == pytest.approx(0.1, abs=1e-5)  # the limit binds
     assert new[0] == 0.0 and new[1] <= held[1] + 1e-9 and new[5] == pytest.approx(held[5])
     assert term.value(new) < term.value(held)
+
+
+# ------------------------------------------------------------------ compiled once (issue 86 item 11)
+
+
+@pytest.mark.parametrize("turnover_limit, soft_style", [(True, False), (False, False), (False, True)])
+def test_each_rung_of_the_compiled_problem_is_dpp(turnover_limit, soft_style):
+    from forecaster.portfolio.book_compiled import CompiledBook
+
+    problem, _, params = CompiledBook(N, 4, 2, _strategy()).problem(turnover_limit, soft_style)
+    assert problem.is_dpp() and {"alpha", "lo", "hi", "prev", "root", "sd", "buy", "sell"} <= set(params)
+
+
+@pytest.mark.parametrize("which", ["plain", "held", "no_buy", "sold", "turnover", "soft_style"])
+def test_a_day_solved_compiled_and_composed_gives_the_same_weights(which):
+    """The compiled problem (parameters) against the problem composed from the terms and
+    constraints (the former path), on days built to make each rule bind."""
+    bench, x, f, d, alpha = _case(3)
+    prev = bench.copy()
+    prev[:4] *= 1.5
+    prev /= prev.sum()
+    s = _strategy(max_turnover=0.05 if which == "turnover" else 0.3,
+                  style_bound=0.02 if which == "soft_style" else 0.5)
+    mask = np.r_[True, True, np.zeros(N - 2, bool)]
+    kw = {"held": {"held": mask}, "no_buy": {"no_buy": mask}, "sold": {"sold": mask}}.get(which, {})
+    soft = which == "soft_style"
+    parts = enhanced.book_parts(alpha * 5, bench, prev, x, f, d, 3, s, cost=0.001, sell_cost=0.002,
+                                **{k: v for k, v in kw.items()})
+    terms, constraints = book_problem.relax(*parts, turnover_limit=not soft, soft_style=soft)
+    composed = book_problem.solve(terms, constraints, N, prev, kw.get("held"))
+    compiled = _solve(alpha * 5, bench, prev, x, f, d, s, cost=0.001, sell_cost=0.002,
+                      turnover_limit=not soft, soft_style=soft, **kw)
+    assert composed is not None and compiled is not None
+    # (the composed cost is |w - prev|'s kink, the compiled one buys and sells apart: 1e-5)
+    np.testing.assert_allclose(compiled, composed, atol=1e-5)
+
+
+def test_the_runs_problem_is_compiled_once_and_solves_each_day_on_its_axis():
+    """Days of different stocks on one run's axis reuse one compiled problem; each day's weights
+    equal those of the day's own problem."""
+    bench, x, f, d, alpha = _case(4)
+    s = _strategy()
+    run = enhanced.Compiled(np.ones(N + 5, bool))  # an axis wider than any day's problem
+    built = []
+    for idx in (np.arange(N), np.arange(2, N), np.r_[np.arange(N - 3), N + 2]):
+        n = len(idx)
+        b = bench[: n] / bench[: n].sum()
+        run.at(idx)
+        w_run = _solve(alpha[: n], b, b, x[: n], f, d[: n], s, compiled=run)
+        w_own = _solve(alpha[: n], b, b, x[: n], f, d[: n], s)
+        np.testing.assert_allclose(w_run, w_own, atol=1e-6)
+        built.append(run.book.problem(True, False)[0])
+    assert built[0] is built[1] is built[2]

@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.portfolio.alpha import alpha_of
+from forecaster.portfolio.book_compiled import CompiledBook, bounds
 from forecaster.portfolio.book_constraints import (
     ActiveBound,
     FullyInvested,
@@ -54,7 +55,7 @@ from forecaster.portfolio.book_constraints import (
     TrackingBudget,
     TurnoverLimit,
 )
-from forecaster.portfolio.book_problem import RUNGS, relax, solve
+from forecaster.portfolio.book_problem import RUNGS, broken, clean, relax, solve
 from forecaster.portfolio.book_terms import ActiveRisk, Alpha, BenchmarkDistance, TradingCost, trade_rates
 
 log = logging.getLogger(__name__)
@@ -161,16 +162,75 @@ def solve_book(alpha: np.ndarray, bench: np.ndarray, prev: np.ndarray, exposures
                factor_cov: np.ndarray, specific_var: np.ndarray, n_style: int, strategy,
                no_buy: np.ndarray | None = None, cost=0.0, turnover_limit: bool = True,
                soft_style: bool = False, held: np.ndarray | None = None, sell_cost=None,
-               sold: np.ndarray | None = None) -> np.ndarray | None:
-    """The optimal weights ``[n]`` of one rebalance (:func:`book_parts`, composed and checked
-    by :mod:`forecaster.portfolio.book_problem`), or None when the solver finds none that keeps
-    the constraints. ``exposures`` ``[n, k]`` (the first ``n_style`` columns styles),
-    ``factor_cov`` ``[k, k]``, ``specific_var`` ``[n]`` (daily); ``prev`` ``[n]`` the weights
-    held now; ``turnover_limit`` False: without it; ``soft_style``: the style bound a penalty."""
+               sold: np.ndarray | None = None, compiled: Compiled | None = None) -> np.ndarray | None:
+    """The optimal weights ``[n]`` of one rebalance, or None when the solver finds none that
+    keeps the constraints: the problem :func:`book_parts` composes, solved as the run's
+    :class:`~forecaster.portfolio.book_compiled.CompiledBook` (``compiled``: the run's, over a
+    fixed axis these ``n`` stocks lie on; None: one compiled for this day), the solution cleaned
+    and checked against those parts (:mod:`forecaster.portfolio.book_problem`). ``exposures``
+    ``[n, k]`` (the first ``n_style`` columns styles), ``factor_cov`` ``[k, k]``,
+    ``specific_var`` ``[n]`` (daily); ``prev`` ``[n]`` the weights held now; ``turnover_limit``
+    False: without it; ``soft_style``: the style bound a penalty."""
     terms, constraints = book_parts(alpha, bench, prev, exposures, factor_cov, specific_var, n_style,
                                     strategy, no_buy, cost, held, sell_cost, sold)
     terms, constraints = relax(terms, constraints, turnover_limit, soft_style)
-    return solve(terms, constraints, len(alpha), prev, held)
+    n, k = len(alpha), exposures.shape[1]
+    lo, hi = bounds(bench, prev, strategy.active_bound, no_buy, held, sold)
+    buy = np.broadcast_to(np.asarray(cost, float), (n,))
+    sell = buy if sell_cost is None else np.broadcast_to(np.asarray(sell_cost, float), (n,))
+    forced = 0.0 if sold is None else float(prev[np.asarray(sold, bool)].sum())
+    limit = strategy.max_turnover + forced if prev.sum() > 0 else 1.0  # nothing held: no limit binds
+    where = None if compiled is None else compiled.place(n, k, n_style, strategy)
+    if where is None:  # a day alone (predict, a test): compiled for it
+        book, where = CompiledBook(n, k, n_style, strategy), None
+    else:
+        book, where = compiled.book, where
+    args = [alpha, bench, prev, exposures, specific_var, lo, hi, buy, sell]
+    if where is not None:  # onto the run's axis: the stocks outside the day's problem held at 0
+        args = compiled.spread(args, where)
+    raw = book.solve(*args[:4], factor_cov, *args[4:], limit, turnover_limit, soft_style)
+    if raw is None:
+        return None
+    raw = raw if where is None else raw[where]
+    out = clean(raw, prev, held)
+    if out is None or broken(constraints, out):
+        return None
+    return out
+
+
+class Compiled:
+    """A run's :class:`~forecaster.portfolio.book_compiled.CompiledBook` over a fixed axis: the
+    stocks of ``on_axis`` ``[stocks]`` (the union of those a run's rebalances may hold), and
+    where each day's problem lies on it (:meth:`at`, set by :func:`rebalance`)."""
+
+    def __init__(self, on_axis: np.ndarray):
+        on_axis = np.asarray(on_axis, bool)
+        self.size, self.book, self.where = int(on_axis.sum()), None, None
+        self.axis_of = np.where(on_axis, np.cumsum(on_axis) - 1, -1)
+
+    def at(self, idx: np.ndarray) -> None:
+        """The day's problem is over the stocks ``idx``: on the axis if they all lie on it."""
+        pos = self.axis_of[idx]
+        self.where = pos if (pos >= 0).all() else None
+
+    def place(self, n: int, k: int, n_style: int, strategy) -> np.ndarray | None:
+        """Where a day's ``n`` stocks lie on the axis (None: it cannot reuse the run's problem)."""
+        if self.where is None or len(self.where) != n:
+            return None
+        if self.book is None or not self.book.fits(self.size, k, n_style, strategy):
+            self.book = CompiledBook(self.size, k, n_style, strategy)
+        return self.where
+
+    def spread(self, args: list, where: np.ndarray) -> list:
+        """The day's ``[n]`` (and ``[n, k]``) arrays on the axis: 0 off the day's stocks (their
+        bounds 0, so they hold nothing), a specific variance of 1 there (any positive value)."""
+        out = []
+        for i, a in enumerate(args):
+            a = np.asarray(a, float)
+            full = np.zeros((self.size, *a.shape[1:])) if i != 4 else np.ones(self.size)
+            full[where] = a
+            out.append(full)
+        return out
 
 
 def _risk_split(active, exposures, factor_cov, specific_var, n_style) -> tuple[float, float, float, float]:
@@ -258,7 +318,8 @@ def _toward_benchmark(held, bench, day, no_buy, stuck, strategy, may_buy) -> tup
 
 def rebalance(scores: np.ndarray, held: np.ndarray, bench: np.ndarray, snap, investable: np.ndarray,
               no_buy: np.ndarray | None, strategy, cost, *, fixed: np.ndarray | None = None,
-              date=None, value: float | None = None) -> tuple[np.ndarray, dict, np.ndarray]:
+              date=None, value: float | None = None, compiled: Compiled | None = None
+              ) -> tuple[np.ndarray, dict, np.ndarray]:
     """One rebalance (module docstring) over ``[stocks]`` arrays: the scores, the weights held
     now, the benchmark weights, the investable members and the ST rule's mask; ``snap``: the
     risk model's snapshot at the signal day's close, its ``stocks`` indexing these arrays (None:
@@ -267,7 +328,8 @@ def rebalance(scores: np.ndarray, held: np.ndarray, bench: np.ndarray, snap, inv
     ``value`` CNY, :func:`trade_rates`) or a number (per unit traded either way). ``fixed``:
     names that cannot trade today (suspended, locked at a limit): held ones stay at their
     weight, in the budget, the turnover and the cost. Every held name is in the problem (sold
-    by the problem, never by omission).
+    by the problem, never by omission). ``compiled``: the run's problem over its fixed axis
+    (:class:`Compiled`), re-solved with this day's parameters; None: compiled for the day.
 
     The ladder: the whole problem, without the turnover limit, with the style bound soft, then
     the drifted book held (the benchmark when nothing is held). Without a snapshot: the book
@@ -298,11 +360,13 @@ def rebalance(scores: np.ndarray, held: np.ndarray, bench: np.ndarray, snap, inv
     # its proceeds spent in this solve rather than left as cash until the next rebalance
     sold = ~np.asarray(investable, bool)[idx] & (prev > 0) & ~stuck[idx]
     buy, sell = trade_rates(cost, when, prev, b, strategy.active_bound, value)
+    if compiled is not None:
+        compiled.at(idx)
     status = w = None
     for rung, turnover_limit, soft_style in RUNGS:
         w = solve_book(alpha, b, prev, x, snap.factor_cov, dvar, n_style, strategy, nb, buy,
                        turnover_limit=turnover_limit, soft_style=soft_style, held=hold, sell_cost=sell,
-                       sold=sold if sold.any() else None)
+                       sold=sold if sold.any() else None, compiled=compiled)
         if w is not None:
             status = rung
             break

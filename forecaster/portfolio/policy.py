@@ -39,6 +39,7 @@ from forecaster.portfolio.alpha import decayed_scores, holding_scores
 from forecaster.portfolio.enhanced import (
     _RISK,
     TRADING_DAYS,
+    Compiled,
     EnhancedBook,
     _Columns,
     rebalance,
@@ -163,13 +164,15 @@ class BookInputs:
                                 np.asarray(scores, float), snap, tradable, no_buy, self.costs)
 
 
-def enhanced_day(ctx: RebalanceContext, strategy) -> tuple[np.ndarray, dict, np.ndarray]:
+def enhanced_day(ctx: RebalanceContext, strategy, compiled: Compiled | None = None
+                 ) -> tuple[np.ndarray, dict, np.ndarray]:
     """One enhanced rebalance, the one call of the backtest and of ``predict``, from its
     :class:`RebalanceContext`. A held stock that cannot trade keeps its weight, inside the
     problem (:func:`~forecaster.portfolio.enhanced.rebalance`'s ``fixed``); what cannot trade
     is never bought. Returns the target ``[stocks]``, the diagnostics row (:data:`DIAGNOSTICS`
     less the date; ``fixed_weight``: the held weight that could not trade) and the active weights
-    (NaN outside the problem)."""
+    (NaN outside the problem). ``compiled``: the run's problem compiled once (the backtest's;
+    None: compiled for this decision)."""
     weights = np.nan_to_num(np.asarray(ctx.held.weights, dtype=float))
     closed = ~np.asarray(ctx.tradable, bool)
     fixed = (weights > 0) & closed
@@ -177,7 +180,7 @@ def enhanced_day(ctx: RebalanceContext, strategy) -> tuple[np.ndarray, dict, np.
     no_buy = closed if ctx.no_buy is None else (np.asarray(ctx.no_buy, bool) | closed)
     new, row, active = rebalance(ctx.scores, weights, ctx.bench, ctx.snap, np.asarray(ctx.investable, bool),
                                  no_buy, strategy, ctx.costs, fixed=fixed, date=ctx.date,
-                                 value=ctx.held.value)
+                                 value=ctx.held.value, compiled=compiled)
     return new, {**row, "fixed_weight": float(weights[fixed].sum())}, active
 
 
@@ -222,6 +225,8 @@ class EnhancedPolicy(Policy):
             self.signal_of, 0)]
         self.allowed, self.no_buy = allowed, no_buy
         self.strategy = config.strategy
+        # one problem for the run, over every stock a rebalance may hold (compiled once)
+        self.compiled = Compiled(self.inputs.investable.any(axis=0))
         n_rows, n_stocks = self.scores.shape
         self.weights = np.full((n_rows, n_stocks), np.nan)
         self.active = np.full((n_rows, n_stocks), np.nan)
@@ -243,7 +248,7 @@ class EnhancedPolicy(Policy):
                                   allowed=None if self.allowed is None else self.allowed[row],
                                   no_buy=None if self.no_buy is None else self.no_buy[row])
         self.no_forecast += int((ctx.investable & (ctx.bench > 0) & ~np.isfinite(ctx.scores)).sum())
-        new, diag, active = enhanced_day(ctx, self.strategy)
+        new, diag, active = enhanced_day(ctx, self.strategy, self.compiled)
         snap = ctx.snap
         self.current, self.current_sd = new, diag["predicted_te"] / math.sqrt(TRADING_DAYS)
         self.active[row] = active

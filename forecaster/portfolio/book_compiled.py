@@ -1,0 +1,124 @@
+"""The enhanced book's problem compiled once a run, as cvxportfolio's policies are: the same
+problem as :func:`~forecaster.portfolio.enhanced.book_parts` composes, written with
+``cp.Parameter``\\ s for what changes from day to day (the alpha, the benchmark, the weights
+held, the risk model's exposures and variances, the cost rates, each stock's bounds, the
+turnover allowance) over a fixed axis of stocks, so cvxpy canonicalises it once (it is DPP:
+:meth:`CompiledBook.problem` ``.is_dpp()``) and each rebalance only sets the parameters. What a
+strategy fixes for the run (the risk aversion and horizon, the trade aversion, the tracking
+budget, the style bound, the active bound) is built in as constants.
+
+Every per-stock rule is one pair of bounds ``lo <= w <= hi``: long-only and the active bound
+``[max(b - bound, 0), b + bound]``; a name that may not be bought (the ST rule, a non-member)
+``hi <= prev``; a held name that cannot trade ``lo = hi = prev`` (outside the active bound); a
+leaver ``hi = 0``; a stock outside the day's problem ``lo = hi = 0``. The trading cost and the
+turnover read the trades split into buys ``u`` and sells ``v`` (``w - prev = u - v``, both
+``>= 0``). The solution is cleaned and checked against the day's constraints (numpy) by the
+caller exactly as before (:func:`~forecaster.portfolio.book_problem.clean`, ``broken``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from forecaster.portfolio.book_terms import _factor_root
+
+TRADING_DAYS = 252
+STYLE_PENALTY = 10.0  # the soft style bound's weight, as book_terms.StylePenalty's
+
+
+class CompiledBook:
+    """The enhanced problem over ``n`` stocks, ``k`` risk factors (the first ``n_style`` of
+    them styles) under ``strategy``; each rung of the ladder (``turnover_limit``,
+    ``soft_style``) compiled on its first use and re-solved with new parameters after."""
+
+    def __init__(self, n: int, k: int, n_style: int, strategy):
+        self.n, self.k, self.n_style, self.strategy = int(n), int(k), int(n_style), strategy
+        self._rungs: dict[tuple[bool, bool], tuple] = {}
+
+    def fits(self, n: int, k: int, n_style: int, strategy) -> bool:
+        """Whether a day of this shape and strategy can reuse this problem."""
+        return (n, k, n_style) == (self.n, self.k, self.n_style) and strategy == self.strategy
+
+    def problem(self, turnover_limit: bool = True, soft_style: bool = False):
+        """``(problem, w, params)`` of a rung (built and cached on first use)."""
+        key = (bool(turnover_limit), bool(soft_style))
+        if key not in self._rungs:
+            self._rungs[key] = self._build(*key)
+        return self._rungs[key]
+
+    def _build(self, turnover_limit: bool, soft_style: bool):
+        import cvxpy as cp
+
+        n, k, s, st = self.n, self.k, self.n_style, self.strategy
+        p = {name: cp.Parameter(n) for name in ("alpha", "lo", "hi", "prev", "sd_b")}
+        p.update(root=cp.Parameter((k, n)), root_b=cp.Parameter(k), turnover=cp.Parameter(nonneg=True),
+                 **{name: cp.Parameter(n, nonneg=True) for name in ("sd", "buy", "sell")})
+        if s:
+            p["styles"], p["styles_b"] = cp.Parameter((s, n)), cp.Parameter(s)
+        w, u, v = cp.Variable(n), cp.Variable(n, nonneg=True), cp.Variable(n, nonneg=True)
+        factor = p["root"] @ w - p["root_b"]  # L' X' (w - b): its squared norm the factor variance
+        specific = cp.multiply(p["sd"], w) - p["sd_b"]
+        horizon = float(st.rebalance_every)
+        aversion = float(st.trade_aversion)
+        objective = (p["alpha"] @ w
+                     - st.risk_aversion * horizon * (cp.sum_squares(factor) + cp.sum_squares(specific))
+                     - aversion * (p["buy"] @ u + p["sell"] @ v))
+        budget = st.tracking_error / math.sqrt(TRADING_DAYS)
+        constraints = [cp.sum(w) == 1, w >= p["lo"], w <= p["hi"], w - p["prev"] == u - v,
+                       cp.norm(cp.hstack([factor, specific]), 2) <= budget]
+        if turnover_limit:
+            constraints.append(cp.sum(u + v) <= 2 * p["turnover"])
+        if s:
+            exposure = p["styles"] @ w - p["styles_b"]
+            if soft_style:
+                objective = objective - STYLE_PENALTY * cp.sum(cp.pos(cp.abs(exposure) - st.style_bound))
+            else:
+                constraints.append(cp.abs(exposure) <= st.style_bound)
+        return cp.Problem(cp.Maximize(objective), constraints), w, p
+
+    def solve(self, alpha, bench, prev, exposures, factor_cov, specific_var, lo, hi, buy, sell,
+              turnover: float, turnover_limit: bool = True, soft_style: bool = False) -> np.ndarray | None:
+        """The solver's weights ``[n]`` of one day (not yet cleaned or checked), or None when
+        it finds none; arrays over this problem's ``n`` stocks (``exposures`` ``[n, k]``)."""
+        import cvxpy as cp
+
+        from forecaster.portfolio import book_problem
+
+        problem, w, p = self.problem(turnover_limit, soft_style)
+        b = np.asarray(bench, float)
+        root = _factor_root(np.asarray(factor_cov, float)).T @ np.asarray(exposures, float).T  # [k, n]
+        sd = np.sqrt(np.asarray(specific_var, float))
+        values = {"alpha": alpha, "lo": lo, "hi": hi, "prev": prev, "root": root, "root_b": root @ b,
+                  "sd": sd, "sd_b": sd * b, "buy": np.broadcast_to(buy, (self.n,)),
+                  "sell": np.broadcast_to(sell, (self.n,)), "turnover": max(float(turnover), 0.0)}
+        if self.n_style:
+            styles = np.asarray(exposures, float)[:, : self.n_style].T
+            values["styles"], values["styles_b"] = styles, styles @ b
+        for name, value in values.items():
+            p[name].value = np.asarray(value, float)
+        try:
+            book_problem.timed_solve(problem)
+        except cp.error.SolverError:
+            return None
+        if problem.status not in ("optimal", "optimal_inaccurate") or w.value is None:
+            return None
+        return np.asarray(w.value, float)
+
+
+def bounds(bench: np.ndarray, prev: np.ndarray, active_bound: float, no_buy: np.ndarray | None,
+           held: np.ndarray | None, sold: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """``(lo, hi)`` ``[n]``: each stock's bounds (module docstring) from the day's rules."""
+    b, prev = np.asarray(bench, float), np.asarray(prev, float)
+    lo, hi = np.maximum(b - active_bound, 0.0), b + active_bound
+    if no_buy is not None:
+        nb = np.asarray(no_buy, bool)
+        hi = np.where(nb, np.minimum(hi, prev), hi)
+    if held is not None:
+        fixed = np.asarray(held, bool)
+        lo, hi = np.where(fixed, prev, lo), np.where(fixed, prev, hi)
+    if sold is not None:
+        gone = np.asarray(sold, bool)
+        lo, hi = np.where(gone, 0.0, lo), np.where(gone, 0.0, hi)
+    return lo, hi
