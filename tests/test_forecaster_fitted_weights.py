@@ -308,7 +308,8 @@ def test_predict_reads_the_universes_index_series_as_the_backtest_does(tmp_path)
     data, universe = _index_folder(tmp_path)
     _, grid, indices = load_panel(str(data))
     assert "sh.000300" in indices and "sh.000300" not in grid.codes
-    grid = members_only(grid, str(universe), str(data), indices)
+    grid, upcoming = members_only(grid, str(universe), str(data), indices)
+    assert upcoming is None  # no trade day asked for: no next members
     assert index_series_of(grid).code == "sh.000300" and default_source(grid) == "fitted"
     _, grid, indices = load_panel(str(data))
-    assert default_source(members_only(grid, str(universe), str(data))) == "float_mv"  # no series handed
+    assert default_source(members_only(grid, str(universe), str(data))[0]) == "float_mv"  # no series handed
