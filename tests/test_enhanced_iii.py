@@ -395,3 +395,19 @@ def test_backtest_and_predict_give_the_same_orders_the_day_after_a_resumption(wo
     r = forecast.index.get_loc(panel.dates[SUSPENDED + 2])  # decided at the close of the day it resumed
     ours, theirs, _ = _parity(panel, forecast, r, config)
     assert len(ours) > 0 and ours == theirs
+
+
+def test_a_weights_files_member_days_missed_and_added_against_the_universe_are_counted(world, tmp_path):  # noqa: F811
+    from forecaster.portfolio.index_weights import benchmark_weights
+
+    review = 280
+    panel, _ = _reviewed(world, review)
+    day = panel.dates[review - 5]
+    codes = [str(c) for c in panel.codes[:36]]  # the members before the review
+    path = tmp_path / "w.csv"
+    path.write_text("date,code,weight\n" + "".join(f"{day.date()},{c},{1 / 36}\n" for c in codes))
+    notes = benchmark_weights(panel, str(path)).notes
+    after = panel.n_days - review
+    line = next(n for n in notes if "against the universe's members" in n)
+    assert f"{4 * after:,} member-day(s) without a weight" in line  # the joiners
+    assert f"{6 * after:,} day(s) of weight on stocks that were no members" in line  # the leavers

@@ -283,6 +283,14 @@ def file_weights(panel: Panel, path: str | Path) -> BenchmarkWeights:
     if len(before):
         notes.append(f"no weights before {panel.dates[given_rows[0]].date()}: no benchmark weight on the "
                      f"{len(before)} earlier day(s)")
+    if panel.members is not None:  # the file against the universe's list, from its first date on
+        held = _held_over(at_close)[given_rows[0] + 1:] > 0
+        listed = members[given_rows[0] + 1:]
+        misses, adds = int((listed & ~held).sum()), int((held & ~listed).sum())
+        if misses or adds:
+            notes.append(f"{path} against the universe's members: {misses:,} member-day(s) without a weight "
+                         f"in the file (weight 0 in the benchmark), {adds:,} day(s) of weight on stocks that "
+                         "were no members (left out)")
     bw = BenchmarkWeights(weights, f"file {path}", None, notes, last_given=panel.dates[given_rows[-1]])
     stale = stale_line(panel, bw, "the data's last day")
     if stale:
