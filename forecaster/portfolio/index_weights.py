@@ -410,6 +410,9 @@ def spec_of(bench: BenchmarkWeights) -> str:
     return bench.source.removeprefix("file ") if bench.source.startswith("file ") else bench.source
 
 
+WEIGHT_FIELDS = ("close", "preclose", "float_mv")  # what every source of benchmark weights reads
+
+
 def with_next_day(panel: Panel, members: np.ndarray | None = None, day=None) -> Panel:
     """``panel`` and one more day after its last (``day``, default the exchange's next trading
     day): no prices yet, the stocks with a bar on the last day taken as trading, the index's
@@ -436,8 +439,9 @@ def with_next_day(panel: Panel, members: np.ndarray | None = None, day=None) -> 
         base = np.ones_like(panel.listed)
     else:
         base = panel.members
+    # the fields benchmark weights read (a whole market's other fields are not copied)
     ext = replace(panel, dates=panel.dates.append(pd.DatetimeIndex([day])),
-                  fields={k: np.vstack([v, nan_row]) for k, v in panel.fields.items()},
+                  fields={k: np.vstack([v, nan_row]) for k, v in panel.fields.items() if k in WEIGHT_FIELDS},
                   listed=more(panel.listed, panel.listed[-1]), suspended=more(panel.suspended, False),
                   st=more(panel.st, panel.st[-1]), limit_up=np.vstack([panel.limit_up, nan_row]),
                   limit_down=np.vstack([panel.limit_down, nan_row]), members=extended(base),
@@ -469,20 +473,23 @@ def decision_members(panel: Panel, next_members: np.ndarray | None = None) -> np
     return out & seen
 
 
-def known_weights(panel: Panel, bench=None, next_members: np.ndarray | None = None) -> np.ndarray:
+def known_weights(panel: Panel, bench=None, next_members: np.ndarray | None = None,
+                  next_day: bool = True) -> np.ndarray:
     """``[days, stocks]`` the benchmark weights known at each day's close for the next trading
     day: row ``s`` is the source's weights held over day ``s + 1`` (decided at ``s``'s close
     from rows up to ``s``), over the index's members of that day, so a stock that joins holds a
     weight from its first day of membership and one that leaves holds none after its last; the
     last row is computed on :func:`with_next_day` (``next_members``: the members of the day
-    after the panel's last, where a review says them; default the last day's). Rows sum to 1 (0
-    where no member has a weight). ``bench``: a :class:`BenchmarkWeights` of ``panel`` or the
-    source it names."""
+    after the panel's last, where a review says them; default the last day's; ``next_day``
+    False: the last row left 0, for a caller that never decides at the last close, as a
+    backtest). Rows sum to 1 (0 where no member has a weight). ``bench``: a
+    :class:`BenchmarkWeights` of ``panel`` or the source it names."""
     if bench is None or isinstance(bench, str):
         bench = benchmark_weights(panel, bench)
     out = np.zeros_like(bench.weights)
     out[:-1] = bench.weights[1:]
-    out[-1] = benchmark_weights(with_next_day(panel, next_members), spec_of(bench)).weights[-1]
+    if next_day:
+        out[-1] = benchmark_weights(with_next_day(panel, next_members), spec_of(bench)).weights[-1]
     return out
 
 

@@ -134,13 +134,14 @@ class BookInputs:
     weights and members of each next day (``[days, stocks]``, row ``s`` for the decision at
     ``s``'s close), what can trade, the risk model; over ``columns`` (positions of the panel's
     stocks: the forecast's columns; None: every stock). ``next_members``: the index's members
-    of the day after the panel's last (a review known in advance; default the last day's)."""
+    of the day after the panel's last (a review known in advance; default the last day's);
+    ``next_day`` False: nothing decided at the last close (a backtest), its row left empty."""
 
     def __init__(self, panel, config, columns: np.ndarray | None = None,
-                 next_members: np.ndarray | None = None):
+                 next_members: np.ndarray | None = None, next_day: bool = True):
         cols = np.arange(panel.n_stocks) if columns is None else np.asarray(columns)
         self.bench = benchmark_weights(panel, config.benchmark_weights)
-        self.known = known_weights(panel, self.bench, next_members)[:, cols]
+        self.known = known_weights(panel, self.bench, next_members, next_day)[:, cols]
         self.investable = decision_members(panel, next_members)[:, cols]
         self.tradable = (panel.listed & ~panel.suspended)[:, cols]
         column_of = np.full(panel.n_stocks, -1)
@@ -214,7 +215,8 @@ class EnhancedPolicy(Policy):
                  no_buy: np.ndarray | None):
         index = {str(c): j for j, c in enumerate(data.codes)}
         cols = np.array([index[str(c)] for c in forecast.columns])
-        self.inputs = BookInputs(data, config, cols)  # row s: the weights and members of day s + 1
+        # row s: the weights and members of day s + 1 (no decision at the data's last close)
+        self.inputs = BookInputs(data, config, cols, next_day=False)
         self.bench = self.inputs.bench
         # at the holding horizon: each row's scores decayed over the rows before it (alpha_halflife)
         self.forecast = forecast
