@@ -22,9 +22,9 @@ import math
 
 import numpy as np
 
+from forecaster.metrics import TRADING_DAYS
 from forecaster.portfolio.book_terms import _factor_root
 
-TRADING_DAYS = 252
 STYLE_PENALTY = 10.0  # the soft style bound's weight, as book_terms.StylePenalty's
 
 

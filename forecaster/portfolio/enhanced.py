@@ -181,10 +181,8 @@ def solve_book(alpha: np.ndarray, bench: np.ndarray, prev: np.ndarray, exposures
     forced = 0.0 if sold is None else float(prev[np.asarray(sold, bool)].sum())
     limit = strategy.max_turnover + forced if prev.sum() > 0 else 1.0  # nothing held: no limit binds
     where = None if compiled is None else compiled.place(n, k, n_style, strategy)
-    if where is None:  # a day alone (predict, a test): compiled for it
-        book, where = CompiledBook(n, k, n_style, strategy), None
-    else:
-        book, where = compiled.book, where
+    # a day alone (predict, a test): a problem compiled for it
+    book = CompiledBook(n, k, n_style, strategy) if where is None else compiled.book
     args = [alpha, bench, prev, exposures, specific_var, lo, hi, buy, sell]
     if where is not None:  # onto the run's axis: the stocks outside the day's problem held at 0
         args = compiled.spread(args, where)

@@ -45,8 +45,9 @@ def read_dividends(path: str | Path, codes) -> tuple[pd.DataFrame, list[str]]:
     at = f"{OPTION} {path}"
     if not path.is_file():
         raise DataError(f"{at}: no such file")
-    if too_large(path, MAX_FILE_MB):
-        raise DataError(f"{at}: {too_large(path, MAX_FILE_MB)}")
+    reason = too_large(path, MAX_FILE_MB)
+    if reason:
+        raise DataError(f"{at}: {reason}")
     raw = path.read_bytes()
     for encoding in ("utf-8-sig", "gbk"):
         try:
