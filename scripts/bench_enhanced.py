@@ -51,6 +51,10 @@ lines from a :class:`Summary`. In ``--out``: ``enhanced_rebalances.csv`` (the op
 rebalance) and ``books_daily.csv`` (each book's daily return after costs, the price index's and
 the total-return estimate's).
 
+With ``--cells`` it runs instead the protocol that chooses the book's defaults (issue 88): each
+candidate in four cells (CSI 300 and CSI 500, 2019-2022 and 2023-2026), lines ``cell ...``,
+``verdict ...`` and ``default ...`` (``scripts/enhanced_cells.py`` says how).
+
 With ``--qlib-python PY`` (the side venv of ``bench_qlib_zoo.py``, with ``ecos``), Qlib's own
 ``EnhancedIndexingOptimizer`` solves each rebalance on the same alpha, risk model and benchmark
 weights, converted to Qlib's units (percent: ``scripts/qlib_enhanced_worker.py``), its turnover,
@@ -87,6 +91,7 @@ import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # enhanced_cells, beside it
 
 from forecaster.app.pipeline import prepare  # noqa: E402
 from forecaster.evaluation.index_book import against_index, daily_returns  # noqa: E402
@@ -98,6 +103,7 @@ from forecaster.portfolio.index_weights import benchmark_weights, growth, weight
 from forecaster.portfolio.strategy import StrategyConfig  # noqa: E402
 from forecaster.reporting.report import read_predictions  # noqa: E402
 from forecaster.risk import bias_statistic  # noqa: E402
+from enhanced_cells import DEFAULT_REPORTS, run_protocol  # noqa: E402
 
 AGAINST = ("total_return", "price")  # the benchmarks each book is printed against, in order
 
@@ -295,6 +301,11 @@ def _args(argv=None) -> argparse.Namespace:
     p.add_argument("--trade-aversion", type=float, default=StrategyConfig.trade_aversion)
     p.add_argument("--qlib-python", default=None,
                    help="a Python with pyqlib and ecos (a side venv): Qlib's enhanced-index optimiser")
+    p.add_argument("--cells", action="store_true",
+                   help="run the protocol that chooses the book's defaults (issue 88: scripts/enhanced_cells.py)")
+    p.add_argument("--cell-report", action="append", default=[], metavar="INDEX=DIR",
+                   help="--cells: an index's walk-forward report (default csi300=runs/csi300_pit_one_set, "
+                        "csi500=runs/csi500_pit_one_set)")
     p.add_argument("forecaster_args", nargs="*", help="after --: more options of the backtest run")
     args = p.parse_args(argv)
     # checked before anything is run or written
@@ -302,6 +313,17 @@ def _args(argv=None) -> argparse.Namespace:
         p.error(f"--capital {args.capital}: expected a positive amount of CNY")
     if args.report and not Path(args.report).is_dir():
         p.error(f"--report {args.report}: no such folder (a forecaster backtest report)")
+    if args.cells:
+        reports = dict(DEFAULT_REPORTS)
+        for item in args.cell_report:
+            index, sep, folder = item.partition("=")
+            if not sep or index not in reports:
+                p.error(f"--cell-report {item}: expected INDEX=DIR, INDEX one of {', '.join(reports)}")
+            reports[index] = folder
+        for index, folder in reports.items():
+            if not (Path(folder) / "predictions.csv").is_file():
+                p.error(f"--cells: {index}'s report {folder} has no predictions.csv (give --cell-report {index}=DIR)")
+        args.cell_reports = reports
     if args.qlib_python and not Path(args.qlib_python).is_file():
         p.error(f"--qlib-python {args.qlib_python}: no such file (a Python with pyqlib and ecos)")
     return args
@@ -309,6 +331,9 @@ def _args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> None:
     args = _args(argv)
+    if args.cells:
+        run_protocol(args.cell_reports, args.data, Path(args.out))
+        return
     report = _report(args)
     pred = read_predictions(report)
     pred = pred[pred["model"] == args.model]

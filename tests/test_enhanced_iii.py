@@ -189,6 +189,7 @@ def test_leavers_are_sold_and_reinvested_in_the_review_days_decision(world, ever
     held = result.holdings()  # what holdings.csv holds
     cash = held[held["code"] == "CASH"].set_index("date")["weight"]
     assert cash.max() < 0.01, cash.nlargest(3)
+    assert not any(n.startswith("cash above") for n in result.enhanced.notes)
     assert np.allclose(held.groupby("date")["weight"].sum(), 1.0)
     # the decision for the review day was made with the review's members and weights
     known = known_weights(panel)
@@ -411,3 +412,29 @@ def test_a_weights_files_member_days_missed_and_added_against_the_universe_are_c
     line = next(n for n in notes if "against the universe's members" in n)
     assert f"{4 * after:,} member-day(s) without a weight" in line  # the joiners
     assert f"{6 * after:,} day(s) of weight on stocks that were no members" in line  # the leavers
+
+
+# ------------------------------------------------------------------ 1: cash a rule kept, counted
+
+
+def test_cash_above_one_percent_is_counted_with_the_rule_that_kept_the_buy():
+    import pandas as pd
+
+    from forecaster.portfolio.enhanced import EnhancedBook
+
+    days = pd.bdate_range("2021-06-07", periods=5)
+    cash = pd.Series([0.002, 0.017, 0.004, 0.013, 0.011], index=days)
+    trades = pd.DataFrame({
+        "date": [days[1], days[1], days[3], days[2]],
+        "side": ["buy", "buy", "buy", "buy"],
+        "status": ["blocked", "filled", "partial", "blocked"],
+        "reason": ["suspended", "", "limit_up", "limit_up"]})
+    book = EnhancedBook(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pd.Series(dtype=float))
+    book.note_cash(cash, trades)
+    (note,) = book.notes
+    assert note.startswith("cash above 1% of the book after 3 close(s) (largest 1.70% on 2021-06-08)")
+    assert "limit_up on 1 day(s), suspended on 1 day(s)" in note  # day 3's blocked buy is no over-day
+    assert note.endswith("with no rule's reason: 2021-06-11 (1.10%)")
+    quiet = EnhancedBook(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pd.Series(dtype=float))
+    quiet.note_cash(cash.clip(upper=0.009), trades)
+    assert quiet.notes == []

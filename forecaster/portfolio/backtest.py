@@ -440,6 +440,7 @@ def run_backtest(data: Panel | Mapping[str, pd.DataFrame], forecast: pd.DataFram
             value = np.nan_to_num(pos * close / np.asarray(eq)[:, None])
         held = pd.DataFrame(np.column_stack([value, cash / np.asarray(eq)]), index=days,
                             columns=[*codes, CASH])
+        book.note_cash(held[CASH], trades)
     weights = book.weights if book is not None else policy.weights
     equity = pd.Series(eq, index=days, name="equity")
     returns = pd.Series(np.diff(np.concatenate([[config.capital], eq])) / np.concatenate(

@@ -62,6 +62,7 @@ log = logging.getLogger(__name__)
 
 TRADING_DAYS = 252
 _RISK = ("predicted_te", "factor_te", "style_te", "specific_te")
+CASH_LIMIT = 0.01  # the book's cash after a close stays below this unless a rule kept a buy from filling
 
 
 @dataclass
@@ -111,6 +112,33 @@ class EnhancedBook:
         out = pd.DataFrame(np.nan, index=target.index, columns=target.columns)
         out.loc[rows] = active
         self.target_active, self.active = target, out
+
+    def note_cash(self, cash: pd.Series, trades: pd.DataFrame) -> None:
+        """Count in the notes the closes where ``cash`` (``[date]``, over the book's value) was
+        above :data:`CASH_LIMIT`, each with the broker's reasons (limit-up, suspended, lot size,
+        ...) for the buys of that day that did not fill (``trades``: the backtest's), and those
+        without any such reason."""
+        over = cash[cash > CASH_LIMIT]
+        if over.empty:
+            return
+        short = trades[(trades["side"] == "buy") & (trades["status"] != "filled")]
+        reasons = short.groupby(pd.to_datetime(short["date"]).dt.normalize())["reason"].agg(
+            lambda r: sorted(set(map(str, r))))
+        by_reason: dict[str, int] = {}
+        unexplained = []
+        for day in over.index:
+            why = reasons.get(pd.Timestamp(day).normalize(), [])
+            for r in why:
+                by_reason[r] = by_reason.get(r, 0) + 1
+            if not why:
+                unexplained.append(f"{pd.Timestamp(day).date()} ({over[day]:.2%})")
+        words = ", ".join(f"{r} on {n} day(s)" for r, n in sorted(by_reason.items()))
+        note = (f"cash above {CASH_LIMIT:.0%} of the book after {len(over)} close(s) (largest "
+                f"{over.max():.2%} on {over.idxmax().date()})"
+                + (f": a rule kept buys from filling: {words}" if words else ""))
+        if unexplained:
+            note += f"; with no rule's reason: {', '.join(unexplained[:10])}"
+        self.notes.append(note)
 
     @property
     def fallbacks(self) -> int:
