@@ -438,3 +438,35 @@ def test_cash_above_one_percent_is_counted_with_the_rule_that_kept_the_buy():
     quiet = EnhancedBook(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pd.Series(dtype=float))
     quiet.note_cash(cash.clip(upper=0.009), trades)
     assert quiet.notes == []
+
+
+# ------------------------------------------------------------------ 11: snapshots computed ahead
+
+
+def test_risk_snapshots_are_computed_ahead_in_one_thread_and_equal_those_asked_for():
+    import threading
+    import time
+
+    from forecaster.portfolio.policy import Prefetched
+
+    class Risk:
+        def __init__(self):
+            self.calls = []
+
+        def snapshot(self, t):
+            self.calls.append((t, threading.current_thread().name))
+            time.sleep(0.01)
+            return ("snap", t)
+
+    risk = Risk()
+    pre = Prefetched(risk, ahead=2)
+    pre.expect([7, 3, 5, 9, -1])  # in any order; a day before the data is never asked ahead
+    assert pre.snapshot(3) == ("snap", 3)
+    assert pre.snapshot(4) == ("snap", 4)  # not expected: computed when asked
+    assert pre.snapshot(7) == ("snap", 7)  # 5 was never asked for: dropped
+    assert pre.snapshot(9) == ("snap", 9)
+    pre.close()
+    ahead = {t for t, name in risk.calls if name.startswith("risk-snapshot")}
+    assert {3, 7, 9} <= ahead and (4, threading.current_thread().name) in risk.calls
+    assert -1 not in ahead and len(risk.calls) <= 5
+    assert pre.snapshot(2) == ("snap", 2)  # after close: computed when asked

@@ -415,6 +415,8 @@ def run_backtest(data: Panel | Mapping[str, pd.DataFrame], forecast: pd.DataFram
         on_rows = np.zeros(len(panel.dates), dtype=bool)
         on_rows[rows_of] = True
         rebalance |= review & on_rows
+    if isinstance(policy, EnhancedPolicy):
+        policy.expect(rebalance, panel.dates)
     targets = in_force(policy, panel, row_of, rebalance, data.members is not None, delisting)
     if config.execution == "next_open":
         start = first

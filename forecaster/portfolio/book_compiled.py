@@ -11,9 +11,14 @@ Every per-stock rule is one pair of bounds ``lo <= w <= hi``: long-only and the 
 ``[max(b - bound, 0), b + bound]``; a name that may not be bought (the ST rule, a non-member)
 ``hi <= prev``; a held name that cannot trade ``lo = hi = prev`` (outside the active bound); a
 leaver ``hi = 0``; a stock outside the day's problem ``lo = hi = 0``. The trading cost and the
-turnover read the trades split into buys ``u`` and sells ``v`` (``w - prev = u - v``, both
-``>= 0``). The solution is cleaned and checked against the day's constraints (numpy) by the
-caller exactly as before (:func:`~forecaster.portfolio.book_problem.clean`, ``broken``).
+turnover read the size of each trade ``t >= |w - prev|``: a cost of ``buy`` on buys and ``sell``
+on sales is ``(buy + sell) / 2 . t + (buy - sell) / 2 . (w - prev)`` (its last part's ``prev`` a
+constant of the day, left out). The risk reads the active factor exposure ``y = L' X' (w - b)``
+and specific part ``z = sd (w - b)`` as variables, used by the objective and the tracking
+budget alike: fewer variables and rows than the problem the terms compose, and a sparser one
+(the dense ``L' X'`` appears once). The solution is cleaned and checked against the
+day's constraints (numpy) by the caller exactly as before
+(:func:`~forecaster.portfolio.book_problem.clean`, ``broken``).
 """
 
 from __future__ import annotations
@@ -52,24 +57,24 @@ class CompiledBook:
         import cvxpy as cp
 
         n, k, s, st = self.n, self.k, self.n_style, self.strategy
-        p = {name: cp.Parameter(n) for name in ("alpha", "lo", "hi", "prev", "sd_b")}
+        p = {name: cp.Parameter(n) for name in ("alpha", "lo", "hi", "prev", "sd_b", "cost_side")}
         p.update(root=cp.Parameter((k, n)), root_b=cp.Parameter(k), turnover=cp.Parameter(nonneg=True),
-                 **{name: cp.Parameter(n, nonneg=True) for name in ("sd", "buy", "sell")})
+                 **{name: cp.Parameter(n, nonneg=True) for name in ("sd", "cost_size")})
         if s:
             p["styles"], p["styles_b"] = cp.Parameter((s, n)), cp.Parameter(s)
-        w, u, v = cp.Variable(n), cp.Variable(n, nonneg=True), cp.Variable(n, nonneg=True)
-        factor = p["root"] @ w - p["root_b"]  # L' X' (w - b): its squared norm the factor variance
-        specific = cp.multiply(p["sd"], w) - p["sd_b"]
+        w, t = cp.Variable(n), cp.Variable(n)  # the weights and each trade's size
+        factor, specific = cp.Variable(k), cp.Variable(n)  # L' X' (w - b) and sd (w - b)
         horizon = float(st.rebalance_every)
         aversion = float(st.trade_aversion)
         objective = (p["alpha"] @ w
                      - st.risk_aversion * horizon * (cp.sum_squares(factor) + cp.sum_squares(specific))
-                     - aversion * (p["buy"] @ u + p["sell"] @ v))
+                     - aversion * (p["cost_size"] @ t + p["cost_side"] @ w))
         budget = st.tracking_error / math.sqrt(TRADING_DAYS)
-        constraints = [cp.sum(w) == 1, w >= p["lo"], w <= p["hi"], w - p["prev"] == u - v,
+        constraints = [cp.sum(w) == 1, w >= p["lo"], w <= p["hi"], t >= w - p["prev"], t >= p["prev"] - w,
+                       factor == p["root"] @ w - p["root_b"], specific == cp.multiply(p["sd"], w) - p["sd_b"],
                        cp.norm(cp.hstack([factor, specific]), 2) <= budget]
         if turnover_limit:
-            constraints.append(cp.sum(u + v) <= 2 * p["turnover"])
+            constraints.append(cp.sum(t) <= 2 * p["turnover"])
         if s:
             exposure = p["styles"] @ w - p["styles_b"]
             if soft_style:
@@ -90,9 +95,10 @@ class CompiledBook:
         b = np.asarray(bench, float)
         root = _factor_root(np.asarray(factor_cov, float)).T @ np.asarray(exposures, float).T  # [k, n]
         sd = np.sqrt(np.asarray(specific_var, float))
+        buy, sell = np.broadcast_to(buy, (self.n,)), np.broadcast_to(sell, (self.n,))
         values = {"alpha": alpha, "lo": lo, "hi": hi, "prev": prev, "root": root, "root_b": root @ b,
-                  "sd": sd, "sd_b": sd * b, "buy": np.broadcast_to(buy, (self.n,)),
-                  "sell": np.broadcast_to(sell, (self.n,)), "turnover": max(float(turnover), 0.0)}
+                  "sd": sd, "sd_b": sd * b, "cost_size": (buy + sell) / 2, "cost_side": (buy - sell) / 2,
+                  "turnover": max(float(turnover), 0.0)}
         if self.n_style:
             styles = np.asarray(exposures, float)[:, : self.n_style].T
             values["styles"], values["styles_b"] = styles, styles @ b

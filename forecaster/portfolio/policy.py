@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -129,6 +131,49 @@ class RebalanceContext:
     costs: object
 
 
+class Prefetched:
+    """A risk model's snapshots computed ahead, in one background thread, for the days a run
+    will ask for (:meth:`expect`): a snapshot reads only the data up to its day, never the
+    book's decisions, so the next day's overlaps this day's solve (numpy and the solver leave
+    the interpreter lock on their long loops: two cores, two jobs). At most ``ahead`` are held;
+    a day not expected is computed when asked. :meth:`close` stops the thread."""
+
+    def __init__(self, risk, ahead: int = 2):
+        self.risk, self.ahead = risk, int(ahead)
+        self._days: list[int] = []
+        self._next = 0
+        self._pending: OrderedDict[int, object] = OrderedDict()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def expect(self, days) -> None:
+        """The signal days, in order, whose snapshots will be asked for."""
+        self._days = sorted({int(d) for d in days if d >= 0})
+        self._next = 0
+        if self._days and self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="risk-snapshot")
+        self._top_up()
+
+    def _top_up(self) -> None:
+        while self._pool is not None and len(self._pending) < self.ahead and self._next < len(self._days):
+            day = self._days[self._next]
+            self._next += 1
+            self._pending[day] = self._pool.submit(self.risk.snapshot, day)
+
+    def snapshot(self, t: int):
+        t = int(t)
+        while self._pending and next(iter(self._pending)) < t:  # asked past: not needed
+            self._pending.popitem(last=False)[1].cancel()
+        future = self._pending.pop(t, None)
+        self._top_up()
+        return future.result() if future is not None else self.risk.snapshot(t)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        self._pending.clear()
+
+
 class BookInputs:
     """The panel-wide arrays an enhanced decision reads, computed once per panel: the benchmark
     weights and members of each next day (``[days, stocks]``, row ``s`` for the decision at
@@ -146,7 +191,7 @@ class BookInputs:
         self.tradable = (panel.listed & ~panel.suspended)[:, cols]
         column_of = np.full(panel.n_stocks, -1)
         column_of[cols] = np.arange(len(cols))
-        self.risk = _Columns(risk_model_of(panel), column_of)
+        self.risk = Prefetched(_Columns(risk_model_of(panel), column_of))
         self.dates, self.costs = panel.dates, config.costs
 
     def context(self, s: int, scores: np.ndarray, held: Holding, date, allowed: np.ndarray | None = None,
@@ -238,6 +283,12 @@ class EnhancedPolicy(Policy):
         self.no_history: list[bool] = []
         self.no_forecast = 0  # member-days in the benchmark without a forecast (alpha 0)
 
+    def expect(self, rebalance: np.ndarray, panel_dates: pd.DatetimeIndex) -> None:
+        """The days (``[panel days]`` True where the backtest rebalances) it will decide on:
+        their risk snapshots are computed ahead (:class:`Prefetched`)."""
+        rows = np.flatnonzero(rebalance[panel_dates.get_indexer(self.forecast.index)])
+        self.inputs.risk.expect(self.signal_of[rows])
+
     def targets(self, row: int, held: Holding, rebalance_day: bool) -> np.ndarray:
         if rebalance_day or self.current is None:
             self._decide(row, held)
@@ -261,6 +312,7 @@ class EnhancedPolicy(Policy):
         """What the policy decided: the targets in force by forecast row (a row it was never
         asked for, the first under ``execution="close"`` when the data hold no day before it,
         carries the next one's), the diagnostics and the notes."""
+        self.inputs.risk.close()
         index, columns = self.forecast.index, self.forecast.columns
         weights = pd.DataFrame(self.weights, index=index, columns=columns).bfill().fillna(0.0)
         diagnostics = pd.DataFrame(self.diag, columns=DIAGNOSTICS)
