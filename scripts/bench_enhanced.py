@@ -28,7 +28,7 @@ illustrative; each line one line, wrapped here)::
     book name=topk against=price excess_ann=+0.156 te=0.116 ir=1.34 turnover=25.0 years_positive=7 of 8
     risk bias=0.97
     cash name=enhanced max=0.004 mean=0.001 review_days_max=0.004
-    timing name=enhanced solve_s=61.2 compile_s=40.0 backtest_s=150.3
+    timing name=enhanced solve_s=61.2 compile_s=40.0 backtest_s=150.3 baseline_s=280.0 ratio=0.54
 
 ``price``: the index's own series (SH000300, a price index: its members' dividends are not in
 it); ``total_return``: the same with the dividends added back (an estimate: :func:`total_return`
@@ -45,7 +45,9 @@ benchmark weights, close to close) over the risk model's predicted active sd: 1 
 model is calibrated. ``cash`` (issue 86): the enhanced book's cash weight after each close, its
 largest and mean over the run and its largest on review days (the members change);
 ``timing``: seconds inside the solver, building and compiling the problems (cvxpy), and the
-whole backtest. ``#`` lines add each book's excess by year, the weighted members' and the
+whole backtest; with ``--baseline-wall S`` (the same backtest's seconds under another code, e.g.
+bb839ca's from a worktree, measured just before on the same machine) also ``baseline_s`` and
+``ratio`` (this backtest's over it). ``#`` lines add each book's excess by year, the weighted members' and the
 equal weight's lines, the solver's fallbacks and timings. :func:`contract_lines` writes the
 lines from a :class:`Summary`. In ``--out``: ``enhanced_rebalances.csv`` (the optimiser's row a
 rebalance) and ``books_daily.csv`` (each book's daily return after costs, the price index's and
@@ -165,8 +167,11 @@ def contract_lines(s: Summary) -> list[str]:
         lines.append(f"cash name={name} max={c['max']:.4f} mean={c['mean']:.4f} "
                      f"review_days_max={c['review_days_max']:.4f}")
     for name, t in s.timing.items():
-        lines.append(f"timing name={name} solve_s={t['solve_s']:.1f} compile_s={t['compile_s']:.1f} "
-                     f"backtest_s={t['backtest_s']:.1f}")
+        line = (f"timing name={name} solve_s={t['solve_s']:.1f} compile_s={t['compile_s']:.1f} "
+                f"backtest_s={t['backtest_s']:.1f}")
+        if t.get("baseline_s"):  # the same backtest of another code, measured on this machine
+            line += f" baseline_s={t['baseline_s']:.1f} ratio={t['backtest_s'] / t['baseline_s']:.2f}"
+        lines.append(line)
     return lines
 
 
@@ -301,6 +306,8 @@ def _args(argv=None) -> argparse.Namespace:
     p.add_argument("--trade-aversion", type=float, default=StrategyConfig.trade_aversion)
     p.add_argument("--qlib-python", default=None,
                    help="a Python with pyqlib and ecos (a side venv): Qlib's enhanced-index optimiser")
+    p.add_argument("--baseline-wall", type=float, default=None, metavar="S",
+                   help="the enhanced backtest's seconds under another code on this machine: prints the ratio")
     p.add_argument("--cells", action="store_true",
                    help="run the protocol that chooses the book's defaults (issue 88: scripts/enhanced_cells.py)")
     p.add_argument("--cell-report", action="append", default=[], metavar="INDEX=DIR",
@@ -309,6 +316,8 @@ def _args(argv=None) -> argparse.Namespace:
     p.add_argument("forecaster_args", nargs="*", help="after --: more options of the backtest run")
     args = p.parse_args(argv)
     # checked before anything is run or written
+    if args.baseline_wall is not None and not (math.isfinite(args.baseline_wall) and args.baseline_wall > 0):
+        p.error(f"--baseline-wall {args.baseline_wall}: expected a positive number of seconds")
     if not (math.isfinite(args.capital) and args.capital > 0):
         p.error(f"--capital {args.capital}: expected a positive amount of CNY")
     if args.report and not Path(args.report).is_dir():
@@ -368,7 +377,7 @@ def main(argv=None) -> None:
         seconds[name] = time.perf_counter() - t0
         if config.strategy.rule == "enhanced":
             timing[name] = {"solve_s": TIMES["solve_s"], "compile_s": TIMES["compile_s"],
-                            "backtest_s": seconds[name]}
+                            "backtest_s": seconds[name], "baseline_s": args.baseline_wall}
     if args.qlib_python:
         t0 = time.perf_counter()
         got = qlib_book(args, panel, forecast, enhanced, Path(args.out))

@@ -229,6 +229,12 @@ def test_the_cash_and_timing_lines_are_issue_86s():
     assert lines[len(ISSUE_LINES):] == [
         "cash name=enhanced max=0.0041 mean=0.0012 review_days_max=0.0038",
         "timing name=enhanced solve_s=61.2 compile_s=40.0 backtest_s=150.3"]
+    lines = bench.contract_lines(_summary(timing={"enhanced": {
+        "solve_s": 61.24, "compile_s": 40.01, "backtest_s": 150.26, "baseline_s": 280.0}}))
+    assert lines[-1] == ("timing name=enhanced solve_s=61.2 compile_s=40.0 backtest_s=150.3 "
+                         "baseline_s=280.0 ratio=0.54")
+    with pytest.raises(SystemExit):
+        bench._args(["--baseline-wall", "0"])
 
 
 def test_cash_stats_read_the_books_cash_and_its_review_days():

@@ -483,3 +483,22 @@ def test_the_cached_risk_model_keys_on_the_members(monkeypatch):
     assert some is not everyone and len(fits) == 2 and not fits[1][:, :6].any()
     panel.members = None
     assert enhanced.risk_model_of(panel) is everyone and len(fits) == 2
+
+
+def test_top_eigen_by_lanczos_equals_lapacks_to_rounding():
+    from scipy.linalg import eigh
+
+    from forecaster.risk.estimators import top_eigen
+
+    rng = np.random.default_rng(3)
+    e = rng.normal(0, 1, (120, 900)) + np.outer(rng.normal(0, 3, 120), rng.normal(1, 0.2, 900))
+    e -= e.mean(axis=0)  # demeaned as the residuals are: the Gram holds a null vector
+    gram = e @ e.T
+    values, vectors = top_eigen(gram, 5)
+    ref_values, ref_vectors = eigh(gram, subset_by_index=[115, 119])
+    assert np.allclose(values, ref_values, rtol=1e-12)
+    assert np.allclose(np.abs((vectors * ref_vectors).sum(axis=0)), 1.0, atol=1e-10)  # up to sign
+    again = top_eigen(gram, 5)  # a fixed start: the same answer each call
+    assert np.array_equal(again[0], values) and np.array_equal(again[1], vectors)
+    small_values, _ = top_eigen(gram[:12, :12], 5)  # too small for Lanczos: LAPACK's
+    assert np.allclose(small_values, eigh(gram[:12, :12])[0][-5:])

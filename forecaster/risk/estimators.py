@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.linalg import eigh
+from scipy.sparse.linalg import ArpackNoConvergence, eigsh
 
 SPECIFIC_FLOOR = 0.01  # specific variance floor, as a fraction of the day's median
 MIN_EIGEN = 1e-12  # factor covariance eigenvalues are clipped at this fraction of the largest
@@ -99,10 +100,12 @@ def statistical_factors(residuals: np.ndarray, n_factors: int,
     p = min(n_factors, m - 1, n_days - 1)
     if p <= 0:
         return loadings, returns
-    e = residuals[:, eligible]
-    with np.errstate(invalid="ignore"):
-        e = np.nan_to_num(e - np.nanmean(e, axis=0))
-    values, vectors = eigh(e @ e.T, subset_by_index=[n_days - p, n_days - 1])  # the top p, rising
+    e = residuals[:, eligible]  # a copy: demeaned in place
+    missing = ~np.isfinite(e)
+    e[missing] = 0.0
+    e -= e.sum(axis=0) / np.maximum(len(e) - missing.sum(axis=0), 1)  # each column's mean over its values
+    e[missing] = 0.0
+    values, vectors = top_eigen(e @ e.T, p)
     values, vectors = values[::-1], vectors[:, ::-1]
     keep = values > MIN_EIGEN * max(values[0], 0.0)
     values, vectors = values[keep], vectors[:, keep]
@@ -112,6 +115,23 @@ def statistical_factors(residuals: np.ndarray, n_factors: int,
     loadings[eligible, :p] = b
     returns[:, :p] = e @ b / m
     return loadings, returns
+
+
+def top_eigen(gram: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``p`` largest eigenvalues ``[p]`` (rising) and eigenvectors ``[n, p]`` of the symmetric
+    ``gram`` ``[n, n]``: Lanczos (ARPACK, a fixed start: the same answer each run) where ``p`` is
+    small beside ``n`` (it needs a few products, not the whole reduction LAPACK makes), LAPACK
+    otherwise or when Lanczos does not converge."""
+    n = len(gram)
+    if n >= 20 and 4 * p < n:
+        start = np.random.default_rng(0).standard_normal(n)
+        try:
+            values, vectors = eigsh(gram, k=p, which="LA", v0=start)
+            order = np.argsort(values)
+            return values[order], vectors[:, order]
+        except ArpackNoConvergence:
+            pass
+    return eigh(gram, subset_by_index=[n - p, n - 1])
 
 
 def specific_variance(residuals: np.ndarray, weights: np.ndarray, prior_days: float) -> np.ndarray:
