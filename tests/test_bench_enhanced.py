@@ -248,3 +248,23 @@ def test_cash_stats_read_the_books_cash_and_its_review_days():
     members = np.array([[1, 1], [1, 0], [1, 0], [1, 1]], bool)  # reviews on days 1 and 3
     got = bench.cash_stats(Result(), members, Result.held.index)
     assert got == {"max": 0.05, "mean": pytest.approx(0.02025), "review_days_max": 0.05}
+
+
+def test_cells_options_are_checked_before_anything_runs(tmp_path):
+    cells = _load("enhanced_cells")
+    for index in ("csi300", "csi500"):
+        (tmp_path / index).mkdir()
+    with pytest.raises(SystemExit):
+        bench._args(["--cells", "--cell-report", f"csi800={tmp_path}"])  # no such index
+    with pytest.raises(SystemExit):  # a report without forecasts
+        bench._args(["--cells", "--cell-report", f"csi300={tmp_path / 'csi300'}",
+                     "--cell-report", f"csi500={tmp_path / 'csi500'}"])
+    for index in ("csi300", "csi500"):
+        (tmp_path / index / "predictions.csv").write_text("date,code,model,forecast\n")
+    args = bench._args(["--cells", "--cell-report", f"csi300={tmp_path / 'csi300'}",
+                        "--cell-report", f"csi500={tmp_path / 'csi500'}"])
+    assert args.cell_reports == {"csi300": str(tmp_path / "csi300"), "csi500": str(tmp_path / "csi500")}
+    assert cells.name_of(cells.INCUMBENT) == "zscore_a1_d1_c0.1"
+    # each dimension's candidates differ from the incumbent in that one setting
+    for key, values in cells.DIMENSIONS:
+        assert key in cells.INCUMBENT and cells.INCUMBENT[key] not in values

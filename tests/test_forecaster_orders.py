@@ -77,6 +77,14 @@ def test_read_holdings(tmp_path):
     path.write_text("code,amount\n")
     with pytest.raises(HoldingsError, match="missing"):
         read_holdings(path, codes)
+    path.write_bytes("代码,shares\n".replace("代码", "code").encode("gbk") + "sz.000001,-100\n".encode("gbk"))
+    with pytest.raises(HoldingsError, match=r"line 2, column shares: '-100'"):
+        read_holdings(path, codes, capital=1)
+    path.write_bytes(b"code,shares\nsz.000001,100\n\x80\xff,1\n")
+    with pytest.raises(HoldingsError, match=r"line 3: byte b'\\x80' at offset 26 is neither UTF-8 nor GBK"):
+        read_holdings(path, codes, capital=1)
+    path.write_bytes("code,shares\nsz.000001,100\ncash,500\n".encode("gbk"))
+    assert read_holdings(path, codes).cash == 500
 
 
 def _signal_day_panel():

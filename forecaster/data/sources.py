@@ -231,6 +231,21 @@ def _read_text(path: Path, max_file_mb: float = MAX_FILE_MB) -> tuple[str, str, 
 
 
 
+def decode_text(raw: bytes, at: str) -> str:
+    """``raw`` as UTF-8 (with or without a BOM) or else GBK text, the two encodings users'
+    exports come in; neither: a :class:`DataError` ``at`` (``"OPTION FILE"``) naming the line and
+    the byte offset of the first byte GBK cannot read."""
+    bad = 0
+    for encoding in ("utf-8-sig", "gbk"):
+        try:
+            return raw.decode(encoding)
+        except UnicodeDecodeError as exc:
+            bad = exc.start
+    line = raw[:bad].count(b"\n") + 1
+    raise DataError(f"{at}: line {line}: byte {raw[bad:bad + 1]!r} at offset {bad} is neither UTF-8 nor "
+                    "GBK text")
+
+
 # Suffixes of data files, longest first: ``sz.000001.csv.gz`` is the stock ``sz.000001``.
 DATA_SUFFIXES = (".csv.gz", ".csv")
 # File names that are a stock code: sz.300001, sz300001, 300001.SZ or a bare 300001.

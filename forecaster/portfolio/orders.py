@@ -66,12 +66,26 @@ class Book:
 
 def read_holdings(path, codes, capital: float | None = None) -> Book:
     """A holdings CSV (columns ``code``, ``shares``; a row ``cash,AMOUNT`` gives the cash,
-    otherwise ``capital``). Codes are read in any common spelling (``600000.SH``,
-    ``sh600000``); each must be one of ``codes`` (the panel's stocks)."""
+    otherwise ``capital``), UTF-8 (with or without a BOM) or GBK. Codes are read in any common
+    spelling (``600000.SH``, ``sh600000``); each must be one of ``codes`` (the panel's stocks)."""
+    import io
+    from pathlib import Path
+
+    from forecaster.data.sources import MAX_FILE_MB, DataError, decode_text, too_large
+
     try:
-        table = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise HoldingsError(f"{path}: cannot read holdings ({exc})") from exc
+        if not Path(path).is_file():
+            raise HoldingsError(f"{path}: no such file (a holdings CSV code,shares)")
+        reason = too_large(Path(path), MAX_FILE_MB)
+        if reason:
+            raise HoldingsError(f"{path}: {reason}")
+        table = pd.read_csv(io.StringIO(decode_text(Path(path).read_bytes(), str(path))), dtype=str,
+                            keep_default_na=False)
+    except DataError as exc:
+        raise HoldingsError(str(exc)) from None
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise HoldingsError(f"{path}: cannot read holdings ({why})") from None
     table.columns = [c.strip().lower() for c in table.columns]
     missing = [c for c in ("code", "shares") if c not in table.columns]
     if missing:

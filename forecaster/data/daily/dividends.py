@@ -21,7 +21,7 @@ import pandas as pd
 
 from forecaster.data.daily.dates import read_date_column
 from forecaster.data.market.exchange import canonical_code
-from forecaster.data.sources import MAX_FILE_MB, DataError, too_large
+from forecaster.data.sources import MAX_FILE_MB, DataError, decode_text, too_large
 
 OPTION = "--dividend-data"
 # (code, ex-date, cash per share, share-issue columns per share) of each exporter
@@ -48,17 +48,7 @@ def read_dividends(path: str | Path, codes) -> tuple[pd.DataFrame, list[str]]:
     reason = too_large(path, MAX_FILE_MB)
     if reason:
         raise DataError(f"{at}: {reason}")
-    raw = path.read_bytes()
-    for encoding in ("utf-8-sig", "gbk"):
-        try:
-            text = raw.decode(encoding)
-            break
-        except UnicodeDecodeError as exc:
-            bad = exc.start
-    else:
-        line = raw[:bad].count(b"\n") + 1
-        raise DataError(f"{at}: line {line}: byte {raw[bad:bad + 1]!r} at offset {bad} is neither UTF-8 nor "
-                        "GBK text")
+    text = decode_text(path.read_bytes(), at)
     try:
         table = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:

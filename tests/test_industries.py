@@ -1,0 +1,133 @@
+"""Industry classes from users' files (issue 87, forecaster/data/market/industries.py): the
+three layouts in UTF-8, BOM and GBK, the real baostock export, point in time, levels, small
+groups merged, the unclassified kept, and each bad file's one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from forecaster.data.market.industries import (OTHER, UNCLASSIFIED, at_level, groups, letter_of,
+                                               read_industries)
+from forecaster.data.sources import DataError
+
+SHARED = Path(__file__).resolve().parents[2] / "shared/data/industry/stock_industry.csv"
+CODES = ["sh.600000", "sh.600004", "sh.600006", "sz.000001", "sz.000002", "sz.300750"]
+BAOSTOCK = """updateDate,code,code_name,industry,industryClassification
+2026-03-09,sh.600000,浦发银行,J66货币金融服务,证监会行业分类
+2026-03-09,sh.600004,白云机场,G56航空运输业,证监会行业分类
+2026-03-09,sh.600006,东风股份,C36汽车制造业,证监会行业分类
+2026-03-09,sz.000001,平安银行,J66货币金融服务,证监会行业分类
+2026-03-09,sz.000002,万科Ａ,K70房地产业,证监会行业分类
+2026-03-09,sh.600001,邯郸钢铁,,证监会行业分类
+"""
+
+
+def _write(tmp_path, text, encoding="utf-8", name="ind.csv"):
+    path = tmp_path / name
+    path.write_bytes(text.encode(encoding))
+    return path
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-8-sig", "gbk"])
+def test_baostocks_export_reads_alike_in_each_encoding(tmp_path, encoding):
+    ind = read_industries(_write(tmp_path, BAOSTOCK, encoding), CODES)
+    assert ind.snapshot == pd.Timestamp("2026-03-09") and not ind.point_in_time
+    assert ind.names["sz.000002"] == "万科Ａ"
+    days = pd.bdate_range("2019-01-02", periods=3)
+    classes = ind.classes(days, CODES)
+    assert classes[0].tolist() == ["J66货币金融服务", "G56航空运输业", "C36汽车制造业", "J66货币金融服务",
+                                   "K70房地产业", ""]
+    text = ind.describe(days)
+    assert "snapshot" in text and "2026-03-09" in text and "2019-01-02..2019-01-04" in text
+    assert any("sh.600001" in n for n in ind.notes)  # a code the data lack: counted, not an error
+
+
+def test_a_plain_file_under_chinese_headers_and_any_code_form(tmp_path):
+    text = "股票代码,所属行业\n600000.SH,银行\n000001,银行\nSZ000002,房地产\n"
+    ind = read_industries(_write(tmp_path, text, "gbk"), CODES)
+    classes = ind.classes(pd.bdate_range("2020-01-01", periods=2), CODES)
+    assert classes[1].tolist() == ["银行", "", "", "银行", "房地产", ""]
+    assert "undated" in ind.describe(pd.bdate_range("2020-01-01", periods=2))
+    assert at_level("银行", 1) == at_level("银行", 2) == "银行"  # a name without a code: one level
+
+
+def test_a_dated_file_is_point_in_time(tmp_path):
+    text = ("date,code,industry\n2019-01-01,sh.600000,C39\n2021-01-01,sh.600000,I65\n"
+            "2020-01-01,sz.000001,J66\n")
+    ind = read_industries(_write(tmp_path, text), CODES)
+    assert ind.point_in_time and ind.snapshot is None
+    days = pd.DatetimeIndex(["2019-06-03", "2020-06-01", "2021-06-01"])
+    c = ind.classes(days, CODES)
+    assert c[:, 0].tolist() == ["C39", "C39", "I65"]
+    assert c[:, 3].tolist() == ["", "J66", "J66"]  # before its first row: no class
+    assert "point in time" in ind.describe(days)
+
+
+def test_levels_and_small_groups_merged_into_their_letter_or_other():
+    assert letter_of("C39计算机") == "C" and letter_of("银行") is None
+    assert at_level("C39计算机", 1) == "C制造业" and at_level("C39计算机", 2) == "C39计算机"
+    classes = np.array([["C39", "C39", "C39", "C36", "J66", "", "银行"]] * 2, dtype=object)
+    members = np.ones(classes.shape, bool)
+    members[1, 6] = False
+    labels, names, counts = groups(classes, members, level=2, min_members=3)
+    day0 = [names[i] for i in labels[0]]
+    assert day0 == ["C39", "C39", "C39", "C制造业", "J金融业", UNCLASSIFIED, OTHER]
+    assert counts == {"unclassified": 2, "merged": 5}  # C36, J66, 银行 on day 0; C36, J66 on day 1
+    assert labels[1, 6] == -1  # not a member
+    labels1, names1, counts1 = groups(classes, members, level=1, min_members=3)
+    assert [names1[i] for i in labels1[0]][:5] == ["C制造业"] * 4 + [OTHER]
+    assert counts1["merged"] == 3  # J (one member) each day, 银行 on day 0
+
+
+def test_the_shared_baostock_export_reads(tmp_path):
+    if not SHARED.is_file():
+        pytest.skip("the shared industry export is not beside the checkout")
+    ind = read_industries(SHARED, ["sh.600000", "sz.000001", "sh.600519", "sz.300750"])
+    c = ind.classes(pd.DatetimeIndex(["2020-01-02"]), ["sh.600000", "sh.600519"])
+    assert c[0, 0] == "J66货币金融服务" and c[0, 1].startswith("C15")
+    assert ind.snapshot == pd.Timestamp("2026-03-09")
+    assert any("no stock of the data" in n for n in ind.notes)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "not a readable CSV"),
+    ("code,name\nsh.600000,浦发\n", "no industry column"),
+    ("code,industry\n", "holds no row"),
+    ("date,code,industry\n2020-01-01,sh.600000,J66\n2020-13-45,sz.000001,J66\n", "line 3"),
+    ("date,code,industry\n2020-01-01,sh.600000,J66\n2020-01-01,sh.600000,C39\n",
+     "lines 2 and 3, column industry: sh.600000 has two classes on 2020-01-01"),
+    (",industry\n,J66\n", "no code column"),
+])
+def test_a_bad_industry_file_is_one_line(tmp_path, text, message):
+    with pytest.raises(DataError, match=message.replace("(", r"\(")) as err:
+        read_industries(_write(tmp_path, text), CODES)
+    assert str(tmp_path / "ind.csv") in str(err.value) and "\n" not in str(err.value)
+
+
+def test_bytes_neither_utf8_nor_gbk_name_their_offset(tmp_path):
+    path = tmp_path / "ind.csv"
+    path.write_bytes(b"code,industry\nsh.600000,J66\nsz.000001,\x80\xff\n")
+    with pytest.raises(DataError, match=r"line 3: byte b'\\x80' at offset 38"):
+        read_industries(path, CODES)
+
+
+def test_a_repeated_row_is_read_once_and_counted(tmp_path):
+    ind = read_industries(_write(tmp_path, "code,industry\nsh.600000,J66\nsh.600000,J66\n"), CODES)
+    assert len(ind.table) == 1 and any("1 repeated row" in n for n in ind.notes)
+
+
+def test_a_large_file_is_read_in_seconds_or_refused(tmp_path):
+    import time
+
+    rows = "".join(f"sh.{600000 + i % 5000:06d},C{i % 37:02d}\n" for i in range(400_000))
+    path = _write(tmp_path, "code,industry\n" + rows)
+    t0 = time.perf_counter()
+    with pytest.raises(DataError, match="two classes"):  # 80 rows of each code, different classes
+        read_industries(path, CODES)
+    assert time.perf_counter() - t0 < 10
+    with pytest.raises(DataError, match="MB"):
+        read_industries(path, CODES, max_file_mb=1)
