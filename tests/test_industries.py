@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from test_forecaster_policy import world  # noqa: F401 (a fixture)
 
 from forecaster.data.market.industries import (OTHER, UNCLASSIFIED, at_level, groups, letter_of,
                                                read_industries)
@@ -131,3 +132,93 @@ def test_a_large_file_is_read_in_seconds_or_refused(tmp_path):
     assert time.perf_counter() - t0 < 10
     with pytest.raises(DataError, match="MB"):
         read_industries(path, CODES, max_file_mb=1)
+
+
+# ---------------------------------------------------------------- the book's industry bound
+
+
+def _industry_world(tmp_path, world):
+    """The policy world's panel (40 stocks) in three CSRC classes, a forecast that wants the
+    first class (stocks 0-9) far above the benchmark, and the classes' file."""
+    import dataclasses
+
+    panel, forecast = world
+    codes = [str(c) for c in panel.codes]
+    classes = ["C39计算机"] * 10 + ["J66货币金融服务"] * 15 + ["K70房地产业"] * 15
+    path = tmp_path / "industries.csv"
+    path.write_text("code,industry\n" + "".join(f"{c},{k}\n" for c, k in zip(codes, classes)))
+    tilt = forecast.copy()
+    tilt.iloc[:, :10] += 3.0  # a strong view on the whole first class
+    return dataclasses.replace(panel, _cache={}), tilt, path
+
+
+@pytest.mark.parametrize("bound", [0.0, 0.02])
+def test_the_industry_bound_binds_on_a_planted_industry_bet(tmp_path, world, bound):  # noqa: F811
+    from test_forecaster_policy import _config
+
+    from forecaster.portfolio.backtest import run_backtest
+
+    panel, forecast, path = _industry_world(tmp_path, world)
+    config = _config()
+    config.strategy.industries, config.strategy.industry_bound = str(path), bound
+    config.strategy.__post_init__()
+    result = run_backtest(panel, forecast, config)
+    table = result.enhanced.industry_weights()
+    assert set(table["industry"]) == {"C制造业", "J金融业", "K房地产业"}  # level 1: the letters
+    sums = table.groupby("date")[["book", "benchmark"]].sum()
+    assert np.allclose(sums["benchmark"], 1.0) and sums["book"].between(0.95, 1.0 + 1e-9).all()  # cash aside
+    target = result.enhanced.target_active
+    rows = target.dropna(how="all").index
+    c_active = target.loc[rows].iloc[:, :10].sum(axis=1)
+    if bound:
+        assert c_active.abs().max() <= bound + 1e-6  # the decision keeps the bound
+        assert table.loc[table["industry"] == "C制造业", "active"].abs().max() <= bound + 0.005  # held, lots
+    else:
+        assert c_active.max() > 0.05  # without a bound the view buys the class well past it
+    notes = " | ".join(result.enhanced.notes)
+    assert "undated file" in notes and "3 industry group(s) at level 1" in notes
+
+
+def test_an_industry_bound_without_industries_names_the_missing_option():
+    from forecaster.checks import ConfigError
+    from forecaster.portfolio.strategy import StrategyConfig
+
+    with pytest.raises(ConfigError, match=r"--industry-bound\) needs industries \(--industries FILE"):
+        StrategyConfig(rule="enhanced", industry_bound=0.05)
+
+
+def test_backtest_and_predict_take_industries_and_a_bad_file_writes_nothing(tmp_path):
+    from test_forecaster_trust import QUICK, _invoke
+
+    from forecaster.data import write_synthetic_panel
+
+    data = tmp_path / "data"
+    write_synthetic_panel(data, n_stocks=8, n_days=260, seed=4)
+    codes = sorted(p.name[:-4] for p in data.glob("*.csv"))
+    universe = tmp_path / "members.txt"
+    universe.write_text("\n".join(codes) + "\n")
+    good, bad = tmp_path / "ind.csv", tmp_path / "bad.csv"
+    classes = ["C39计算机", "C39计算机", "C36汽车", "C36汽车", "J66货币", "J66货币", "J66货币", ""]
+    good.write_bytes(("股票代码,所属行业\n" + "".join(f"{c},{k}\n" for c, k in zip(codes, classes))).encode("gbk"))
+    bad.write_bytes(b"code,industry\n" + f"{codes[0]},J66\n".encode() + b"\x80\xff,x\n")
+    book = ["--strategy", "enhanced", "--universe", universe, "--industry-bound", "0.05", "--industry-level", "2",
+            "--industry-min-members", "2"]
+    res = _invoke("backtest", data, "--out", tmp_path / "bad_rep", "--industries", bad, *book, *QUICK)
+    assert res.exit_code == 1 and "offset" in res.output and "Traceback" not in res.output, res.output
+    assert not (tmp_path / "bad_rep").exists()
+    res = _invoke("backtest", data, "--out", tmp_path / "rep", *book, *QUICK)
+    assert res.exit_code != 0 and "--industries FILE" in res.output  # a bound without a file
+    assert not (tmp_path / "rep").exists()
+    res = _invoke("backtest", data, "--out", tmp_path / "rep", "--industries", good, *book, *QUICK)
+    assert res.exit_code == 0, res.output
+    table = pd.read_csv(tmp_path / "rep" / "active_industries.csv")
+    assert list(table.columns) == ["date", "industry", "book", "benchmark", "active"]
+    assert {"C39计算机", "C36汽车", "J66货币", "unclassified"} == set(table["industry"])
+    assert table["active"].abs().max() <= 0.05 + 0.005  # the bound, lots aside
+    assert (tmp_path / "rep" / "active_industries.png").stat().st_size > 10_000
+    res = _invoke("train", data, "--out", tmp_path / "run", *QUICK[:8])
+    assert res.exit_code == 0, res.output
+    res = _invoke("predict", "--run", tmp_path / "run", data, "--industries", good, "--out", tmp_path / "n.csv")
+    assert res.exit_code == 0 and "undated file" in res.output, res.output
+    res = _invoke("predict", "--run", tmp_path / "run", data, "--industries", bad, "--out", tmp_path / "m.csv")
+    assert res.exit_code == 1 and "offset" in res.output and not (tmp_path / "m.csv").exists()

@@ -396,6 +396,11 @@ def predict(data, run, out, device, holdings, stale_after, at_limit, report, ove
 
             for note in attach_dividends(grid, raw["backtest"]["dividend_data"]):
                 click.echo(note, err=True)
+        if raw.get("strategy", {}).get("industries"):  # read and checked before anything is written
+            from forecaster.portfolio.industry_groups import attach_industries
+
+            for note in attach_industries(grid, raw["strategy"]["industries"]):
+                click.echo(note, err=True)
         try:
             table = ranked_list(model, grid, strategy=strategy_of(raw, grid.n_stocks), trade_date=trade_day)
             if universe:  # the day's members only: the list, its ranks and quantiles

@@ -47,6 +47,7 @@ from forecaster.portfolio.index_weights import benchmark_weights, check_covers
 from forecaster.portfolio.rules import check_capital
 from forecaster.portfolio.strategy import top_k_warning
 from forecaster.portfolio.total_return import attach_dividends, dividend_returns
+from forecaster.portfolio.industry_groups import attach_industries
 from forecaster.reporting.report import write_report
 from seq2seq.core import atomic_write
 
@@ -383,6 +384,8 @@ def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: 
         check_reachable(exp.walk_forward.address)
     dividend_data = exp.backtest.dividend_data
     dividend_notes = attach_dividends(grid, dividend_data) if dividend_data else []  # checked before a write
+    if exp.backtest.strategy.industries:  # read and checked before a write; its notes come with the book's
+        attach_industries(grid, exp.backtest.strategy.industries, exp.data.max_file_mb)
     out = folder.claim()
     with atomic_write(out / EXPERIMENT_FILE, "w") as f:  # first: the run is reproducible even if cut
         f.write(to_toml(exp))

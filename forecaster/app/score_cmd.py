@@ -203,6 +203,7 @@ def _score(pred, scores, name, dates, exp, loaded, run, result, out, overwrite, 
     from forecaster.evaluation.external import ExternalScores, align
     from forecaster.evaluation.universe import universe_counts, universe_line
     from forecaster.portfolio.rules import check_capital
+    from forecaster.portfolio.industry_groups import attach_industries
     from forecaster.portfolio.total_return import attach_dividends
 
     grid = loaded.panel
@@ -254,6 +255,8 @@ def _score(pred, scores, name, dates, exp, loaded, run, result, out, overwrite, 
     check_capital(exp.backtest.capital, grid, first, exp.backtest.market.lot_size)  # before a write
     if exp.backtest.dividend_data:
         problems += attach_dividends(grid, exp.backtest.dividend_data)
+    if exp.backtest.strategy.industries:  # read and checked before a write
+        attach_industries(grid, exp.backtest.strategy.industries, exp.data.max_file_mb)
     folder = check_output(out, overwrite=overwrite, resume_with=None)  # again: nothing written yet
     meaning = DATES_MEANING[dates]
     head = [f"{name}: scored from {pred} ({aligned.summary()}); {meaning}", *problems]

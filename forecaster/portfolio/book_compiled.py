@@ -38,13 +38,15 @@ class CompiledBook:
     them styles) under ``strategy``; each rung of the ladder (``turnover_limit``,
     ``soft_style``) compiled on its first use and re-solved with new parameters after."""
 
-    def __init__(self, n: int, k: int, n_style: int, strategy):
+    def __init__(self, n: int, k: int, n_style: int, strategy, n_groups: int = 0):
         self.n, self.k, self.n_style, self.strategy = int(n), int(k), int(n_style), strategy
+        self.n_groups = int(n_groups)
         self._rungs: dict[tuple[bool, bool], tuple] = {}
 
-    def fits(self, n: int, k: int, n_style: int, strategy) -> bool:
+    def fits(self, n: int, k: int, n_style: int, strategy, n_groups: int = 0) -> bool:
         """Whether a day of this shape and strategy can reuse this problem."""
-        return (n, k, n_style) == (self.n, self.k, self.n_style) and strategy == self.strategy
+        return ((n, k, n_style, n_groups) == (self.n, self.k, self.n_style, self.n_groups)
+                and strategy == self.strategy)
 
     def problem(self, turnover_limit: bool = True, soft_style: bool = False):
         """``(problem, w, params)`` of a rung (built and cached on first use)."""
@@ -62,6 +64,8 @@ class CompiledBook:
                  **{name: cp.Parameter(n, nonneg=True) for name in ("sd", "cost_size")})
         if s:
             p["styles"], p["styles_b"] = cp.Parameter((s, n)), cp.Parameter(s)
+        if self.n_groups:
+            p["groups"], p["groups_b"] = cp.Parameter((self.n_groups, n)), cp.Parameter(self.n_groups)
         w, t = cp.Variable(n), cp.Variable(n)  # the weights and each trade's size
         factor, specific = cp.Variable(k), cp.Variable(n)  # L' X' (w - b) and sd (w - b)
         horizon = float(st.rebalance_every)
@@ -81,12 +85,20 @@ class CompiledBook:
                 objective = objective - STYLE_PENALTY * cp.sum(cp.pos(cp.abs(exposure) - st.style_bound))
             else:
                 constraints.append(cp.abs(exposure) <= st.style_bound)
+        if self.n_groups:  # each industry group's active weight
+            exposure = p["groups"] @ w - p["groups_b"]
+            if soft_style:
+                objective = objective - STYLE_PENALTY * cp.sum(cp.pos(cp.abs(exposure) - st.industry_bound))
+            else:
+                constraints.append(cp.abs(exposure) <= st.industry_bound)
         return cp.Problem(cp.Maximize(objective), constraints), w, p
 
     def solve(self, alpha, bench, prev, exposures, factor_cov, specific_var, lo, hi, buy, sell,
-              turnover: float, turnover_limit: bool = True, soft_style: bool = False) -> np.ndarray | None:
+              turnover: float, turnover_limit: bool = True, soft_style: bool = False,
+              groups: np.ndarray | None = None) -> np.ndarray | None:
         """The solver's weights ``[n]`` of one day (not yet cleaned or checked), or None when
-        it finds none; arrays over this problem's ``n`` stocks (``exposures`` ``[n, k]``)."""
+        it finds none; arrays over this problem's ``n`` stocks (``exposures`` ``[n, k]``,
+        ``groups`` ``[n, n_groups]`` 0/1 industry groups)."""
         import cvxpy as cp
 
         from forecaster.portfolio import book_problem
@@ -102,6 +114,9 @@ class CompiledBook:
         if self.n_style:
             styles = np.asarray(exposures, float)[:, : self.n_style].T
             values["styles"], values["styles_b"] = styles, styles @ b
+        if self.n_groups:
+            g = np.asarray(groups, float).T
+            values["groups"], values["groups_b"] = g, g @ b
         for name, value in values.items():
             p[name].value = np.asarray(value, float)
         try:

@@ -86,6 +86,14 @@ class StyleBound:
         return StylePenalty(self.styles, self.bench, self.bound)
 
 
+class IndustryBound(StyleBound):
+    """``|G' (w - b)| <= bound`` for each industry group, ``groups`` ``[n, g]`` 0/1 (a stock in
+    one group): the book's weight in each group within ``bound`` of the benchmark's. Softened
+    on the ladder's third rung as the style bound is."""
+
+    name, tol = "industry_bound", 1e-6
+
+
 class TurnoverLimit:
     """``|w - prev|_1 / 2 <= limit`` (one-sided turnover of one rebalance)."""
 

@@ -48,6 +48,7 @@ from forecaster.portfolio.book_constraints import (
     ActiveBound,
     FullyInvested,
     Held,
+    IndustryBound,
     LongOnly,
     NoBuy,
     Sold,
@@ -93,6 +94,25 @@ class EnhancedBook:
     predicted_sd: pd.Series
     notes: list[str] = field(default_factory=list)
     target_active: pd.DataFrame | None = None
+    groups: pd.DataFrame | None = None  # [date x code] each decision row's industry group (-1 none)
+    group_names: list[str] = field(default_factory=list)
+    industry_bound: float = 0.0  # the strategy's (0: none), drawn in active_industries.png
+    bench: pd.DataFrame | None = None  # [date x code] the benchmark weights of each decision row
+    held: pd.DataFrame | None = None  # [date x code] the weights held at each decision row's close
+
+    def industry_weights(self) -> pd.DataFrame:
+        """``date, industry, book, benchmark, active`` on each rebalance row: the book's weight
+        in each industry group (what it held, after :meth:`held_after`; the targets before),
+        the benchmark's and their difference; empty without industries."""
+        from forecaster.portfolio.industry_groups import COLUMNS, group_weights
+
+        if self.groups is None or self.bench is None:
+            return pd.DataFrame(columns=list(COLUMNS))
+        rows = self.bench.dropna(how="all").index
+        book = self.weights if self.held is None else self.held
+        rows = rows.intersection(book.index)
+        return group_weights(book.loc[rows], self.bench.loc[rows], self.groups.loc[rows].to_numpy(),
+                             self.group_names)
 
     def held_after(self, positions: np.ndarray, equity: np.ndarray, close: np.ndarray,
                    days: pd.DatetimeIndex) -> None:
@@ -112,6 +132,12 @@ class EnhancedBook:
         out = pd.DataFrame(np.nan, index=target.index, columns=target.columns)
         out.loc[rows] = active
         self.target_active, self.active = target, out
+        if self.bench is not None:  # every decision row's held weights (fallbacks included)
+            decided = self.bench.dropna(how="all").index.intersection(days)
+            at = days.get_indexer(decided)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                held_all = np.nan_to_num(positions[at] * close[at] / np.asarray(equity, float)[at][:, None])
+            self.held = pd.DataFrame(held_all, index=decided, columns=target.columns)
 
     def note_cash(self, cash: pd.Series, trades: pd.DataFrame) -> None:
         """Count in the notes the closes where ``cash`` (``[date]``, over the book's value) was
@@ -155,7 +181,8 @@ class EnhancedBook:
 def book_parts(alpha: np.ndarray, bench: np.ndarray, prev: np.ndarray, exposures: np.ndarray,
                factor_cov: np.ndarray, specific_var: np.ndarray, n_style: int, strategy,
                no_buy: np.ndarray | None = None, cost=0.0, held: np.ndarray | None = None,
-               sell_cost=None, sold: np.ndarray | None = None) -> tuple[list, list]:
+               sell_cost=None, sold: np.ndarray | None = None, groups: np.ndarray | None = None
+               ) -> tuple[list, list]:
     """``(terms, constraints)`` of one rebalance (module docstring) over ``[n]`` arrays:
     alpha over the holding period, the active risk over the same horizon
     (``strategy.rebalance_every`` days), the trading cost at ``cost`` per unit bought and
@@ -163,7 +190,8 @@ def book_parts(alpha: np.ndarray, bench: np.ndarray, prev: np.ndarray, exposures
     active bounds (not on ``held`` names), style bounds, the turnover limit (when something is
     held), the tracking budget, the ST rule (``no_buy``), the ``held`` names fixed at
     ``prev`` and the ``sold`` ones (leaving the index) at 0, their sale outside the turnover
-    limit (a forced sale is no choice of the book)."""
+    limit (a forced sale is no choice of the book); with ``groups`` ``[n, g]`` (0/1) and
+    ``strategy.industry_bound`` > 0, each group's active weight within that bound."""
     risk = ActiveRisk(bench, exposures, factor_cov, specific_var, strategy.risk_aversion,
                       horizon=strategy.rebalance_every)
     aversion = strategy.trade_aversion  # the cost's weight: 1 the cost itself
@@ -174,6 +202,8 @@ def book_parts(alpha: np.ndarray, bench: np.ndarray, prev: np.ndarray, exposures
                    TrackingBudget(risk, strategy.tracking_error / math.sqrt(TRADING_DAYS))]
     if n_style:
         constraints.append(StyleBound(exposures[:, :n_style], bench, strategy.style_bound))
+    if groups is not None and strategy.industry_bound > 0:
+        constraints.append(IndustryBound(groups, bench, strategy.industry_bound))
     forced = 0.0 if sold is None else float(prev[np.asarray(sold, bool)].sum())
     if prev.sum() > 0:
         constraints.append(TurnoverLimit(prev, strategy.max_turnover + forced))
@@ -190,7 +220,8 @@ def solve_book(alpha: np.ndarray, bench: np.ndarray, prev: np.ndarray, exposures
                factor_cov: np.ndarray, specific_var: np.ndarray, n_style: int, strategy,
                no_buy: np.ndarray | None = None, cost=0.0, turnover_limit: bool = True,
                soft_style: bool = False, held: np.ndarray | None = None, sell_cost=None,
-               sold: np.ndarray | None = None, compiled: Compiled | None = None) -> np.ndarray | None:
+               sold: np.ndarray | None = None, compiled: Compiled | None = None,
+               groups: np.ndarray | None = None) -> np.ndarray | None:
     """The optimal weights ``[n]`` of one rebalance, or None when the solver finds none that
     keeps the constraints: the problem :func:`book_parts` composes, solved as the run's
     :class:`~forecaster.portfolio.book_compiled.CompiledBook` (``compiled``: the run's, over a
@@ -198,9 +229,12 @@ def solve_book(alpha: np.ndarray, bench: np.ndarray, prev: np.ndarray, exposures
     and checked against those parts (:mod:`forecaster.portfolio.book_problem`). ``exposures``
     ``[n, k]`` (the first ``n_style`` columns styles), ``factor_cov`` ``[k, k]``,
     ``specific_var`` ``[n]`` (daily); ``prev`` ``[n]`` the weights held now; ``turnover_limit``
-    False: without it; ``soft_style``: the style bound a penalty."""
+    False: without it; ``soft_style``: the style (and industry) bounds penalties; ``groups``
+    ``[n, g]``: each stock's industry group (0/1; :func:`book_parts`)."""
+    if groups is not None and not strategy.industry_bound > 0:
+        groups = None
     terms, constraints = book_parts(alpha, bench, prev, exposures, factor_cov, specific_var, n_style,
-                                    strategy, no_buy, cost, held, sell_cost, sold)
+                                    strategy, no_buy, cost, held, sell_cost, sold, groups)
     terms, constraints = relax(terms, constraints, turnover_limit, soft_style)
     n, k = len(alpha), exposures.shape[1]
     lo, hi = bounds(bench, prev, strategy.active_bound, no_buy, held, sold)
@@ -208,13 +242,15 @@ def solve_book(alpha: np.ndarray, bench: np.ndarray, prev: np.ndarray, exposures
     sell = buy if sell_cost is None else np.broadcast_to(np.asarray(sell_cost, float), (n,))
     forced = 0.0 if sold is None else float(prev[np.asarray(sold, bool)].sum())
     limit = strategy.max_turnover + forced if prev.sum() > 0 else 1.0  # nothing held: no limit binds
-    where = None if compiled is None else compiled.place(n, k, n_style, strategy)
+    g = 0 if groups is None else groups.shape[1]
+    where = None if compiled is None else compiled.place(n, k, n_style, strategy, g)
     # a day alone (predict, a test): a problem compiled for it
-    book = CompiledBook(n, k, n_style, strategy) if where is None else compiled.book
-    args = [alpha, bench, prev, exposures, specific_var, lo, hi, buy, sell]
+    book = CompiledBook(n, k, n_style, strategy, g) if where is None else compiled.book
+    args = [alpha, bench, prev, exposures, specific_var, lo, hi, buy, sell, np.zeros((n, 0)) if groups is None
+            else groups]
     if where is not None:  # onto the run's axis: the stocks outside the day's problem held at 0
         args = compiled.spread(args, where)
-    raw = book.solve(*args[:4], factor_cov, *args[4:], limit, turnover_limit, soft_style)
+    raw = book.solve(*args[:4], factor_cov, *args[4:9], limit, turnover_limit, soft_style, groups=args[9])
     if raw is None:
         return None
     raw = raw if where is None else raw[where]
@@ -239,12 +275,12 @@ class Compiled:
         pos = self.axis_of[idx]
         self.where = pos if (pos >= 0).all() else None
 
-    def place(self, n: int, k: int, n_style: int, strategy) -> np.ndarray | None:
+    def place(self, n: int, k: int, n_style: int, strategy, n_groups: int = 0) -> np.ndarray | None:
         """Where a day's ``n`` stocks lie on the axis (None: it cannot reuse the run's problem)."""
         if self.where is None or len(self.where) != n:
             return None
-        if self.book is None or not self.book.fits(self.size, k, n_style, strategy):
-            self.book = CompiledBook(self.size, k, n_style, strategy)
+        if self.book is None or not self.book.fits(self.size, k, n_style, strategy, n_groups):
+            self.book = CompiledBook(self.size, k, n_style, strategy, n_groups)
         return self.where
 
     def spread(self, args: list, where: np.ndarray) -> list:
@@ -344,8 +380,8 @@ def _toward_benchmark(held, bench, day, no_buy, stuck, strategy, may_buy) -> tup
 
 def rebalance(scores: np.ndarray, held: np.ndarray, bench: np.ndarray, snap, investable: np.ndarray,
               no_buy: np.ndarray | None, strategy, cost, *, fixed: np.ndarray | None = None,
-              date=None, value: float | None = None, compiled: Compiled | None = None
-              ) -> tuple[np.ndarray, dict, np.ndarray]:
+              date=None, value: float | None = None, compiled: Compiled | None = None,
+              groups: np.ndarray | None = None, n_groups: int = 0) -> tuple[np.ndarray, dict, np.ndarray]:
     """One rebalance (module docstring) over ``[stocks]`` arrays: the scores, the weights held
     now, the benchmark weights, the investable members and the ST rule's mask; ``snap``: the
     risk model's snapshot at the signal day's close, its ``stocks`` indexing these arrays (None:
@@ -356,6 +392,8 @@ def rebalance(scores: np.ndarray, held: np.ndarray, bench: np.ndarray, snap, inv
     weight, in the budget, the turnover and the cost. Every held name is in the problem (sold
     by the problem, never by omission). ``compiled``: the run's problem over its fixed axis
     (:class:`Compiled`), re-solved with this day's parameters; None: compiled for the day.
+    ``groups``: ``[stocks]`` each stock's industry group ``0 .. n_groups - 1`` (-1: none), for
+    ``strategy.industry_bound``.
 
     The ladder: the whole problem, without the turnover limit, with the style bound soft, then
     the drifted book held (the benchmark when nothing is held). Without a snapshot: the book
@@ -386,13 +424,18 @@ def rebalance(scores: np.ndarray, held: np.ndarray, bench: np.ndarray, snap, inv
     # its proceeds spent in this solve rather than left as cash until the next rebalance
     sold = ~np.asarray(investable, bool)[idx] & (prev > 0) & ~stuck[idx]
     buy, sell = trade_rates(cost, when, prev, b, strategy.active_bound, value)
+    onehot = None
+    if groups is not None and n_groups and strategy.industry_bound > 0:
+        label = np.asarray(groups)[idx]
+        onehot = np.zeros((len(idx), n_groups))
+        onehot[np.flatnonzero(label >= 0), label[label >= 0]] = 1.0
     if compiled is not None:
         compiled.at(idx)
     status = w = None
     for rung, turnover_limit, soft_style in RUNGS:
         w = solve_book(alpha, b, prev, x, snap.factor_cov, dvar, n_style, strategy, nb, buy,
                        turnover_limit=turnover_limit, soft_style=soft_style, held=hold, sell_cost=sell,
-                       sold=sold if sold.any() else None, compiled=compiled)
+                       sold=sold if sold.any() else None, compiled=compiled, groups=onehot)
         if w is not None:
             status = rung
             break

@@ -48,6 +48,7 @@ from forecaster.portfolio.enhanced import (
     risk_model_of,
 )
 from forecaster.portfolio.index_weights import benchmark_weights, decision_members, known_weights
+from forecaster.portfolio.industry_groups import industry_groups, industry_notes
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +130,8 @@ class RebalanceContext:
     tradable: np.ndarray
     no_buy: np.ndarray | None
     costs: object
+    groups: np.ndarray | None = None  # [stocks] industry group of each stock (-1: none), where industries are given
+    n_groups: int = 0
 
 
 class Prefetched:
@@ -193,6 +196,11 @@ class BookInputs:
         column_of[cols] = np.arange(len(cols))
         self.risk = Prefetched(_Columns(risk_model_of(panel), column_of))
         self.dates, self.costs = panel.dates, config.costs
+        # each decision row's industry groups over the trade day's members (None: no industries)
+        self.groups, self.group_names, self.group_counts = industry_groups(
+            panel, decision_members(panel, next_members), config.strategy)
+        if self.groups is not None:
+            self.groups = self.groups[:, cols]
 
     def context(self, s: int, scores: np.ndarray, held: Holding, date, allowed: np.ndarray | None = None,
                 no_buy: np.ndarray | None = None) -> RebalanceContext:
@@ -206,8 +214,10 @@ class BookInputs:
             snap, bench, investable, tradable = None, np.zeros(n), np.zeros(n, bool), np.zeros(n, bool)
         if allowed is not None:
             investable = investable & np.asarray(allowed, bool)
+        groups = None if self.groups is None or s < 0 else self.groups[s]
         return RebalanceContext(pd.Timestamp(date), self.dates[max(s, 0)], held, bench, investable,
-                                np.asarray(scores, float), snap, tradable, no_buy, self.costs)
+                                np.asarray(scores, float), snap, tradable, no_buy, self.costs, groups,
+                                len(self.group_names))
 
 
 def enhanced_day(ctx: RebalanceContext, strategy, compiled: Compiled | None = None
@@ -226,7 +236,8 @@ def enhanced_day(ctx: RebalanceContext, strategy, compiled: Compiled | None = No
     no_buy = closed if ctx.no_buy is None else (np.asarray(ctx.no_buy, bool) | closed)
     new, row, active = rebalance(ctx.scores, weights, ctx.bench, ctx.snap, np.asarray(ctx.investable, bool),
                                  no_buy, strategy, ctx.costs, fixed=fixed, date=ctx.date,
-                                 value=ctx.held.value, compiled=compiled)
+                                 value=ctx.held.value, compiled=compiled, groups=ctx.groups,
+                                 n_groups=ctx.n_groups)
     return new, {**row, "fixed_weight": float(weights[fixed].sum())}, active
 
 
@@ -277,6 +288,7 @@ class EnhancedPolicy(Policy):
         n_rows, n_stocks = self.scores.shape
         self.weights = np.full((n_rows, n_stocks), np.nan)
         self.active = np.full((n_rows, n_stocks), np.nan)
+        self.bench_rows = np.full((n_rows, n_stocks), np.nan)  # each decision's benchmark weights
         self.sd = np.full(n_rows, np.nan)
         self.current, self.current_sd = None, math.nan
         self.diag: list[dict] = []
@@ -305,6 +317,7 @@ class EnhancedPolicy(Policy):
         snap = ctx.snap
         self.current, self.current_sd = new, diag["predicted_te"] / math.sqrt(TRADING_DAYS)
         self.active[row] = active
+        self.bench_rows[row] = ctx.bench
         self.diag.append({"date": self.forecast.index[row], **diag})
         self.no_history.append(snap is None)
 
@@ -316,8 +329,14 @@ class EnhancedPolicy(Policy):
         index, columns = self.forecast.index, self.forecast.columns
         weights = pd.DataFrame(self.weights, index=index, columns=columns).bfill().fillna(0.0)
         diagnostics = pd.DataFrame(self.diag, columns=DIAGNOSTICS)
+        groups = None
+        if self.inputs.groups is not None:
+            labels = self.inputs.groups[np.maximum(self.signal_of, 0)]
+            groups = pd.DataFrame(labels, index=index, columns=columns)
         return EnhancedBook(weights, diagnostics, pd.DataFrame(self.active, index=index, columns=columns),
-                            pd.Series(self.sd, index=index), [*self.bench.notes, *self._notes()])
+                            pd.Series(self.sd, index=index), [*self.bench.notes, *self._notes()], None, groups,
+                            self.inputs.group_names, self.strategy.industry_bound,
+                            pd.DataFrame(self.bench_rows, index=index, columns=columns))
 
     def _notes(self) -> list[str]:
         """The report's lines on the rebalances: the fallbacks (held the benchmark, or the book as
@@ -344,6 +363,7 @@ class EnhancedPolicy(Policy):
             notes.append(f"on {len(missing)} of {n} rebalance(s) members without a risk estimate were in the "
                          f"book at a conservative risk: {np.mean(missing):.2%} of the benchmark weight on "
                          f"average, {max(missing):.2%} at most")
+        notes += industry_notes(self.inputs.group_counts, self.inputs.group_names, self.strategy.industry_level)
         if self.no_forecast:
             notes.append(f"{self.no_forecast:,} member-day(s) of the benchmark on rebalances had no forecast "
                          "(a new listing in its warm-up, a long suspension): kept in the benchmark at their "

@@ -48,7 +48,8 @@ ST_BLOCK = "st"  # the trade reason of a blocked buy of an ST stock (backtest, o
 _ENHANCED_RANGES = {"tracking_error": (False, 1.0), "active_bound": (False, 1.0),
                     "style_bound": (False, 10.0), "max_turnover": (False, 1.0), "alpha_ic": (False, 1.0),
                     "risk_aversion": (True, 1e9), "alpha_halflife": (True, 250.0),
-                    "trade_aversion": (True, 1000.0)}
+                    "trade_aversion": (True, 1000.0), "industry_bound": (True, 1.0)}
+INDUSTRY_LEVELS = (1, 2)
 
 
 @documented
@@ -104,6 +105,19 @@ class StrategyConfig:
     alpha_halflife: float = option(0.0,
         "enhanced: alpha at the holding horizon: each stock's z-scores decayed over the recent forecast rows "
         "with this half-life in days (0: the day's scores alone).")
+    industry_bound: float = option(0.0,
+        "enhanced: with industries (the backtest's industries file), the most the book's weight in each "
+        "industry group may differ from the benchmark's on a rebalance day (e.g. 0.05); 0: no bound.")
+    industries: str = option("",
+        "a file of the stocks' industry classes (baostock's query_stock_industry export, a code,industry "
+        "file, or a dated date,code,industry file read point in time; UTF-8 or GBK): the groups of "
+        "industry_bound and of the report's active_industries.csv; empty: none.")
+    industry_level: int = option(1,
+        "with industries: the level of a CSRC class (C39...): 1 the letter (section), 2 the division; a name "
+        "without a code is one level.")
+    industry_min_members: int = option(3,
+        "with industries: a group with fewer members on a day is merged into its letter's group, or into "
+        "\"other\".")
     trade_aversion: float = option(1.5,
         "enhanced: the weight of the trading cost in the objective (1: the cost itself; more trades less "
         "than the cost alone says: a penalty beside max_turnover).")
@@ -116,6 +130,10 @@ class StrategyConfig:
         check_int("top_k", self.top_k, allow_none=True)
         check_int("n_drop", self.n_drop)
         check_int("rebalance_every", self.rebalance_every)
+        check_choice("industry_level", self.industry_level, INDUSTRY_LEVELS)
+        check_int("industry_min_members", self.industry_min_members)
+        if not isinstance(self.industries, str):
+            raise ConfigError(f"industries must be a file's path, got {self.industries!r}")
         if not isinstance(self.exclude_st, bool):
             raise ConfigError(f"exclude_st must be true or false, got {self.exclude_st!r}")
         if not (isinstance(self.threshold, (int, float)) and not isinstance(self.threshold, bool)
@@ -127,6 +145,9 @@ class StrategyConfig:
                     and (value > 0 or (zero_ok and value == 0)) and value <= high):
                 opening = "[" if zero_ok else "("
                 raise ConfigError(f"{name} must be a number in {opening}0, {high:g}], got {value!r}")
+        if self.industry_bound > 0 and not self.industries:
+            raise ConfigError(f"industry_bound {self.industry_bound:g} (--industry-bound) needs industries "
+                              "(--industries FILE: the stocks' industry classes); none given")
         if self.rule == "enhanced" and self.mode != "long_flat":
             raise ConfigError("rule 'enhanced' holds a long book only (mode 'long_flat')")
         if self.rule == "dropout":

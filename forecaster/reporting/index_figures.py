@@ -185,3 +185,28 @@ def plot_next_day_active(table: pd.DataFrame, path: str | Path, title: str, n: i
     ax.set_title(title, fontsize=10)
     legend_outside(ax, width=28)  # outside: inside it would cover a bar or a tick
     return save_figure(fig, path)
+
+
+def plot_active_industries(table: pd.DataFrame, bound: float, path: str | Path) -> Path:
+    """``active_industries.png``: each industry group's active weight (the book's weight in it
+    less the benchmark's) at each rebalance, ``table`` as ``active_industries.csv``; the bound
+    (``bound`` > 0) drawn at +-bound."""
+    fig, ax = plt.subplots(figsize=(11, 4.6))
+    wide = table.pivot_table(index="date", columns="industry", values="active", aggfunc="first").sort_index()
+    order = wide.abs().mean().sort_values(ascending=False).index
+    for i, col in enumerate(order):
+        ax.plot(pd.DatetimeIndex(wide.index), wide[col], lw=1.0, color=f"C{i % 10}",
+                ls="-" if i < 10 else "--", label=str(col))
+    ax.axhline(0, color="#888", lw=0.8)
+    if bound > 0:
+        for level in (bound, -bound):
+            ax.axhline(level, color="#444", lw=1.0, ls=":")
+        ax.text(0.01, bound, f"the bound, ±{bound:.1%}", transform=ax.get_yaxis_transform(), fontsize=8,
+                va="bottom", color="#444")
+    date_axis(ax, maxticks=8)
+    percent_axis(ax, "y", decimals=1)
+    legend_outside(ax, title="industry", width=18)
+    ax.set_title("active weight of each industry group at each rebalance (the book's held weight less the "
+                 "benchmark's)", fontsize=9)
+    ax.grid(alpha=0.3)
+    return save_figure(fig, path)

@@ -19,7 +19,8 @@ index day by day, :mod:`forecaster.evaluation.index_daily`) and ``index_excess.p
 ``tracking_error.png``, an enhanced book's ``active_weights.png`` and ``risk_split.png`` (their
 data beside them: ``active_weights.csv``, ``active_styles.csv``, ``risk_split.csv``); every
 enhanced book: ``holdings.csv`` (``date,code,weight``: the weights held after each close and a
-``CASH`` row, summing to 1 a day); where the index's dividends were read from prices,
+``CASH`` row, summing to 1 a day), and with industries ``active_industries.csv`` (``date,
+industry, book, benchmark, active`` at each rebalance) and ``active_industries.png``; where the index's dividends were read from prices,
 ``dividends.csv`` (each ex-date read as a dividend above 5 % of the price: ``date, code,
 dividend, gap``); and
 ``report.html``, one self-contained page of all of it. One stock's minute bars:
@@ -265,6 +266,14 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
         holdings = main_bt.holdings()
         holdings["date"] = pd.DatetimeIndex(holdings["date"]).date
         files.append(write_csv(holdings, out / "holdings.csv"))
+        groups = main_bt.enhanced.industry_weights() if main_bt.enhanced is not None else pd.DataFrame()
+        if len(groups):  # an enhanced book with industries: each group's weight at each rebalance
+            from forecaster.reporting.index_figures import plot_active_industries
+
+            files.append(write_csv(groups.assign(date=pd.DatetimeIndex(groups["date"]).date),
+                                   out / "active_industries.csv"))
+            files.append(plot_active_industries(groups, main_bt.enhanced.industry_bound,
+                                                out / "active_industries.png"))
     view = getattr(report, "index_view", None)
     if view is not None:  # a run on an index universe whose series the data hold
         from forecaster.evaluation.index_daily import TE_WINDOW

@@ -1,0 +1,97 @@
+"""Industry groups for the enhanced book: a user's industries file attached to a Panel, and
+each day's groups over the members a decision is made for.
+
+:func:`attach_industries` reads the file (:func:`~forecaster.data.market.industries.read_industries`:
+checked whole, one error naming its line) and keeps its classes by day with the Panel;
+:func:`industry_groups` gives each day's group of each member at the strategy's level
+(``industry_level``; a group under ``industry_min_members`` merged into its letter's or
+``other``; a member without a class ``unclassified``), the groups the book's
+``industry_bound`` holds (:class:`~forecaster.portfolio.book_constraints.IndustryBound`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from forecaster.data.market.industries import groups, read_industries
+from forecaster.data.sources import MAX_FILE_MB
+
+INDUSTRY_KEY = ("industry_file",)
+COLUMNS = ("date", "industry", "book", "benchmark", "active")  # active_industries.csv
+
+
+def attach_industries(panel, path, max_file_mb: float = MAX_FILE_MB) -> list[str]:
+    """Read ``path`` and keep its classes ``[days, stocks]`` with ``panel``; returns the notes
+    (how the classes apply over the panel's days, a snapshot's look-ahead named, and what
+    reading counted).
+
+    Raises:
+        DataError: a bad file (:func:`~forecaster.data.market.industries.read_industries`)."""
+    industries = read_industries(path, panel.codes, max_file_mb)
+    classes = industries.classes(panel.dates, panel.codes)
+    panel._cache[INDUSTRY_KEY] = (industries, classes)
+    for key in [k for k in panel._cache if isinstance(k, tuple) and k and k[0] == "industry_groups"]:
+        panel._cache.pop(key)
+    return [industries.describe(panel.dates), *industries.notes]
+
+
+def industries_of(panel):
+    """The :class:`~forecaster.data.market.industries.Industries` attached to ``panel`` (None)."""
+    got = panel._cache.get(INDUSTRY_KEY)
+    return None if got is None else got[0]
+
+
+def industry_groups(panel, members: np.ndarray, strategy) -> tuple[np.ndarray | None, list[str], dict]:
+    """``(labels [days, stocks], names, counts)``: each day's group of each of ``members``
+    ``[days, stocks]`` (-1 elsewhere) at ``strategy.industry_level``, small groups merged
+    (``strategy.industry_min_members``); ``counts``: member-days ``unclassified`` and
+    ``merged``. The file ``strategy.industries`` is attached first where none is; ``(None, [],
+    {})`` where there is none."""
+    if INDUSTRY_KEY not in panel._cache and strategy.industries:
+        attach_industries(panel, strategy.industries)
+    got = panel._cache.get(INDUSTRY_KEY)
+    if got is None:
+        return None, [], {}
+    industries, classes = got
+    labels, names, counts = groups(classes, members, strategy.industry_level, strategy.industry_min_members)
+    counts["described"] = industries.describe(panel.dates)
+    return labels, names, counts
+
+
+def industry_notes(counts: dict, names: list[str], level: int) -> list[str]:
+    """The notes of a run's industry groups (:func:`industry_groups`'s ``counts``)."""
+    if not counts:
+        return []
+    notes = [counts["described"], f"{len(names)} industry group(s) at level {level}"]
+    if counts["unclassified"]:
+        notes.append(f"{counts['unclassified']:,} member-day(s) without an industry class: in the group "
+                     "'unclassified' (kept, bounded as a group)")
+    if counts["merged"]:
+        notes.append(f"{counts['merged']:,} member-day(s) of groups under the minimum membership merged into "
+                     "their letter's group or 'other'")
+    return notes
+
+
+def group_weights(weights: pd.DataFrame, bench: pd.DataFrame, labels: np.ndarray, names: list[str]
+                  ) -> pd.DataFrame:
+    """:data:`COLUMNS` rows: on each row of ``weights`` (``[date x code]``, the book's) the sum
+    over each group (``labels`` ``[rows, codes]``, -1 none) of the book's and the benchmark's
+    (``bench``, the same shape) weights and their difference."""
+    w = np.nan_to_num(weights.to_numpy(dtype=float))
+    b = np.nan_to_num(bench.to_numpy(dtype=float))
+    n = len(names)
+    rows = []
+    for r, day in enumerate(weights.index):
+        lab = labels[r]
+        ok = lab >= 0
+        book = np.bincount(lab[ok], weights=w[r, ok], minlength=n)
+        ref = np.bincount(lab[ok], weights=b[r, ok], minlength=n)
+        present = np.bincount(lab[ok], minlength=n) > 0
+        for g in np.flatnonzero(present):
+            rows.append((day, names[g], book[g], ref[g], book[g] - ref[g]))
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+__all__ = ["COLUMNS", "INDUSTRY_KEY", "attach_industries", "group_weights", "industries_of", "industry_groups",
+           "industry_notes"]
