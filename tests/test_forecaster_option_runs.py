@@ -217,8 +217,11 @@ def test_every_predict_option_is_run(tmp_path, one_thread):
     # --universe: tests/test_forecaster_universe.py predicts for an index's members
     # the enhanced book's options: tests/test_forecaster_enhanced.py predicts with them
     # --report: tests/test_forecaster_enhanced.py predicts a decayed alpha from a report's forecasts
+    # the industries options: tests/test_industries.py predicts an enhanced book with each
+    industries = {"strategy__industries", "strategy__industry_bound", "strategy__industry_level",
+                  "strategy__industry_min_members"}
     assert given | {"data", "data__intraday", "data__universe", "backtest__dividend_data", "report",
-                    *ENHANCED} == names, names - given
+                    *ENHANCED, *industries} == names, names - given
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
     assert "Warning" in res.output and "--stale-after" in res.output  # 5 < the days after 2018-10-31

@@ -1,4 +1,4 @@
-"""Industry classes from users' files (issue 87, forecaster/data/market/industries.py): the
+"""Industry classes from users' files (issue 87, forecaster.data.daily.industries.py): the
 three layouts in UTF-8, BOM and GBK, the real baostock export, point in time, levels, small
 groups merged, the unclassified kept, and each bad file's one line."""
 
@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from test_forecaster_policy import world  # noqa: F401 (a fixture)
 
-from forecaster.data.market.industries import (OTHER, UNCLASSIFIED, at_level, groups, letter_of,
+from forecaster.data.daily.industries import (OTHER, UNCLASSIFIED, at_level, groups, letter_of,
                                                read_industries)
 from forecaster.data.sources import DataError
 
@@ -218,7 +218,12 @@ def test_backtest_and_predict_take_industries_and_a_bad_file_writes_nothing(tmp_
     assert (tmp_path / "rep" / "active_industries.png").stat().st_size > 10_000
     res = _invoke("train", data, "--out", tmp_path / "run", *QUICK[:8])
     assert res.exit_code == 0, res.output
-    res = _invoke("predict", "--run", tmp_path / "run", data, "--industries", good, "--out", tmp_path / "n.csv")
+    res = _invoke("predict", "--run", tmp_path / "run", data, "--industries", good, *book, "--capital", "1e7",
+                  "--out", tmp_path / "n.csv")
     assert res.exit_code == 0 and "undated file" in res.output, res.output
-    res = _invoke("predict", "--run", tmp_path / "run", data, "--industries", bad, "--out", tmp_path / "m.csv")
-    assert res.exit_code == 1 and "offset" in res.output and not (tmp_path / "m.csv").exists()
+    assert (tmp_path / "orders.csv").is_file() and "industry" in res.output
+    (tmp_path / "other").mkdir()
+    res = _invoke("predict", "--run", tmp_path / "run", data, "--industries", bad, *book, "--capital", "1e7",
+                  "--out", tmp_path / "other" / "m.csv")
+    assert res.exit_code == 1 and "offset" in res.output, res.output
+    assert not any((tmp_path / "other").iterdir())

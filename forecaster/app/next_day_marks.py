@@ -149,6 +149,10 @@ def enhanced_lines_and_figure(orders: pd.DataFrame, source: str, path: Path, n: 
              f"active weights: {named or 'none'}",
              f"trades' estimated cost {cost:,.0f} CNY on {value:,.0f} traded "
              f"({cost / value if value > 0 else 0.0:.3%} of the value traded)"]
+    groups = sorted(e.get("industries") or [], key=lambda g: -abs(g[1] - g[2]))
+    if groups:
+        lines.append("industry weights (tomorrow's book vs the benchmark): " + ", ".join(
+            f"{name} {book:.1%} vs {bench:.1%} ({book - bench:+.1%})" for name, book, bench in groups))
     te = e.get("predicted_te", float("nan"))
     drawn = plot_next_day_active(w, path, f"tomorrow's target weights against the benchmark weights "
                                           f"(predicted tracking error {te:.2%})")

@@ -1,7 +1,7 @@
 """Industry groups for the enhanced book: a user's industries file attached to a Panel, and
 each day's groups over the members a decision is made for.
 
-:func:`attach_industries` reads the file (:func:`~forecaster.data.market.industries.read_industries`:
+:func:`attach_industries` reads the file (:func:`~forecaster.data.daily.industries.read_industries`:
 checked whole, one error naming its line) and keeps its classes by day with the Panel;
 :func:`industry_groups` gives each day's group of each member at the strategy's level
 (``industry_level``; a group under ``industry_min_members`` merged into its letter's or
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from forecaster.data.market.industries import groups, read_industries
+from forecaster.data.daily.industries import groups, read_industries
 from forecaster.data.sources import MAX_FILE_MB
 
 INDUSTRY_KEY = ("industry_file",)
@@ -27,7 +27,7 @@ def attach_industries(panel, path, max_file_mb: float = MAX_FILE_MB) -> list[str
     reading counted).
 
     Raises:
-        DataError: a bad file (:func:`~forecaster.data.market.industries.read_industries`)."""
+        DataError: a bad file (:func:`~forecaster.data.daily.industries.read_industries`)."""
     industries = read_industries(path, panel.codes, max_file_mb)
     classes = industries.classes(panel.dates, panel.codes)
     panel._cache[INDUSTRY_KEY] = (industries, classes)
@@ -37,7 +37,7 @@ def attach_industries(panel, path, max_file_mb: float = MAX_FILE_MB) -> list[str
 
 
 def industries_of(panel):
-    """The :class:`~forecaster.data.market.industries.Industries` attached to ``panel`` (None)."""
+    """The :class:`~forecaster.data.daily.industries.Industries` attached to ``panel`` (None)."""
     got = panel._cache.get(INDUSTRY_KEY)
     return None if got is None else got[0]
 

@@ -265,7 +265,7 @@ def book_orders_for_panel(scores: pd.Series, panel: Panel, book: Book, config: B
         target, enhanced = enhanced_target(panel, scores.reindex(panel.codes).to_numpy(dtype=float),
                                            Holding(held / nav if nav > 0 else held, nav), config, gone == "",
                                            no_buy, date=next_day, recent=recent, next_members=next_members)
-        bench = enhanced.pop("bench")
+        bench = enhanced.pop("bench")  # enhanced["industries"]: (group, book, benchmark) tuples
         # (code, target, benchmark) of every name in either: plain tuples, as attrs are compared
         enhanced = {**enhanced, "weights": [(str(c), float(t), float(b)) for c, t, b in
                                             zip(panel.codes, target, bench, strict=True) if t > 0 or b > 0]}

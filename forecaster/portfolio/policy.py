@@ -258,7 +258,13 @@ def enhanced_target(panel, scores: np.ndarray, held: Holding, config, allowed: n
     inputs = BookInputs(panel, config, next_members=next_members)
     ctx = inputs.context(panel.n_days - 1, scores, held, date, allowed=allowed, no_buy=no_buy)
     new, row, _ = enhanced_day(ctx, config.strategy)
-    return new, {**row, "bench": ctx.bench}
+    industries = []  # (group, book, benchmark) of tomorrow's book, where industries are given
+    if ctx.groups is not None:
+        for g, name in enumerate(inputs.group_names):
+            inside = np.asarray(ctx.groups) == g
+            if inside.any():
+                industries.append((str(name), float(new[inside].sum()), float(ctx.bench[inside].sum())))
+    return new, {**row, "bench": ctx.bench, "industries": industries}
 
 
 class EnhancedPolicy(Policy):
