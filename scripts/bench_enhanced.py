@@ -30,6 +30,17 @@ illustrative; each line one line, wrapped here)::
     cash name=enhanced max=0.004 mean=0.001 review_days_max=0.004
     timing name=enhanced solve_s=61.2 compile_s=40.0 backtest_s=150.3 baseline_s=280.0 ratio=0.54
 
+and with ``--industries FILE [--industry-bound B]`` (issue 87) a third book, ``enhanced_industries``
+(the enhanced book with its industry groups held within B of the benchmark's), its ``book`` and
+``timing`` lines beside the others' and::
+
+    risk name=enhanced_industries bias=1.01
+    industries source=FILE groups=19 unclassified=1200 level=1 bound=0.05 max_active=0.0512
+
+(``groups``: the groups of the run at ``--industry-level``; ``unclassified``: member-days without a
+class; ``max_active``: the largest absolute active group weight held on a rebalance day;
+``active_industries.csv`` in ``--out``).
+
 ``price``: the index's own series (SH000300, a price index: its members' dividends are not in
 it); ``total_return``: the same with the dividends added back (an estimate: :func:`total_return`
 adds the members' dividends at the benchmark weights, read off the data's adjustment;
@@ -95,6 +106,8 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # enhanced_cells, beside it
 
+from enhanced_cells import DEFAULT_REPORTS, run_protocol  # noqa: E402
+
 from forecaster.app.pipeline import prepare  # noqa: E402
 from forecaster.evaluation.index_book import against_index, daily_returns  # noqa: E402
 from forecaster.portfolio.alpha import ALPHA_SHAPES, decayed_scores  # noqa: E402
@@ -102,10 +115,10 @@ from forecaster.portfolio.backtest import BacktestConfig, run_backtest  # noqa: 
 from forecaster.portfolio.book_problem import TIMES, reset_times  # noqa: E402
 from forecaster.portfolio.index_series import attach_index, index_for  # noqa: E402
 from forecaster.portfolio.index_weights import benchmark_weights, growth, weights_tracking  # noqa: E402
+from forecaster.portfolio.industry_groups import attach_industries, industry_groups  # noqa: E402
 from forecaster.portfolio.strategy import StrategyConfig  # noqa: E402
 from forecaster.reporting.report import read_predictions  # noqa: E402
 from forecaster.risk import bias_statistic  # noqa: E402
-from enhanced_cells import DEFAULT_REPORTS, run_protocol  # noqa: E402
 
 AGAINST = ("total_return", "price")  # the benchmarks each book is printed against, in order
 
@@ -143,6 +156,8 @@ class Summary:
     extra: dict[str, str] = field(default_factory=dict)
     cash: dict[str, dict] = field(default_factory=dict)  # name -> cash_stats
     timing: dict[str, dict] = field(default_factory=dict)  # name -> solve_s, compile_s, backtest_s
+    industries: dict | None = None  # source, groups, unclassified, level, bound, max_active (issue 87)
+    risk_named: dict[str, float] = field(default_factory=dict)  # another book's risk bias, by name
 
 
 def years_positive(years: dict) -> tuple[int, int]:
@@ -163,6 +178,12 @@ def contract_lines(s: Summary) -> list[str]:
                     f"ir={st['ir']:.2f} turnover={s.turnover[name]:.1f} years_positive={pos} of {n}")
             lines.append(line + (f" {s.extra[name]}" if s.extra.get(name) else ""))
     lines.append(f"risk bias={s.risk_bias:.2f}")
+    for name, bias in s.risk_named.items():
+        lines.append(f"risk name={name} bias={bias:.2f}")
+    if s.industries:
+        i = s.industries
+        lines.append(f"industries source={i['source']} groups={i['groups']} unclassified={i['unclassified']} "
+                     f"level={i['level']} bound={i['bound']:g} max_active={i['max_active']:.4f}")
     for name, c in s.cash.items():
         lines.append(f"cash name={name} max={c['max']:.4f} mean={c['mean']:.4f} "
                      f"review_days_max={c['review_days_max']:.4f}")
@@ -306,10 +327,18 @@ def _args(argv=None) -> argparse.Namespace:
     p.add_argument("--trade-aversion", type=float, default=StrategyConfig.trade_aversion)
     p.add_argument("--qlib-python", default=None,
                    help="a Python with pyqlib and ecos (a side venv): Qlib's enhanced-index optimiser")
+    p.add_argument("--industries", default=None, metavar="FILE",
+                   help="also the enhanced book with industries (the book enhanced_industries): "
+                        "the classes' file")
+    p.add_argument("--industry-bound", type=float, default=0.05, help="with --industries: the bound (0.05)")
+    p.add_argument("--industry-level", type=int, default=StrategyConfig.industry_level,
+                   help="with --industries: the level of a CSRC class (1 the letter, 2 the division)")
     p.add_argument("--baseline-wall", type=float, default=None, metavar="S",
-                   help="the enhanced backtest's seconds under another code on this machine: prints the ratio")
+                   help="the enhanced backtest's seconds under another code on this machine: "
+                        "prints the ratio")
     p.add_argument("--cells", action="store_true",
-                   help="run the protocol that chooses the book's defaults (issue 88: scripts/enhanced_cells.py)")
+                   help="run the protocol that chooses the book's defaults "
+                        "(issue 88: scripts/enhanced_cells.py)")
     p.add_argument("--cell-report", action="append", default=[], metavar="INDEX=DIR",
                    help="--cells: an index's walk-forward report (default csi300=runs/csi300_pit_one_set, "
                         "csi500=runs/csi500_pit_one_set)")
@@ -331,8 +360,11 @@ def _args(argv=None) -> argparse.Namespace:
             reports[index] = folder
         for index, folder in reports.items():
             if not (Path(folder) / "predictions.csv").is_file():
-                p.error(f"--cells: {index}'s report {folder} has no predictions.csv (give --cell-report {index}=DIR)")
+                p.error(f"--cells: {index}'s report {folder} has no predictions.csv "
+                        f"(give --cell-report {index}=DIR)")
         args.cell_reports = reports
+    if args.industries and not Path(args.industries).is_file():
+        p.error(f"--industries {args.industries}: no such file (an industries file)")
     if args.qlib_python and not Path(args.qlib_python).is_file():
         p.error(f"--qlib-python {args.qlib_python}: no such file (a Python with pyqlib and ecos)")
     return args
@@ -370,7 +402,14 @@ def main(argv=None) -> None:
         alpha_shape=args.alpha_shape, alpha_halflife=args.alpha_halflife,
         trade_aversion=args.trade_aversion))
     books, seconds, extra, timing = {}, {}, {}, {}
-    for name, config in (("enhanced", enhanced), ("topk", base)):
+    runs = [("enhanced", enhanced), ("topk", base)]
+    if args.industries:  # read and checked before any book runs
+        notes = attach_industries(panel, args.industries)
+        print("# " + " | ".join(notes), flush=True)
+        runs.insert(1, ("enhanced_industries", dataclasses.replace(enhanced, strategy=dataclasses.replace(
+            enhanced.strategy, industries=args.industries, industry_bound=args.industry_bound,
+            industry_level=args.industry_level))))
+    for name, config in runs:
         reset_times()
         t0 = time.perf_counter()
         books[name] = run_backtest(panel, forecast, config)
@@ -399,10 +438,20 @@ def main(argv=None) -> None:
              for name, result in books.items()}
     book = books["enhanced"].enhanced
     bias, active = risk_bias(panel, book, bench.weights)
+    risk_named, industries, ind_table = {}, None, None
+    if "enhanced_industries" in books:
+        with_ind = books["enhanced_industries"].enhanced
+        risk_named["enhanced_industries"] = risk_bias(panel, with_ind, bench.weights)[0]
+        table = ind_table = with_ind.industry_weights()
+        _, names, counts = industry_groups(panel, panel.members, runs[1][1].strategy)
+        industries = {"source": args.industries, "groups": len(names), "unclassified": counts["unclassified"],
+                      "level": args.industry_level, "bound": args.industry_bound,
+                      "max_active": float(table["active"].abs().max()) if len(table) else math.nan}
     summary = Summary(index=code, weights=bench.source, proxy_te=proxy["te"], proxy_corr=proxy["corr"],
                       dividends_ann=dividends, capital=base.capital, books=stats,
                       turnover={name: r.metrics["turnover"] / 2 for name, r in books.items()},
-                      risk_bias=bias, extra=extra, timing=timing,
+                      risk_bias=bias, extra=extra, timing=timing, industries=industries,
+                      risk_named=risk_named,
                       cash={name: cash_stats(r, panel.members, panel.dates) for name, r in books.items()
                             if not r.held.empty})
     for line in contract_lines(summary):
@@ -427,6 +476,9 @@ def main(argv=None) -> None:
         print(f"# {label} against the price index: excess_ann={s['excess']:+.3f} te={s['te']:.3f}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if ind_table is not None:  # the book with industries: each group's weight at each rebalance
+        ind_table.assign(date=pd.DatetimeIndex(ind_table["date"]).date).to_csv(out / "active_industries.csv",
+                                                                              index=False)
     d.to_csv(out / "enhanced_rebalances.csv", index=False)
     # each book's daily return after costs beside both benchmarks': for paired tests between runs
     daily = pd.DataFrame({name: result.returns for name, result in books.items()})

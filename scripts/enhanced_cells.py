@@ -11,9 +11,10 @@ turnover cap), from the incumbent (:data:`INCUMBENT`, the z-score book with trad
 a dimension's candidates are the incumbent with that one setting changed, and the setting the
 protocol keeps is the incumbent of the next dimension.
 
-Lines (each one line)::
+Lines (each one line, wrapped here)::
 
-    cell index=csi300 period=2019-2022 name=zscore_a1_d1_c0.1 excess_ann=+0.0612 te=0.0450 ir=1.32 turnover=14.1
+    cell index=csi300 period=2019-2022 name=zscore_a1_d1_c0.1 excess_ann=+0.0612 te=0.0450 ir=1.32
+        turnover=14.1
     verdict name=tails_a1_d1_c0.1 against=zscore_a1_d1_c0.1 leads=2 of 4 t=+0.85 p=0.198 replaces=no
     default dimension=alpha_shape kept=zscore
 
@@ -51,14 +52,14 @@ _STATE: dict = {}
 
 
 def _load(index: str, data: str, report: str) -> None:
-    from threadpoolctl import threadpool_limits
-
     import bench_enhanced as b
+    from threadpoolctl import threadpool_limits
 
     threadpool_limits(1)  # two workers share two cores
     pred = b.read_predictions(Path(report))
     pred = pred[pred["model"] == "transformer"]
-    forecast = pred.pivot_table(index=pred.index, columns="code", values="forecast", aggfunc="first").sort_index()
+    forecast = pred.pivot_table(index=pred.index, columns="code", values="forecast", aggfunc="first")
+    forecast = forecast.sort_index()
     _, loaded = b.prepare({"data": {"path": data, "universe": index, "cache": True}})
     panel = loaded.panel
     panel.members = loaded.universe.mask(panel.dates, panel.codes)
@@ -76,7 +77,8 @@ def _run(settings: dict) -> pd.DataFrame:
 
     s = _STATE
     base = b.BacktestConfig.for_universe(s["n"], capital=1e8)
-    config = dataclasses.replace(base, strategy=b.StrategyConfig(rule="enhanced", tracking_error=0.05, **settings))
+    strategy = b.StrategyConfig(rule="enhanced", tracking_error=0.05, **settings)
+    config = dataclasses.replace(base, strategy=strategy)
     result = b.attach_index({"enhanced": b.run_backtest(s["panel"], s["forecast"], config)}, s["code"],
                             s["frame"], base.execution, base.capital)["enhanced"]
     price = b.daily_returns(result.index_equity, base.capital)

@@ -268,3 +268,15 @@ def test_cells_options_are_checked_before_anything_runs(tmp_path):
     # each dimension's candidates differ from the incumbent in that one setting
     for key, values in cells.DIMENSIONS:
         assert key in cells.INCUMBENT and cells.INCUMBENT[key] not in values
+
+
+def test_the_industries_lines_are_issue_87s():
+    lines = bench.contract_lines(_summary(
+        risk_named={"enhanced_industries": 1.013},
+        industries={"source": "ind.csv", "groups": 19, "unclassified": 1200, "level": 1, "bound": 0.05,
+                    "max_active": 0.05123}))
+    assert lines[len(ISSUE_LINES):] == [
+        "risk name=enhanced_industries bias=1.01",
+        "industries source=ind.csv groups=19 unclassified=1200 level=1 bound=0.05 max_active=0.0512"]
+    with pytest.raises(SystemExit):
+        bench._args(["--industries", "/no/such/file.csv"])

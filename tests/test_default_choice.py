@@ -10,8 +10,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from forecaster.evaluation.default_choice import (MAX_P, PERIODS, cell_figures, cell_line, choose,
-                                                  one_sided_turnover, pooled_difference, verdict)
+from forecaster.evaluation.default_choice import (
+    MAX_P,
+    PERIODS,
+    cell_figures,
+    cell_line,
+    choose,
+    one_sided_turnover,
+    pooled_difference,
+    verdict,
+)
 
 DAYS = pd.bdate_range("2019-01-01", "2026-12-31")
 INDICES = ("csi300", "csi500")

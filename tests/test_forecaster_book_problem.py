@@ -401,7 +401,8 @@ def test_each_rung_of_the_compiled_problem_is_dpp(turnover_limit, soft_style):
     from forecaster.portfolio.book_compiled import CompiledBook
 
     problem, _, params = CompiledBook(N, 4, 2, _strategy()).problem(turnover_limit, soft_style)
-    assert problem.is_dpp() and {"alpha", "lo", "hi", "prev", "root", "sd", "cost_size", "cost_side"} <= set(params)
+    assert problem.is_dpp()
+    assert {"alpha", "lo", "hi", "prev", "root", "sd", "cost_size", "cost_side"} <= set(params)
 
 
 @pytest.mark.parametrize("which", ["plain", "held", "no_buy", "sold", "turnover", "soft_style"])

@@ -78,8 +78,8 @@ ELSEWHERE = {
                               "runs each: a book of an index needs its series and weights)"),
     **dict.fromkeys(("strategy__industries", "strategy__industry_bound", "strategy__industry_level",
                      "strategy__industry_min_members"),
-                    "an industries file the test writes (tests/test_industries.py runs backtest and predict with "
-                    "each)"),
+                    "an industries file the test writes (tests/test_industries.py runs backtest and predict "
+                    "with each)"),
     "backtest__dividend_data": "a dividend export the test writes (tests/test_enhanced_iii.py runs backtest, "
                                "score and predict with one)",
     "run__address": "an existing Ray cluster (tests/test_forecaster_backends.py runs backend "

@@ -11,8 +11,7 @@ import pandas as pd
 import pytest
 from test_forecaster_policy import world  # noqa: F401 (a fixture)
 
-from forecaster.data.daily.industries import (OTHER, UNCLASSIFIED, at_level, groups, letter_of,
-                                               read_industries)
+from forecaster.data.daily.industries import OTHER, UNCLASSIFIED, at_level, groups, letter_of, read_industries
 from forecaster.data.sources import DataError
 
 SHARED = Path(__file__).resolve().parents[2] / "shared/data/industry/stock_industry.csv"
@@ -137,7 +136,7 @@ def test_a_large_file_is_read_in_seconds_or_refused(tmp_path):
 # ---------------------------------------------------------------- the book's industry bound
 
 
-def _industry_world(tmp_path, world):
+def _industry_world(tmp_path, world):  # noqa: F811
     """The policy world's panel (40 stocks) in three CSRC classes, a forecast that wants the
     first class (stocks 0-9) far above the benchmark, and the classes' file."""
     import dataclasses
@@ -146,7 +145,7 @@ def _industry_world(tmp_path, world):
     codes = [str(c) for c in panel.codes]
     classes = ["C39计算机"] * 10 + ["J66货币金融服务"] * 15 + ["K70房地产业"] * 15
     path = tmp_path / "industries.csv"
-    path.write_text("code,industry\n" + "".join(f"{c},{k}\n" for c, k in zip(codes, classes)))
+    path.write_text("code,industry\n" + "".join(f"{c},{k}\n" for c, k in zip(codes, classes, strict=True)))
     tilt = forecast.copy()
     tilt.iloc[:, :10] += 3.0  # a strong view on the whole first class
     return dataclasses.replace(panel, _cache={}), tilt, path
@@ -199,10 +198,11 @@ def test_backtest_and_predict_take_industries_and_a_bad_file_writes_nothing(tmp_
     universe.write_text("\n".join(codes) + "\n")
     good, bad = tmp_path / "ind.csv", tmp_path / "bad.csv"
     classes = ["C39计算机", "C39计算机", "C36汽车", "C36汽车", "J66货币", "J66货币", "J66货币", ""]
-    good.write_bytes(("股票代码,所属行业\n" + "".join(f"{c},{k}\n" for c, k in zip(codes, classes))).encode("gbk"))
+    rows = "".join(f"{c},{k}\n" for c, k in zip(codes, classes, strict=True))
+    good.write_bytes(("股票代码,所属行业\n" + rows).encode("gbk"))
     bad.write_bytes(b"code,industry\n" + f"{codes[0]},J66\n".encode() + b"\x80\xff,x\n")
-    book = ["--strategy", "enhanced", "--universe", universe, "--industry-bound", "0.05", "--industry-level", "2",
-            "--industry-min-members", "2"]
+    book = ["--strategy", "enhanced", "--universe", universe, "--industry-bound", "0.05",
+            "--industry-level", "2", "--industry-min-members", "2"]
     res = _invoke("backtest", data, "--out", tmp_path / "bad_rep", "--industries", bad, *book, *QUICK)
     assert res.exit_code == 1 and "offset" in res.output and "Traceback" not in res.output, res.output
     assert not (tmp_path / "bad_rep").exists()

@@ -44,10 +44,10 @@ from forecaster.models.panel.model import PanelTransformer
 from forecaster.portfolio.fitted_weights import attach_index_series
 from forecaster.portfolio.index_series import attach_index, index_for, split_indices
 from forecaster.portfolio.index_weights import benchmark_weights, check_covers
+from forecaster.portfolio.industry_groups import attach_industries
 from forecaster.portfolio.rules import check_capital
 from forecaster.portfolio.strategy import top_k_warning
 from forecaster.portfolio.total_return import attach_dividends, dividend_returns
-from forecaster.portfolio.industry_groups import attach_industries
 from forecaster.reporting.report import write_report
 from seq2seq.core import atomic_write
 

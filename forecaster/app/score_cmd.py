@@ -202,8 +202,8 @@ def _score(pred, scores, name, dates, exp, loaded, run, result, out, overwrite, 
     from forecaster.evaluation.assembly import assemble
     from forecaster.evaluation.external import ExternalScores, align
     from forecaster.evaluation.universe import universe_counts, universe_line
-    from forecaster.portfolio.rules import check_capital
     from forecaster.portfolio.industry_groups import attach_industries
+    from forecaster.portfolio.rules import check_capital
     from forecaster.portfolio.total_return import attach_dividends
 
     grid = loaded.panel

@@ -19,9 +19,9 @@ import math
 import numpy as np
 import pandas as pd
 
+from forecaster.metrics import TRADING_DAYS
 from forecaster.metrics.hac import hac_mean_test
 from forecaster.metrics.returns import MIN_ANNUAL_DAYS, active_stats
-from forecaster.metrics import TRADING_DAYS
 
 # the periods of the protocol: (label, first day, last day)
 PERIODS = (("2019-2022", "2019-01-01", "2022-12-31"), ("2023-2026", "2023-01-01", "2026-12-31"))
@@ -65,7 +65,8 @@ def pooled_difference(candidate: dict[str, pd.Series], incumbent: dict[str, pd.S
     """``[date]`` the candidate's daily return minus the incumbent's, averaged over the indices
     (``{index: [date] daily returns}``, both books on the same indices) on each day."""
     if set(candidate) != set(incumbent):
-        raise ValueError(f"the candidate was run on {sorted(candidate)}, the incumbent on {sorted(incumbent)}")
+        raise ValueError(f"the candidate was run on {sorted(candidate)}, the incumbent on "
+                         f"{sorted(incumbent)}")
     diffs = {}
     for index in candidate:
         a, b = candidate[index].align(incumbent[index], join="inner")

@@ -93,5 +93,5 @@ def group_weights(weights: pd.DataFrame, bench: pd.DataFrame, labels: np.ndarray
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
-__all__ = ["COLUMNS", "INDUSTRY_KEY", "attach_industries", "group_weights", "industries_of", "industry_groups",
-           "industry_notes"]
+__all__ = ["COLUMNS", "INDUSTRY_KEY", "attach_industries", "group_weights", "industries_of",
+           "industry_groups", "industry_notes"]

@@ -130,7 +130,7 @@ class RebalanceContext:
     tradable: np.ndarray
     no_buy: np.ndarray | None
     costs: object
-    groups: np.ndarray | None = None  # [stocks] industry group of each stock (-1: none), where industries are given
+    groups: np.ndarray | None = None  # [stocks] each stock's industry group (-1: none), with industries
     n_groups: int = 0
 
 
@@ -340,9 +340,10 @@ class EnhancedPolicy(Policy):
             labels = self.inputs.groups[np.maximum(self.signal_of, 0)]
             groups = pd.DataFrame(labels, index=index, columns=columns)
         return EnhancedBook(weights, diagnostics, pd.DataFrame(self.active, index=index, columns=columns),
-                            pd.Series(self.sd, index=index), [*self.bench.notes, *self._notes()], None, groups,
-                            self.inputs.group_names, self.strategy.industry_bound,
-                            pd.DataFrame(self.bench_rows, index=index, columns=columns))
+                            pd.Series(self.sd, index=index), [*self.bench.notes, *self._notes()],
+                            groups=groups, group_names=self.inputs.group_names,
+                            industry_bound=self.strategy.industry_bound,
+                            bench=pd.DataFrame(self.bench_rows, index=index, columns=columns))
 
     def _notes(self) -> list[str]:
         """The report's lines on the rebalances: the fallbacks (held the benchmark, or the book as
@@ -369,7 +370,8 @@ class EnhancedPolicy(Policy):
             notes.append(f"on {len(missing)} of {n} rebalance(s) members without a risk estimate were in the "
                          f"book at a conservative risk: {np.mean(missing):.2%} of the benchmark weight on "
                          f"average, {max(missing):.2%} at most")
-        notes += industry_notes(self.inputs.group_counts, self.inputs.group_names, self.strategy.industry_level)
+        inputs = self.inputs
+        notes += industry_notes(inputs.group_counts, inputs.group_names, self.strategy.industry_level)
         if self.no_forecast:
             notes.append(f"{self.no_forecast:,} member-day(s) of the benchmark on rebalances had no forecast "
                          "(a new listing in its warm-up, a long suspension): kept in the benchmark at their "

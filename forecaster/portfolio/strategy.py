@@ -98,7 +98,7 @@ class StrategyConfig:
         "small against a forecast's alpha, "
         "so the tracking-error budget limits risk, but it makes a book without a view hold the benchmark (0: "
         "any book within the limits is as good).")
-    alpha_shape: str = option("tails",
+    alpha_shape: str = option("zscore",
         'enhanced: the score\'s shape in alpha: "tails" (the normal scores of the ranks of the top and '
         'bottom fifth, 0 between), "rank" (those of every rank) or "zscore" (linear, winsorised at 3); each '
         "with sd 1.")
@@ -118,7 +118,7 @@ class StrategyConfig:
     industry_min_members: int = option(3,
         "with industries: a group with fewer members on a day is merged into its letter's group, or into "
         "\"other\".")
-    trade_aversion: float = option(1.5,
+    trade_aversion: float = option(1.0,
         "enhanced: the weight of the trading cost in the objective (1: the cost itself; more trades less "
         "than the cost alone says: a penalty beside max_turnover).")
 

@@ -20,7 +20,8 @@ index day by day, :mod:`forecaster.evaluation.index_daily`) and ``index_excess.p
 data beside them: ``active_weights.csv``, ``active_styles.csv``, ``risk_split.csv``); every
 enhanced book: ``holdings.csv`` (``date,code,weight``: the weights held after each close and a
 ``CASH`` row, summing to 1 a day), and with industries ``active_industries.csv`` (``date,
-industry, book, benchmark, active`` at each rebalance) and ``active_industries.png``; where the index's dividends were read from prices,
+industry, book, benchmark, active`` at each rebalance) and ``active_industries.png``; where the
+index's dividends were read from prices,
 ``dividends.csv`` (each ex-date read as a dividend above 5 % of the price: ``date, code,
 dividend, gap``); and
 ``report.html``, one self-contained page of all of it. One stock's minute bars:

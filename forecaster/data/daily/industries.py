@@ -185,7 +185,8 @@ def read_industries(path: str | Path, codes, max_file_mb: float = MAX_FILE_MB) -
     notes = []
     no_code = code == ""
     if no_code.any():
-        raise DataError(f"{at}: line {line[np.flatnonzero(no_code)[0]]}, column {code_col}: empty; expected a "
+        first = line[np.flatnonzero(no_code)[0]]
+        raise DataError(f"{at}: line {first}, column {code_col}: empty; expected a "
                         "stock code")
     table = pd.DataFrame({"code": code, "date": dates, "industry": industry, "line": line})
     # one code, one date, two classes: which holds is unknown
@@ -198,11 +199,12 @@ def read_industries(path: str | Path, codes, max_file_mb: float = MAX_FILE_MB) -
             rows = d[(d["code"] == first["code"]) & ((d["date"] == first["date"]) | pd.isna(first["date"]))]
             a, b = rows.iloc[0], rows[rows["industry"] != rows["industry"].iloc[0]].iloc[0]
             when = f" on {a['date'].date()}" if pd.notna(a["date"]) else ""
-            raise DataError(f"{at}: lines {a['line']} and {b['line']}, column {industry_col}: {a['code']} has two "
-                            f"classes{when} ({a['industry']!r} and {b['industry']!r}); expected one")
+            raise DataError(f"{at}: lines {a['line']} and {b['line']}, column {industry_col}: {a['code']} "
+                            f"has two classes{when} ({a['industry']!r} and {b['industry']!r}); expected one")
     repeated = table.duplicated(["code", "date"]).to_numpy()
     if repeated.any():
-        notes.append(f"{int(repeated.sum())} repeated row(s) of {path.name} (same code, date and class) read once")
+        notes.append(f"{int(repeated.sum())} repeated row(s) of {path.name} (same code, date and class) "
+                     "read once")
     table = table[~repeated]
     known = {str(c) for c in codes}
     unknown = sorted(set(table["code"]) - known)
@@ -235,7 +237,8 @@ def groups(classes: np.ndarray, members: np.ndarray, level: int = 1, min_members
     kinds, class_id = np.unique(np.asarray(classes, dtype=object).astype(str), return_inverse=True)
     class_id = class_id.reshape(members.shape)
     group_of = [UNCLASSIFIED if not c else at_level(c, level) for c in kinds]
-    up_of = [UNCLASSIFIED if not c else at_level(c, 1) if level == 2 and letter_of(c) else OTHER for c in kinds]
+    up_of = [UNCLASSIFIED if not c else at_level(c, 1) if level == 2 and letter_of(c) else OTHER
+             for c in kinds]
     names = sorted(set(group_of) | set(up_of))
     index = {g: i for i, g in enumerate(names)}
     gid = np.array([index[g] for g in group_of])[class_id]  # [days, stocks]
