@@ -165,6 +165,9 @@ def prepare(raw: Mapping[str, Mapping], source: str = "<options>") -> tuple[Expe
     dividends = raw.get("backtest", {}).get("dividend_data")
     if dividends:  # read from anywhere the resolved experiment is run
         raw["backtest"]["dividend_data"] = str(Path(dividends).resolve())
+    industries = raw.get("strategy", {}).get("industries")
+    if industries:  # likewise
+        raw["strategy"]["industries"] = str(Path(industries).resolve())
     started = time.perf_counter()
     loaded = load_data(build_section("data", data, source))
     loaded.seconds = time.perf_counter() - started
