@@ -416,7 +416,8 @@ def main(argv=None) -> None:
         seconds[name] = time.perf_counter() - t0
         if config.strategy.rule == "enhanced":
             timing[name] = {"solve_s": TIMES["solve_s"], "compile_s": TIMES["compile_s"],
-                            "backtest_s": seconds[name], "baseline_s": args.baseline_wall}
+                            "backtest_s": seconds[name], "baseline_s": args.baseline_wall,
+                            "solves": TIMES["solves"], "inaccurate": TIMES["inaccurate"]}
     if args.qlib_python:
         t0 = time.perf_counter()
         got = qlib_book(args, panel, forecast, enhanced, Path(args.out))
@@ -462,7 +463,9 @@ def main(argv=None) -> None:
             by_year = ", ".join(f"{y} {v:+.3f}" for y, v in years.items())
             print(f"# {name} against {against} by year: {by_year}")
         after = result.metrics["annual_return"]
-        print(f"# {name}: backtest {seconds[name]:.0f} s; after costs {after:+.3f}/yr")
+        t = timing.get(name, {})
+        solves = f"; {t['inaccurate']} of {t['solves']} solves short of the tolerances" if t else ""
+        print(f"# {name}: backtest {seconds[name]:.0f} s; after costs {after:+.3f}/yr{solves}")
     d = book.diagnostics
     print(f"# enhanced: {len(d)} rebalances, status {d['status'].value_counts().to_dict()}, predicted te "
           f"{d['predicted_te'].mean():.4f} (factor {d['factor_te'].mean():.4f}, "
