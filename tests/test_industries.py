@@ -192,7 +192,7 @@ def test_backtest_and_predict_take_industries_and_a_bad_file_writes_nothing(tmp_
     from forecaster.data import write_synthetic_panel
 
     data = tmp_path / "data"
-    write_synthetic_panel(data, n_stocks=8, n_days=260, seed=4)
+    write_synthetic_panel(data, n_stocks=8, n_days=230, seed=4)
     codes = sorted(p.name[:-4] for p in data.glob("*.csv"))
     universe = tmp_path / "members.txt"
     universe.write_text("\n".join(codes) + "\n")
