@@ -302,7 +302,8 @@ def test_a_file_giving_run_control_in_walk_forward_is_read_with_a_warning(tmp_pa
 
 @pytest.mark.parametrize(("name", "n_stocks", "blend", "n_seeds"), [
     ("szse.toml", 1294, ("alpha158",), 1), ("csi300_pit.toml", 2964, ("alpha158",), 1),
-    ("csi300_pit_one_set.toml", 2964, (), 2), ("ashare.toml", 60, (), 2)])
+    ("csi300_pit_one_set.toml", 2964, (), 2), ("csi500_pit_one_set.toml", 2964, (), 2),
+    ("ashare.toml", 60, (), 2)])
 def test_the_results_pages_examples_resolve_to_their_rows_inputs(name, n_stocks, blend, n_seeds):
     """Each results row's file, read and resolved at its data's breadth: the whole-market ones
     blend Alpha158 with one network on each set unless the file keeps one set."""
