@@ -216,6 +216,15 @@ def test_backtest_and_predict_take_industries_and_a_bad_file_writes_nothing(tmp_
     assert {"C39计算机", "C36汽车", "J66货币", "unclassified"} == set(table["industry"])
     assert table["active"].abs().max() <= 0.05 + 0.005  # the bound, lots aside
     assert (tmp_path / "rep" / "active_industries.png").stat().st_size > 10_000
+    recorded = (tmp_path / "rep" / "experiment.toml").read_text()
+    assert f'industries = "{good.resolve()}"' in recorded and "industries_sha256 = " in recorded
+    copy = tmp_path / "copy.toml"
+    copy.write_text(recorded)
+    good.write_bytes(good.read_bytes() + f"{codes[-1]},K70\n".encode("gbk"))  # the file changed
+    res = _invoke("run", copy, "--out", tmp_path / "again")
+    assert res.exit_code != 0 and "[strategy] industries" in res.output and "has changed" in res.output
+    assert not (tmp_path / "again").exists()
+    good.write_bytes(("股票代码,所属行业\n" + rows).encode("gbk"))
     res = _invoke("train", data, "--out", tmp_path / "run", *QUICK[:8])
     assert res.exit_code == 0, res.output
     res = _invoke("predict", "--run", tmp_path / "run", data, "--industries", good, *book, "--capital", "1e7",

@@ -54,7 +54,7 @@ from forecaster.app.fields import (
     type_name,
     type_ok,
 )
-from forecaster.app.weights_record import read_weights_record, record_weights
+from forecaster.app.weights_record import STRATEGY_RECORDED, read_weights_record, record_weights
 from forecaster.configs import documented, option, same_option
 from forecaster.evaluation.folds import WalkForwardConfig
 from forecaster.models.registry import DEFAULT_MODEL, registered
@@ -317,6 +317,7 @@ def read_toml(path: str | Path) -> dict:
         if isinstance(data.get(key), str) and data[key] and (path.parent / data[key]).is_file():
             data[key] = str((path.parent / data[key]).resolve())
     read_weights_record(raw.get("backtest", {}), path)
+    read_weights_record(raw.get("strategy", {}), path, STRATEGY_RECORDED, "strategy")
     return raw
 
 
@@ -465,6 +466,7 @@ def to_toml(exp: Experiment) -> str:
     sections = {section: {k: _toml_value(v) for k, v in values.items() if v is not None}
                 for section, values in exp.sections().items()}
     sections["backtest"] = record_weights(sections["backtest"])  # a file: its absolute path, SHA-256
+    sections["strategy"] = record_weights(sections["strategy"], STRATEGY_RECORDED)
     unset = [f"[{section}] {k}" for section, values in exp.sections().items()
              for k, v in values.items() if v is None]
     source = str(exp.source).replace("\n", " ").replace("\r", " ")  # one comment line
@@ -480,6 +482,7 @@ def experiment_dict(exp: Experiment) -> dict:
     metrics.json)."""
     sections = {**exp.sections(), "run": dataclasses.asdict(exp.run)}
     sections["backtest"] = record_weights(sections["backtest"])
+    sections["strategy"] = record_weights(sections["strategy"], STRATEGY_RECORDED)
     return {s: {k: (list(v) if isinstance(v, tuple) else v) for k, v in vals.items()}
             for s, vals in sections.items()}
 
