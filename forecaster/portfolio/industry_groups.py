@@ -31,15 +31,7 @@ def attach_industries(panel, path, max_file_mb: float = MAX_FILE_MB) -> list[str
     industries = read_industries(path, panel.codes, max_file_mb)
     classes = industries.classes(panel.dates, panel.codes)
     panel._cache[INDUSTRY_KEY] = (industries, classes)
-    for key in [k for k in panel._cache if isinstance(k, tuple) and k and k[0] == "industry_groups"]:
-        panel._cache.pop(key)
     return [industries.describe(panel.dates), *industries.notes]
-
-
-def industries_of(panel):
-    """The :class:`~forecaster.data.daily.industries.Industries` attached to ``panel`` (None)."""
-    got = panel._cache.get(INDUSTRY_KEY)
-    return None if got is None else got[0]
 
 
 def industry_groups(panel, members: np.ndarray, strategy) -> tuple[np.ndarray | None, list[str], dict]:
@@ -80,18 +72,17 @@ def group_weights(weights: pd.DataFrame, bench: pd.DataFrame, labels: np.ndarray
     (``bench``, the same shape) weights and their difference."""
     w = np.nan_to_num(weights.to_numpy(dtype=float))
     b = np.nan_to_num(bench.to_numpy(dtype=float))
-    n = len(names)
-    rows = []
-    for r, day in enumerate(weights.index):
-        lab = labels[r]
-        ok = lab >= 0
-        book = np.bincount(lab[ok], weights=w[r, ok], minlength=n)
-        ref = np.bincount(lab[ok], weights=b[r, ok], minlength=n)
-        present = np.bincount(lab[ok], minlength=n) > 0
-        for g in np.flatnonzero(present):
-            rows.append((day, names[g], book[g], ref[g], book[g] - ref[g]))
-    return pd.DataFrame(rows, columns=list(COLUMNS))
+    labels = np.asarray(labels)
+    n_rows, n = len(weights), len(names)
+    ok = labels >= 0
+    cell = (np.arange(n_rows)[:, None] * n + labels)[ok]  # one bin per (row, group)
+    book = np.bincount(cell, weights=w[ok], minlength=n_rows * n).reshape(n_rows, n)
+    ref = np.bincount(cell, weights=b[ok], minlength=n_rows * n).reshape(n_rows, n)
+    row, group = np.nonzero(np.bincount(cell, minlength=n_rows * n).reshape(n_rows, n))
+    return pd.DataFrame({"date": weights.index[row], "industry": [names[g] for g in group],
+                         "book": book[row, group], "benchmark": ref[row, group],
+                         "active": book[row, group] - ref[row, group]}, columns=list(COLUMNS))
 
 
-__all__ = ["COLUMNS", "INDUSTRY_KEY", "attach_industries", "group_weights", "industries_of",
-           "industry_groups", "industry_notes"]
+__all__ = ["COLUMNS", "INDUSTRY_KEY", "attach_industries", "group_weights", "industry_groups",
+           "industry_notes"]
