@@ -31,6 +31,7 @@ from forecaster.data.panel import Panel  # noqa: E402
 from forecaster.portfolio import book_problem, enhanced  # noqa: E402
 from forecaster.portfolio.backtest import BacktestConfig, run_backtest  # noqa: E402
 from forecaster.portfolio.book_problem import TIMES, reset_times  # noqa: E402
+from forecaster.portfolio.panel_risk import risk_model_of  # noqa: E402
 from forecaster.portfolio.strategy import StrategyConfig  # noqa: E402
 
 
@@ -76,7 +77,7 @@ def main(argv=None) -> None:
     config = BacktestConfig(strategy=StrategyConfig(rule="enhanced", tracking_error=0.05, rebalance_every=1),
                             capital=1e8, benchmark_weights="float_mv")
     original, original_at = enhanced.solve_book, enhanced.Compiled.at
-    enhanced.risk_model_of(panel)  # fitted once per panel, before any way is timed (each reads it)
+    risk_model_of(panel)  # fitted once per panel, before any way is timed (each reads it)
     results = {}
     for name in ("compiled_once", "compiled_daily", "composed_daily"):
         if name == "composed_daily":

@@ -263,7 +263,8 @@ def qlib_book(args, panel, forecast: pd.DataFrame, config, out: Path
     ``--qlib-python``, which converts them to Qlib's percent): ``(weights [date x code]`` on the
     rebalance rows, held between, ``{trial1, trial2, failed}`` counts, rebalances``)``; None
     when the worker fails."""
-    from forecaster.portfolio.enhanced import problem_inputs, risk_model_of
+    from forecaster.portfolio.enhanced import problem_inputs
+    from forecaster.portfolio.panel_risk import risk_model_of
     from forecaster.portfolio.strategy import rebalance_rows
 
     s = config.strategy

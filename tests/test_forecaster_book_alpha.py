@@ -177,6 +177,7 @@ def test_the_shape_reaches_the_problems_alpha():
 
     class Snap:
         factor_names = ("market", "size", "stat_1")
+        n_style = 2
 
     rng = np.random.default_rng(5)
     n = 50

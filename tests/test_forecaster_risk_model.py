@@ -52,7 +52,7 @@ def planted(n_days=700, n_stocks=300, n_industries=0, industry_sd=0.008, seed=0,
              + rng.standard_normal((n_days - 1, n_stocks)) * specific_sd)
     if scale is not None:
         r *= scale[:, None]
-    return {"returns": r, "exposures": x, "cov": cov, "f": f, "industry": industry,
+    return {"returns": r, "exposures": x, "cov": cov, "f": f, "industry": industry, "industry_returns": g,
             "specific_var": specific_sd ** 2, "dates": pd.bdate_range("2016-01-04", periods=n_days)}
 
 
@@ -226,6 +226,46 @@ def test_statistical_factors_recover_planted_industries():
     assert 0.85 < with_stats < 1.15 and without > 2.0
 
 
+def test_industries_handed_in_are_factors_of_their_own():
+    """Four planted industries handed in as labels (industry 3 small, stocks without a class):
+    each industry's factor return follows the planted one less the market-value-weighted mean
+    (correlation > 0.95: the market factor takes that mean), the weighted sum is zero each day
+    to rounding, an industry with fewer than three stocks in a day's regression is 0 that day;
+    the snapshot loads each classed stock 1 on its industry; a book long one industry is
+    predicted right (bias near 1) with industry factors and no statistical ones."""
+    s = planted(n_days=700, n_stocks=300, n_industries=4, industry_sd=0.012, seed=2)
+    mv = np.random.default_rng(7).lognormal(0, 1, (700, 300))
+    labels = np.broadcast_to(s["industry"], (700, 300)).copy()
+    labels[:, :20] = -1  # unclassified: no industry
+    labels[:400, np.flatnonzero(s["industry"] == 3)[2:]] = 1  # industry 3 holds two stocks until day 400
+    model = RiskModel(RiskModelConfig(n_statistical=0)).fit(
+        s["returns"], s["exposures"], None, s["dates"], weights=mv, industries=labels,
+        industry_names=["a", "b", "c", "d"])
+    f = model.factor_returns_
+    assert model.factor_names == ("market", *STYLES, "industry:a", "industry:b", "industry:c", "industry:d")
+    assert (f[1:401, 10] == 0).all() and (f[402:, 10] != 0).all()
+    cap = np.stack([[mv[t - 1][labels[t - 1] == g].sum() for g in range(4)] for t in range(402, 700)])
+    np.testing.assert_allclose((f[402:, 7:] * cap).sum(axis=1), 0, atol=1e-12)
+    g = s["industry_returns"][402:]
+    planted_rel = g - (g * cap).sum(axis=1, keepdims=True) / cap.sum(axis=1, keepdims=True)
+    for j in range(4):
+        assert np.corrcoef(f[402:, 7 + j], planted_rel[:, j])[0, 1] > 0.95, j
+    snap = model.snapshot(650)
+    dummies = snap.exposures[:, 7:11]
+    np.testing.assert_array_equal(dummies.sum(axis=1), (labels[650, snap.stocks] >= 0).astype(float))
+    np.testing.assert_array_equal(dummies[labels[650, snap.stocks] == 2, 2], 1.0)
+
+    def industry_book(snap, t):
+        member = labels[t, snap.stocks] == 0
+        return member / member.sum() - 1 / len(member)
+
+    days = range(450, 699)
+    assert 0.85 < bias_statistic(*book_outcomes(model, s["returns"], days, industry_book)) < 1.15
+    with pytest.raises(ValueError, match="industry_names"):
+        RiskModel().fit(s["returns"], s["exposures"], None, s["dates"], industries=labels,
+                        industry_names=["a"])
+
+
 def _random_books(seed):
     rng = np.random.default_rng(seed)
 
@@ -278,16 +318,19 @@ def test_bias_reads_high_when_volatility_doubles():
 
 def test_perturbing_the_future_never_moves_today():
     """Every return, price, volume, market value and universe entry after day t changed (or
-    removed): the exposures of days <= t and the snapshot of day t (exposures, factor
+    removed), industries reclassed: the exposures of days <= t and the snapshot of day t (exposures, factor
     covariance, specific variance) are bitwise the same; a later snapshot does move."""
     r, close, volume, mv = market_panel(n_days=400, n_stocks=60, seed=5)
     universe = np.isfinite(close) & (np.arange(60) % 4 != 1)
     dates = pd.bdate_range("2018-01-02", periods=400)
     t = 300
 
-    def build(r, close, volume, mv, universe):
+    industries = np.broadcast_to(np.arange(60) % 5, (400, 60)).copy()
+
+    def build(r, close, volume, mv, universe, industries=industries):
         x = style_exposures(r, close, volume, mv, universe)
-        return x, RiskModel().fit(r, x, universe, dates, weights=mv)
+        return x, RiskModel().fit(r, x, universe, dates, weights=mv, industries=industries,
+                                  industry_names=list("abcde"))
 
     x0, model0 = build(r, close, volume, mv, universe)
     rng = np.random.default_rng(9)
@@ -297,7 +340,8 @@ def test_perturbing_the_future_never_moves_today():
     close1, volume1, mv1 = (np.where(future, a * noise[::-1], a) for a in (close, volume, mv))
     universe1 = np.where(future, ~universe, universe)
     r1[t + 5:, :10] = np.nan  # delisted later
-    x1, model1 = build(r1, close1, volume1, mv1, universe1)
+    moved = np.where(future, (industries + 1) % 5, industries)
+    x1, model1 = build(r1, close1, volume1, mv1, universe1, moved)
     np.testing.assert_array_equal(x0[: t + 1], x1[: t + 1])
     a, b = model0.snapshot(t), model1.snapshot(t)
     for name in ("stocks", "exposures", "factor_cov", "specific_var"):
@@ -447,42 +491,42 @@ def test_a_snapshot_of_a_day_outside_the_data_raises_instead_of_wrapping():
 
 
 def test_a_suspended_day_with_a_bar_is_no_return(monkeypatch):
-    from forecaster.portfolio import enhanced
+    from forecaster.portfolio import panel_risk
 
     panel = _small_panel()
     assert panel.suspended[20, 0] and panel.listed[20, 0]
     seen = {}
 
-    def fit(self, returns, exposures, universe, dates, weights=None):
+    def fit(self, returns, exposures, universe, dates, weights=None, **industries):
         seen["returns"] = returns
         return self
 
     monkeypatch.setattr(RiskModel, "fit", fit)
-    enhanced.risk_model_of(panel)
+    panel_risk.risk_model_of(panel)
     r = seen["returns"]
     assert np.isnan(r[20, 0])  # not the zero return close / preclose - 1 reads
     assert np.isfinite(r[20, 1:]).all() and np.isfinite(r[19, 0]) and np.isfinite(r[21, 0])
 
 
 def test_the_cached_risk_model_keys_on_the_members(monkeypatch):
-    from forecaster.portfolio import enhanced
+    from forecaster.portfolio import panel_risk
 
     panel = _small_panel()
     fits = []
 
-    def fit(self, returns, exposures, universe, dates, weights=None):
+    def fit(self, returns, exposures, universe, dates, weights=None, **industries):
         fits.append(universe.copy())
         return self
 
     monkeypatch.setattr(RiskModel, "fit", fit)
-    everyone = enhanced.risk_model_of(panel)
-    assert enhanced.risk_model_of(panel) is everyone and len(fits) == 1  # cached
+    everyone = panel_risk.risk_model_of(panel)
+    assert panel_risk.risk_model_of(panel) is everyone and len(fits) == 1  # cached
     panel.members = np.ones(panel.listed.shape, dtype=bool)
     panel.members[:, :6] = False
-    some = enhanced.risk_model_of(panel)
+    some = panel_risk.risk_model_of(panel)
     assert some is not everyone and len(fits) == 2 and not fits[1][:, :6].any()
     panel.members = None
-    assert enhanced.risk_model_of(panel) is everyone and len(fits) == 2
+    assert panel_risk.risk_model_of(panel) is everyone and len(fits) == 2
 
 
 def test_top_eigen_by_lanczos_equals_lapacks_to_rounding():

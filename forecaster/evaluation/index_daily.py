@@ -185,7 +185,8 @@ def _active_parts(view: IndexView, book, grid) -> None:
     """An enhanced book's average over- and underweights, active style exposures at each
     rebalance (the risk model's exposures on the signal day, the trading day before) and its
     predicted active risk by part."""
-    from forecaster.portfolio.enhanced import risk_model_of
+    from forecaster.portfolio.panel_risk import style_exposures_of
+    from forecaster.risk import STYLES
 
     active = book.active.dropna(how="all")
     mean = book.active.fillna(0.0).loc[active.index].mean() if len(active) else pd.Series(dtype=float)
@@ -193,15 +194,15 @@ def _active_parts(view: IndexView, book, grid) -> None:
     over, under = mean.nlargest(TOP_WEIGHTS), mean.nsmallest(TOP_WEIGHTS)
     top = pd.concat([over[over > 0], under[under < 0]])
     view.active_top = top.sort_values(ascending=False)
-    model = risk_model_of(grid)
-    styles = list(model.style_names_[1:])
+    exposures = style_exposures_of(grid)  # the book's styles, whichever industries its model had
+    styles = list(STYLES)
     column = pd.Index([str(c) for c in grid.codes]).get_indexer([str(c) for c in active.columns])
     rows = {}
     for date, w in active.iterrows():
         s = int(grid.dates.get_indexer([date])[0]) - 1
         if s < 0:
             continue
-        x = model.exposures_[s][np.maximum(column, 0)]  # [codes, styles]
+        x = exposures[s][np.maximum(column, 0)]  # [codes, styles]
         ok = (column >= 0)[:, None] & np.isfinite(x) & np.isfinite(w.to_numpy())[:, None]
         rows[date] = np.where(ok, x * np.nan_to_num(w.to_numpy())[:, None], 0.0).sum(axis=0)
     view.styles = pd.DataFrame.from_dict(rows, orient="index", columns=styles)

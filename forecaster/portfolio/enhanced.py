@@ -317,7 +317,7 @@ def problem_inputs(scores: np.ndarray, bench: np.ndarray, snap, day: np.ndarray,
     specific variance the largest the snapshot has (conservative), its market exposure 1 and
     its other exposures 0 (the cross-sectional mean), its alpha from the median specific sd."""
     n_stocks = len(scores)
-    n_style = sum(not name.startswith("stat") for name in snap.factor_names)
+    n_style = snap.n_style
     cover = np.zeros(n_stocks, dtype=bool)
     cover[snap.stocks] = True
     inside = day if held is None else (day | (held > 0))
@@ -459,26 +459,6 @@ def one_way_cost(costs, date=None) -> float:
     when = pd.Timestamp.today() if date is None else date
     return float(costs.commission_rate + costs.transfer_fee_rate + costs.slippage_bps / 1e4
                  + sum(costs.stamp_duty_rates(when)) / 2)
-
-
-def risk_model_of(data):
-    """The point-in-time risk model of the Panel ``data`` (fitted once per panel): style
-    exposures from its prices, volumes and (carried) float market values over the day's
-    members, the daily regressions and their residuals (:mod:`forecaster.risk`). A suspended
-    day with a bar (baostock's folders keep them) has no return, not a zero one; the cache keys
-    on the members, so a panel whose members change gets a model of its own."""
-    from forecaster.portfolio.index_weights import carried_float_mv, growth
-    from forecaster.risk import RiskModel, style_exposures, universe_key
-
-    def fit():
-        returns = np.where(data.listed & ~data.suspended, growth(data) - 1.0, np.nan)
-        mv = carried_float_mv(data)
-        universe = data.listed if data.members is None else (data.members & data.listed)
-        x = style_exposures(returns, data.fields["close"], data.fields.get("volume", np.ones_like(returns)),
-                            mv, universe)
-        return RiskModel().fit(returns, x, universe, data.dates, weights=mv)
-
-    return data.derived(("risk_model", universe_key(data.members)), fit)
 
 
 class _Columns:

@@ -14,8 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from forecaster.data.daily.industries import groups, read_industries
+from forecaster.data.daily.industries import UNCLASSIFIED, groups, read_industries
 from forecaster.data.sources import MAX_FILE_MB
+from forecaster.portfolio.index_weights import decision_members
 
 INDUSTRY_KEY = ("industry_file",)
 COLUMNS = ("date", "industry", "book", "benchmark", "active")  # active_industries.csv
@@ -49,6 +50,23 @@ def industry_groups(panel, members: np.ndarray, strategy) -> tuple[np.ndarray | 
     labels, names, counts = groups(classes, members, strategy.industry_level, strategy.industry_min_members)
     counts["described"] = industries.describe(panel.dates)
     return labels, names, counts
+
+
+def risk_industries(panel, strategy, next_members: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, list[str]] | None:
+    """``(labels [days, stocks], names)``: the risk model's industry factors, each day's group
+    (:func:`industry_groups`, at the book's level and minimum) of the stocks its regressions
+    and decisions read (the day's listed members and the next day's), -1 for the unclassified
+    and the others (they load on no industry); None without industries."""
+    listed = panel.listed if panel.members is None else panel.members & panel.listed
+    labels, names, _ = industry_groups(panel, listed | decision_members(panel, next_members), strategy)
+    if labels is None:
+        return None
+    if UNCLASSIFIED in names:
+        drop = names.index(UNCLASSIFIED)
+        labels = np.where(labels == drop, -1, labels - (labels > drop))
+        names = names[:drop] + names[drop + 1:]
+    return labels, names
 
 
 def industry_notes(counts: dict, names: list[str], level: int) -> list[str]:
@@ -85,4 +103,4 @@ def group_weights(weights: pd.DataFrame, bench: pd.DataFrame, labels: np.ndarray
 
 
 __all__ = ["COLUMNS", "INDUSTRY_KEY", "attach_industries", "group_weights", "industry_groups",
-           "industry_notes"]
+           "industry_notes", "risk_industries"]

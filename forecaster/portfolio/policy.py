@@ -45,10 +45,10 @@ from forecaster.portfolio.enhanced import (
     EnhancedBook,
     _Columns,
     rebalance,
-    risk_model_of,
 )
 from forecaster.portfolio.index_weights import benchmark_weights, decision_members, known_weights
-from forecaster.portfolio.industry_groups import industry_groups, industry_notes
+from forecaster.portfolio.industry_groups import industry_groups, industry_notes, risk_industries
+from forecaster.portfolio.panel_risk import risk_model_of
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +194,8 @@ class BookInputs:
         self.tradable = (panel.listed & ~panel.suspended)[:, cols]
         column_of = np.full(panel.n_stocks, -1)
         column_of[cols] = np.arange(len(cols))
-        self.risk = Prefetched(_Columns(risk_model_of(panel), column_of))
+        industries = risk_industries(panel, config.strategy, next_members)
+        self.risk = Prefetched(_Columns(risk_model_of(panel, industries), column_of))
         self.dates, self.costs = panel.dates, config.costs
         # each decision row's industry groups over the trade day's members (None: no industries)
         self.groups, self.group_names, self.group_counts = industry_groups(

@@ -4,9 +4,11 @@ variances estimated from the regressions of that day and the days before it.
 
 The factors are a market factor (exposure 1 for every stock: the country factor of Barra's
 models), the style exposures handed to :meth:`RiskModel.fit` (usually
-:func:`forecaster.risk.exposures.style_exposures`), and ``n_statistical`` statistical factors:
-principal components of the style regressions' residuals over the trailing window, which stand
-in for what the data lack (industries above all).
+:func:`forecaster.risk.exposures.style_exposures`), industry factors where industries are handed
+in (0/1 exposures; their returns constrained, as Barra's are, to a market-value-weighted sum of
+zero, so the market factor stays the market's), and ``n_statistical`` statistical factors:
+principal components of the regressions' residuals over the trailing window, which stand in for
+what the data lack (industries, where none are given).
 """
 
 from __future__ import annotations
@@ -30,6 +32,14 @@ from forecaster.risk.exposures import STYLES
 log = logging.getLogger(__name__)
 
 MIN_STOCKS_PER_FACTOR = 2  # a day's regression needs this many stocks per factor (and 10 at least)
+MIN_INDUSTRY_STOCKS = 3  # an industry's factor return is estimated on a day it has this many stocks
+INDUSTRY_PREFIX = "industry:"  # industry factors are named "industry:<group>"
+STAT_PREFIX = "stat_"
+
+
+def style_count(factor_names) -> int:
+    """How many of ``factor_names`` lead as market and styles (not industries, not statistical)."""
+    return sum(not (n.startswith(INDUSTRY_PREFIX) or n.startswith(STAT_PREFIX)) for n in factor_names)
 
 
 def universe_key(universe: np.ndarray | None) -> str:
@@ -64,6 +74,11 @@ class RiskSnapshot:
     specific_var: np.ndarray
     factor_names: tuple[str, ...]
     shrinkage: float = 0.0
+
+    @property
+    def n_style(self) -> int:
+        """The leading columns that are the market and the styles (:func:`style_count`)."""
+        return style_count(self.factor_names)
 
     def covariance(self) -> np.ndarray:
         """``[n, n]`` the stocks' daily return covariance ``X F X' + diag(D)``."""
@@ -164,7 +179,8 @@ class RiskModel:
             raise TypeError(f"config must be a RiskModelConfig, got {type(self.config).__name__}")
 
     def fit(self, returns: np.ndarray, exposures: np.ndarray, universe: np.ndarray | None,
-            dates: pd.DatetimeIndex, weights: np.ndarray | None = None) -> RiskModel:
+            dates: pd.DatetimeIndex, weights: np.ndarray | None = None,
+            industries: np.ndarray | None = None, industry_names=()) -> RiskModel:
         """Daily cross-sectional regressions of day ``t``'s returns on the exposures known at
         day ``t - 1``'s close, for ``t >= 1``: factor returns and residuals.
 
@@ -177,14 +193,22 @@ class RiskModel:
             weights: ``[T, N]`` market values: the regression of day ``t`` is weighted by the
                 square root of day ``t - 1``'s (a stock without a positive one left out); None:
                 ordinary least squares.
+            industries: ``[T, N]`` int: each stock's industry known at each day's close, an
+                index into ``industry_names`` (-1: none, the stock loads on no industry); None:
+                no industry factors.
+            industry_names: ``[G]`` the industries' names (factors ``industry:<name>``).
 
         A regression needs ``max(10, 2 k)`` stocks (``k`` = 1 + S factors), else its day has NaN
-        factor returns. Residuals are kept for every stock with exposures and a return, in the
-        regression or not; with them each day's sandwich estimate of its factor returns' error
-        covariance (:class:`RiskModelConfig`'s ``remove_estimation_error``). Fitted: ``dates_``,
-        ``exposures_`` (the array given), ``factor_returns_`` ``[T, 1 + S]`` (NaN on day 0 and
-        days without a regression), ``residuals_`` ``[T, N]``, ``factor_noise_`` ``[T, 1 + S,
-        1 + S]``. Nothing of day ``t`` reads a row after ``t``.
+        factor returns. An industry enters day ``t``'s regression with at least
+        :data:`MIN_INDUSTRY_STOCKS` of its stocks in it (else its factor return that day is 0 and
+        its stocks load on none); the industries' returns are constrained to sum to zero weighted
+        by their stocks' market values (their counts without ``weights``). Residuals are kept for
+        every stock with exposures and a return, in the regression or not; with them each day's
+        sandwich estimate of its factor returns' error covariance (:class:`RiskModelConfig`'s
+        ``remove_estimation_error``). Fitted: ``dates_``, ``exposures_`` (the array given),
+        ``industries_``, ``factor_returns_`` ``[T, 1 + S + G]`` (NaN on day 0 and days without a
+        regression), ``residuals_`` ``[T, N]``, ``factor_noise_`` ``[T, 1 + S + G, 1 + S + G]``.
+        Nothing of day ``t`` reads a row after ``t``.
         """
         returns = np.asarray(returns, dtype=float)
         exposures = np.asarray(exposures, dtype=float)
@@ -202,42 +226,45 @@ class RiskModel:
             raise ValueError(f"dates must hold one day per row of returns ({n_days}), got {len(dates)}")
         n_styles = exposures.shape[2]
         styles = STYLES if n_styles == len(STYLES) else tuple(f"style_{i}" for i in range(n_styles))
-        k = 1 + n_styles
+        names = tuple(str(g) for g in industry_names)
+        if industries is not None:
+            industries = np.asarray(industries)
+            if industries.shape != returns.shape or not np.issubdtype(industries.dtype, np.integer):
+                raise ValueError(f"industries must be [days, stocks] integers of the shape of returns "
+                                 f"{returns.shape}, got {industries.dtype} {industries.shape}")
+            if len(industries) and (industries.max() >= len(names) or industries.min() < -1):
+                raise ValueError(f"industries must index industry_names (0..{len(names) - 1}) or be -1")
+        else:
+            names = ()
+        n_ind = len(names)
+        k = 1 + n_styles + n_ind
         has_x = np.isfinite(exposures).all(axis=2)
         factor_returns = np.full((n_days, k), np.nan)
         residuals = np.full(returns.shape, np.nan)
         factor_noise = np.full((n_days, k, k), np.nan)
-        needed = max(10, MIN_STOCKS_PER_FACTOR * k)
+        needed = max(10, MIN_STOCKS_PER_FACTOR * (1 + n_styles))
         for t in range(1, n_days):
             known = has_x[t - 1] & np.isfinite(returns[t])
-            x = np.concatenate([np.ones((n_stocks, 1)), exposures[t - 1]], axis=1)
             used = known.copy() if universe is None else known & np.asarray(universe[t - 1], dtype=bool)
             if weights is not None:
                 w_prev = np.nan_to_num(np.asarray(weights[t - 1], dtype=float))
                 used &= w_prev > 0
-                reg_w = np.sqrt(np.where(used, w_prev, 0.0))[used]
+                cap = np.where(used, w_prev, 0.0)
             else:
-                reg_w = np.ones(int(used.sum()))
+                cap = used.astype(float)
             if used.sum() < needed:
                 continue
-            xu, yu = x[used], returns[t, used]
-            xw = xu * reg_w[:, None]
-            try:
-                projection = np.linalg.solve(xw.T @ xu, xw.T)  # [k, used]: factor returns = P y
-            except np.linalg.LinAlgError:
-                projection = np.linalg.pinv(xw.T @ xu) @ xw.T
-            beta = projection @ yu
-            factor_returns[t] = beta
-            residuals[t, known] = returns[t, known] - x[known] @ beta
-            leverage = np.einsum("ik,ki->i", xu, projection)  # HC2: e**2 / (1 - h) is unbiased
-            spread = (yu - xu @ beta) ** 2 / np.clip(1.0 - leverage, 1e-3, None)
-            factor_noise[t] = (projection * spread) @ projection.T
+            label = None if industries is None else industries[t - 1]
+            beta, residual, noise = _regress(returns[t], exposures[t - 1], known, used, cap, label, n_ind)
+            factor_returns[t], residuals[t, known], factor_noise[t] = beta, residual, noise
         self.dates_ = pd.DatetimeIndex(dates)
         self.exposures_ = exposures
+        self.industries_ = industries
         self.factor_returns_ = factor_returns
         self.residuals_ = residuals
         self.factor_noise_ = factor_noise
         self.style_names_ = ("market", *styles)
+        self.industry_names_ = tuple(INDUSTRY_PREFIX + g for g in names)
         self._regressed = np.cumsum(np.isfinite(factor_returns).all(axis=1))
         log.debug("risk model fitted: %d days, %d stocks, %d style factors, %d days regressed",
                   n_days, n_stocks, k, int(self._regressed[-1]) if n_days else 0)
@@ -245,23 +272,24 @@ class RiskModel:
 
     @property
     def factor_names(self) -> tuple[str, ...]:
-        """The factors of every snapshot: market, the styles, ``stat_1 .. stat_p``."""
-        stats = tuple(f"stat_{i + 1}" for i in range(self.config.n_statistical))
-        return (*self.style_names_, *stats)
+        """The factors of every snapshot: market, the styles, the industries, ``stat_1 .. stat_p``."""
+        stats = tuple(f"{STAT_PREFIX}{i + 1}" for i in range(self.config.n_statistical))
+        return (*self.style_names_, *self.industry_names_, *stats)
 
     def snapshot(self, t: int) -> RiskSnapshot | None:
         """The model as known at day ``t``'s close (regressions of days ``<= t`` only); None
         before ``min_history`` days with a regression in the window.
 
         Covered: the stocks with all style exposures on day ``t`` (in the universe or not).
-        Exposures: 1 (market), day ``t``'s styles, and the loadings of the principal components
-        of the covered stocks' residuals over the window (stocks with residuals on at least half
-        the window's regressed days; the others load 0). Factor covariance: the styles' factor
-        returns and the components' (the residuals projected on the loadings) over the window,
-        EWMA (``half_life``), less the estimates' noise (``remove_estimation_error``), Newey-West,
-        shrunk. Specific variance: the residuals less their
-        components' part, EWMA (``specific_half_life``), shrunk toward the cross-sectional mean,
-        floored (:func:`forecaster.risk.estimators.specific_variance`).
+        Exposures: 1 (market), day ``t``'s styles, day ``t``'s industry (0/1), and the loadings of
+        the principal components of the covered stocks' residuals over the window (stocks with
+        residuals on at least half the window's regressed days; the others load 0). Factor
+        covariance: the styles' and industries' factor returns (an industry's 0 on a day it was
+        not estimated) and the components' (the residuals projected on the loadings) over the
+        window, EWMA (``half_life``), less the estimates' noise (``remove_estimation_error``),
+        Newey-West, shrunk. Specific variance: the residuals less their components' part, EWMA
+        (``specific_half_life``), shrunk toward the cross-sectional mean, floored
+        (:func:`forecaster.risk.estimators.specific_variance`).
         """
         if not hasattr(self, "factor_returns_"):
             raise RuntimeError("fit the risk model before asking for a snapshot")
@@ -297,11 +325,70 @@ class RiskModel:
             m = max(int(eligible.sum()), 1)
             stat_noise = (loadings.T * specific_var) @ loadings / m ** 2
             noise = np.zeros((len(self.factor_names),) * 2)
-            k = len(self.style_names_)
+            k = style_f.shape[1]
             noise[:k, :k], noise[k:, k:] = style_noise, stat_noise
         factor_cov, delta = factor_covariance(np.concatenate([style_f, stat_full], axis=1), cfg.half_life,
                                               cfg.newey_west_lags, cfg.shrinkage, noise)
-        exposures = np.concatenate([np.ones((len(stocks), 1)), x_today[stocks], loadings], axis=1)
+        dummies = np.zeros((len(stocks), len(self.industry_names_)))
+        if self.industries_ is not None:
+            label = self.industries_[t, stocks]
+            dummies[np.flatnonzero(label >= 0), label[label >= 0]] = 1.0
+        exposures = np.concatenate([np.ones((len(stocks), 1)), x_today[stocks], dummies, loadings], axis=1)
         return RiskSnapshot(date=self.dates_[t], stocks=stocks, exposures=exposures,
                             factor_cov=factor_cov, specific_var=specific_var,
                             factor_names=self.factor_names, shrinkage=delta)
+
+
+def _regress(y: np.ndarray, styles: np.ndarray, known: np.ndarray, used: np.ndarray, cap: np.ndarray,
+             label: np.ndarray | None, n_ind: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One day's regression of the returns ``y`` ``[N]`` on the market, the ``styles`` ``[N, S]``
+    and the industries ``label`` ``[N]`` (-1: none; None: no industries) over the ``used``
+    stocks, weighted by ``sqrt(cap)``: ``(factor returns [1 + S + n_ind], residuals of the
+    ``known`` stocks, the factor returns' HC2 error covariance)``.
+
+    The industries' returns satisfy ``sum_g cap_g f_g = 0`` (``cap_g``: their used stocks'
+    ``cap``): solved as the unconstrained regression on ``X R`` with ``f = R g``, ``R`` writing
+    the largest industry's return through the others', so the dummies and the market column are
+    not collinear."""
+    n_base = 1 + styles.shape[1]
+    k = n_base + n_ind
+    x = np.concatenate([np.ones((len(y), 1)), styles], axis=1)
+    lift = np.eye(n_base)  # R: the free parameters to every factor's return
+    present = np.zeros(0, int)
+    if label is not None and n_ind:
+        inside = used & (label >= 0)
+        count = np.bincount(label[inside], minlength=n_ind)
+        present = np.flatnonzero(count >= MIN_INDUSTRY_STOCKS)
+    if len(present) >= 2:
+        column = np.full(n_ind, -1)
+        column[present] = np.arange(len(present))
+        dummies = np.zeros((len(y), len(present)))
+        rows = np.flatnonzero((label >= 0) & (column[np.maximum(label, 0)] >= 0))
+        dummies[rows, column[label[rows]]] = 1.0
+        weight = dummies[used].T @ cap[used]  # [present] the industries' market values
+        ref = int(np.argmax(weight))
+        free = np.delete(np.arange(len(present)), ref)
+        block = np.zeros((len(present), len(free)))
+        block[free, np.arange(len(free))] = 1.0
+        block[ref] = -weight[free] / weight[ref]
+        lift = np.block([[lift, np.zeros((n_base, len(free)))],
+                         [np.zeros((len(present), n_base)), block]])
+        x = np.concatenate([x, dummies], axis=1)
+    else:
+        present = np.zeros(0, int)  # one industry alone is the market: no industry factor
+    xu, yu = x[used] @ lift, y[used]
+    xw = xu * np.sqrt(cap[used])[:, None]
+    try:
+        projection = np.linalg.solve(xw.T @ xu, xw.T)  # [free, used]: free parameters = P y
+    except np.linalg.LinAlgError:
+        projection = np.linalg.pinv(xw.T @ xu) @ xw.T
+    beta_free = projection @ yu
+    leverage = np.einsum("ik,ki->i", xu, projection)  # HC2: e**2 / (1 - h) is unbiased
+    spread = (yu - xu @ beta_free) ** 2 / np.clip(1.0 - leverage, 1e-3, None)
+    full = lift @ projection  # [factors present, used]
+    beta = full @ yu
+    where = np.concatenate([np.arange(n_base), n_base + present])
+    out, noise = np.zeros(k), np.zeros((k, k))
+    out[where] = beta
+    noise[np.ix_(where, where)] = (full * spread) @ full.T
+    return out, y[known] - x[known] @ beta, noise
