@@ -24,7 +24,9 @@ ENHANCED = ["--strategy", "enhanced", "--tracking-error", "0.03", "--rebalance-e
             "--active-bound", "0.1", "--style-bound", "0.6", "--max-turnover", "0.2", "--alpha-ic", "0.04",
             "--risk-aversion", "5", "--benchmark-weights", "float_mv"]
 DIVIDEND = 0.03  # a cash dividend of 3 % of the price on one day of each of ten members
-FIGURES = ("index_excess.png", "tracking_error.png", "active_weights.png", "risk_split.png")
+FIGURES = ("index_excess.png", "tracking_error.png", "active_weights.png", "active_industries.png",
+           "risk_split.png")
+CLASSES = ("C39计算机、通信和其他电子设备制造业", "J66货币金融服务", "K70房地产业")
 
 
 def _folder(tmp_path):
@@ -43,7 +45,11 @@ def _folder(tmp_path):
         frame.to_csv(path, index=False)
     universe = tmp_path / "csi300.txt"
     universe.write_text("".join(f"{c.upper()}\t2010-01-04\t2099-12-31\n" for c in codes[:-1]))
-    return data, universe
+    industries = tmp_path / "stock_industry.csv"  # baostock's export, GBK, names in code_name
+    rows = [f"2026-03-09,{c},名称{i},{CLASSES[i % 3]},证监会行业分类" for i, c in enumerate(codes[:-1])]
+    head = "updateDate,code,code_name,industry,industryClassification"
+    industries.write_bytes("\n".join([head, *rows, ""]).encode("gbk"))
+    return data, universe, industries
 
 
 @pytest.fixture(scope="module")
@@ -52,10 +58,10 @@ def runs(tmp_path_factory):
     from test_forecaster_universe import QUICK
 
     tmp = tmp_path_factory.mktemp("index_report")
-    data, universe = _folder(tmp)
+    data, universe, industries = _folder(tmp)
     out, plain = tmp / "enhanced", tmp / "plain"
     res = CliRunner().invoke(main, ["backtest", str(data), "--out", str(out), "--universe", str(universe),
-                                    *ENHANCED, *QUICK])
+                                    "--industries", str(industries), *ENHANCED, *QUICK])
     assert res.exit_code == 0, res.output
     res = CliRunner().invoke(main, ["backtest", str(data), "--out", str(plain), *QUICK])
     assert res.exit_code == 0, res.output
@@ -92,7 +98,11 @@ def test_every_index_figure_is_written_and_shown(runs):
         assert (out / name).stat().st_size > 10_000, name
         assert f'alt="{name}"' in page
     top = pd.read_csv(out / "active_weights.csv")
-    assert list(top.columns) == ["code", "name", "mean_active_weight"]
+    assert list(top.columns) == ["code", "name", "industry", "mean_active_weight"]
+    codes = sorted(p.name[:-4] for p in (out.parent / "syn").glob("syn.*.csv"))
+    for code, name, industry in top[["code", "name", "industry"]].itertuples(index=False):
+        i = codes.index(code)  # named from the industries file's code_name, grouped by its class
+        assert name == f"名称{i}" and industry == {0: "C制造业", 1: "J金融业", 2: "K房地产业"}[i % 3]
     assert (top["mean_active_weight"] != 0).all()
     assert top["mean_active_weight"].is_monotonic_decreasing
     split = pd.read_csv(out / "risk_split.csv")

@@ -44,7 +44,7 @@ from forecaster.models.panel.model import PanelTransformer
 from forecaster.portfolio.fitted_weights import attach_index_series
 from forecaster.portfolio.index_series import attach_index, index_for, split_indices
 from forecaster.portfolio.index_weights import benchmark_weights, check_covers
-from forecaster.portfolio.industry_groups import attach_industries
+from forecaster.portfolio.industry_groups import attach_industries, industry_names, last_groups
 from forecaster.portfolio.rules import check_capital
 from forecaster.portfolio.strategy import top_k_warning
 from forecaster.portfolio.total_return import attach_dividends, dividend_returns
@@ -326,7 +326,13 @@ def _index_book(report: Report, exp: Experiment, loaded: Loaded, result: WalkFor
     if report.index_view is not None and len(report.index_view.active_top):
         from forecaster.app.next_day_marks import stock_names
 
-        report.index_view.names = stock_names(loaded.source, list(report.index_view.active_top.index))
+        view = report.index_view
+        view.names = stock_names(loaded.source, list(view.active_top.index))
+        book = report.backtests.get(report.model)
+        enhanced = book.enhanced if book is not None else None
+        if enhanced is not None and enhanced.groups is not None:  # the run's industries: names and groups
+            view.names = {**industry_names(grid), **view.names}
+            view.industry_of = last_groups(enhanced.groups, enhanced.group_names, view.active_top.index)
     return facts
 
 

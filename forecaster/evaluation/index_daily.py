@@ -67,6 +67,7 @@ class IndexView:
     topk: str | None = None
     active_top: pd.Series = field(default_factory=lambda: pd.Series(dtype=float))
     names: dict = field(default_factory=dict)
+    industry_of: dict = field(default_factory=dict)  # code: industry group, where the run has industries
     styles: pd.DataFrame = field(default_factory=pd.DataFrame)
     risk_split: pd.DataFrame = field(default_factory=pd.DataFrame)
 

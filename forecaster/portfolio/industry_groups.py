@@ -11,6 +11,8 @@ checked whole, one error naming its line) and keeps its classes by day with the 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -40,13 +42,14 @@ def industry_groups(panel, members: np.ndarray, strategy) -> tuple[np.ndarray | 
     ``[days, stocks]`` (-1 elsewhere) at ``strategy.industry_level``, small groups merged
     (``strategy.industry_min_members``); ``counts``: member-days ``unclassified`` and
     ``merged``. The file ``strategy.industries`` is attached first where none is; ``(None, [],
-    {})`` where there is none."""
-    if INDUSTRY_KEY not in panel._cache and strategy.industries:
-        attach_industries(panel, strategy.industries)
-    got = panel._cache.get(INDUSTRY_KEY)
-    if got is None:
+    {})`` where the strategy has none (a file attached to the panel for another book is not
+    this book's)."""
+    if not strategy.industries:
         return None, [], {}
-    industries, classes = got
+    got = panel._cache.get(INDUSTRY_KEY)
+    if got is None or Path(got[0].source).resolve() != Path(strategy.industries).resolve():
+        attach_industries(panel, strategy.industries)  # none attached, or another file
+    industries, classes = panel._cache[INDUSTRY_KEY]
     labels, names, counts = groups(classes, members, strategy.industry_level, strategy.industry_min_members)
     counts["described"] = industries.describe(panel.dates)
     return labels, names, counts
@@ -67,6 +70,26 @@ def risk_industries(panel, strategy, next_members: np.ndarray | None = None
         labels = np.where(labels == drop, -1, labels - (labels > drop))
         names = names[:drop] + names[drop + 1:]
     return labels, names
+
+
+def industry_names(panel) -> dict[str, str]:
+    """``{code: name}`` from the attached industries file where it gives names (baostock's
+    ``code_name``); empty without one."""
+    got = panel._cache.get(INDUSTRY_KEY)
+    return dict(got[0].names) if got is not None else {}
+
+
+def last_groups(labels: pd.DataFrame, names: list[str], codes) -> dict[str, str]:
+    """``{code: group}``: each of ``codes``' group on the last row of ``labels`` (``[date x
+    code]``, -1 none) that gives it one."""
+    out = {}
+    for code in codes:
+        if str(code) in labels.columns:
+            col = labels[str(code)].to_numpy()
+            known = col[col >= 0]
+            if len(known):
+                out[str(code)] = names[int(known[-1])]
+    return out
 
 
 def industry_notes(counts: dict, names: list[str], level: int) -> list[str]:
@@ -103,4 +126,4 @@ def group_weights(weights: pd.DataFrame, bench: pd.DataFrame, labels: np.ndarray
 
 
 __all__ = ["COLUMNS", "INDUSTRY_KEY", "attach_industries", "group_weights", "industry_groups",
-           "industry_notes", "risk_industries"]
+           "industry_names", "industry_notes", "last_groups", "risk_industries"]

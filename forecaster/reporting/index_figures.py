@@ -28,7 +28,8 @@ from forecaster.reporting.figures import (
 )
 
 TOPK_COLOR = "C0"
-INDEX_FIGURES = ("index_excess.png", "tracking_error.png", "active_weights.png", "risk_split.png")
+INDEX_FIGURES = ("index_excess.png", "tracking_error.png", "active_weights.png", "active_industries.png",
+                 "risk_split.png")
 
 
 def _label(code: str, names: dict) -> str:
@@ -105,13 +106,28 @@ def plot_tracking_error(view, path: str | Path, window: int) -> Path:
 
 def plot_active_weights(view, path: str | Path) -> Path:
     """``active_weights.png``: left, the largest average over- and underweights at the
-    rebalances (code and name); right, the active style exposures at each rebalance."""
+    rebalances (code and name; coloured by industry where the run has industries, else red
+    over and green under); right, the active style exposures at each rebalance."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6), gridspec_kw={"width_ratios": [1, 1.35]})
     top = view.active_top
     if len(top):
         y = np.arange(len(top))[::-1]
-        left.barh(y, top.to_numpy(), color=[GAIN if v > 0 else LOSS for v in top], height=0.7)
+        industry = [view.industry_of.get(str(c), "") for c in top.index]
+        if view.industry_of:  # one colour an industry, in the order they first appear
+            shown = list(dict.fromkeys(industry))
+            cmap = plt.get_cmap("tab10" if len(shown) <= 10 else "tab20")  # tab20 pairs alike colours
+            palette = {g: cmap(i % cmap.N) for i, g in enumerate(shown)}
+            colors = [palette[g] for g in industry]
+        else:
+            colors = [GAIN if v > 0 else LOSS for v in top]
+        left.barh(y, top.to_numpy(), color=colors, height=0.7)
         left.set_yticks(y, [_label(str(c), view.names) for c in top.index], fontsize=8)
+        if view.industry_of:
+            from matplotlib.patches import Patch
+
+            left.legend(handles=[Patch(color=c, label=g or "no class") for g, c in palette.items()],
+                        fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, frameon=False,
+                        title="industry", title_fontsize=7)
         left.axvline(0, color="#888", lw=0.8)
         left.xaxis.set_major_locator(MaxNLocator(5))  # more ticks overlap under the narrow panel
         percent_axis(left, "x", decimals=1)
@@ -161,6 +177,7 @@ def write_index_figures(view, out: Path, window: int) -> list[Path]:
              plot_tracking_error(view, out / "tracking_error.png", window)]
     if len(view.active_top) or len(view.styles):
         files.append(plot_active_weights(view, out / "active_weights.png"))
+    # active_industries.png is the report's (written with active_industries.csv), shown on this screen
     if len(view.risk_split):
         files.append(plot_risk_split(view, out / "risk_split.png"))
     return files

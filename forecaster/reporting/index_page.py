@@ -20,8 +20,12 @@ INDEX_CAPTIONS = {
                         "each calendar year's excess at the top",
     "tracking_error.png": "Realised tracking error over a rolling 63 days against the budget and the risk "
                           "model's predicted tracking error; the bias statistic in the legend",
-    "active_weights.png": "The largest average over- and underweights (names where the data have them) "
+    "active_weights.png": "The largest average over- and underweights (names where the data or the "
+                          "industries file have them; coloured by industry where the run has industries) "
                           "and the active style exposures at each rebalance",
+    "active_industries.png": "Each industry group's active weight (the book's held weight in it less the "
+                             "benchmark's) at each rebalance, the bound dotted; every day: "
+                             "active_industries.csv",
     "risk_split.png": "Predicted active risk by part: the style factors, the statistical factors and "
                       "specific, at each rebalance",
 }
@@ -117,7 +121,8 @@ def first_screen(view, has: dict, figure) -> list[str]:
     if not has_total:
         parts.append(f'<p class="caveat">{esc(f.get("total_return_note") or "no total-return estimate")}</p>')
     parts.append("<ul>" + "".join(f"<li>{esc(line)}</li>" for line in _lines(view)) + "</ul>")
-    for name in ("index_excess.png", "tracking_error.png", "active_weights.png", "risk_split.png"):
+    for name in ("index_excess.png", "tracking_error.png", "active_weights.png", "active_industries.png",
+                 "risk_split.png"):
         if has.get(name):
             parts.append(figure(name, INDEX_CAPTIONS[name]))
     return parts

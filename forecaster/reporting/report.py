@@ -286,6 +286,8 @@ def write_report(report: Report, result: WalkForwardResult, out: str | Path, ext
             top = pd.DataFrame({"code": view.active_top.index, "name": [view.names.get(c, "") for c in
                                                                        view.active_top.index],
                                 "mean_active_weight": view.active_top.to_numpy()})
+            if view.industry_of:  # the run's industries: each name's group, as the figure colours it
+                top.insert(2, "industry", [view.industry_of.get(str(c), "") for c in view.active_top.index])
             files.append(write_csv(top, out / "active_weights.csv"))
         for name, frame in (("active_styles.csv", view.styles), ("risk_split.csv", view.risk_split)):
             if len(frame):
