@@ -236,3 +236,51 @@ def test_backtest_and_predict_take_industries_and_a_bad_file_writes_nothing(tmp_
                   "--out", tmp_path / "other" / "m.csv")
     assert res.exit_code == 1 and "offset" in res.output, res.output
     assert not any((tmp_path / "other").iterdir())
+
+
+# ---------------------------------------------------------------- the industry features
+
+
+def test_industry_means_and_relative_features_by_hand():
+    from forecaster.features.industry import industry_feature, industry_means
+
+    values = np.array([[1.0, 3.0, 10.0, np.nan, 7.0], [2.0, np.nan, 4.0, 6.0, 5.0]])
+    groups = np.array([[0, 0, 1, 1, np.nan], [0, 0, 1, 1, 1]])
+    means = industry_means(values, groups)
+    np.testing.assert_allclose(means, [[2.0, 2.0, 10.0, 10.0, np.nan], [2.0, 2.0, 5.0, 5.0, 5.0]])
+    rel = industry_feature("industry_rel_return_1d", values, groups)
+    np.testing.assert_allclose(rel, [[-1.0, 1.0, 0.0, np.nan, np.nan], [0.0, np.nan, -1.0, 1.0, 0.0]])
+    own = industry_feature("industry_return_1d", values, groups)  # NaN where the stock has no value
+    np.testing.assert_allclose(own, [[2.0, 2.0, 10.0, np.nan, np.nan], [2.0, np.nan, 5.0, 5.0, 5.0]])
+
+
+def test_the_industry_features_need_the_file_and_see_no_later_day(tmp_path):
+    import dataclasses
+
+    from forecaster.data import synthetic_panel
+    from forecaster.data.panel import Panel
+    from forecaster.features.factors import check_available, feature, resolve_features
+    from forecaster.portfolio.industry_groups import attach_industries
+
+    panel = Panel.from_frames(synthetic_panel(n_stocks=12, n_days=120, seed=3))
+    with pytest.raises(DataError, match=r"industry_rel_return_1d \(needs industry_group\).*--industries"):
+        check_available(panel, ["industry_rel_return_1d"])
+    classes = ["C39计算机"] * 6 + ["J66货币金融服务"] * 5 + [""]
+    path = tmp_path / "ind.csv"
+    rows = "".join(f"{c},{k}\n" for c, k in zip(panel.codes, classes, strict=True))
+    path.write_text("code,industry\n" + rows)
+    attach_industries(panel, path)
+    check_available(panel, ["industry"])
+    assert resolve_features(panel, ["industry"])[0] == "industry_rel_return_1d"
+    rel = feature(panel, "industry_rel_return_20d", cache=False)
+    base = feature(panel, "return_20d", cache=False)
+    day = 80
+    np.testing.assert_allclose(rel[day, :6], base[day, :6] - np.nanmean(base[day, :6]))
+    assert np.isnan(rel[:, 11]).all()  # unclassified: nothing to compare with
+    later = dataclasses.replace(panel, fields={k: v.copy() for k, v in panel.fields.items()}, _cache={})
+    for name in ("close", "open", "high", "low", "volume"):
+        tail = later.fields[name][day + 1:]
+        tail *= np.random.default_rng(1).lognormal(0, 0.3, tail.shape)
+    for name in ("industry_rel_return_1d", "industry_return_20d", "industry_rel_volume_surprise"):
+        np.testing.assert_array_equal(feature(panel, name, cache=False)[: day + 1],
+                                      feature(later, name, cache=False)[: day + 1], err_msg=name)

@@ -188,6 +188,8 @@ def prepare(raw: Mapping[str, Mapping], source: str = "<options>") -> tuple[Expe
         warning = top_k_warning(exp.backtest.strategy, int(members))
         if warning:
             loaded.summary += "\n" + warning
+    if exp.backtest.strategy.industries:  # read and checked before a write; the industry features read it
+        attach_industries(loaded.panel, exp.backtest.strategy.industries, exp.data.max_file_mb)
     if exp.panel:  # features the data cannot give: said before the run, not found after it
         names = exp.features.names or PanelTransformer.rules.default_features(
             len(loaded.frames), exp.model.get("preset", "auto"))
@@ -393,8 +395,6 @@ def run_experiment(exp: Experiment, loaded: Loaded, out: str | Path, overwrite: 
         check_reachable(exp.walk_forward.address)
     dividend_data = exp.backtest.dividend_data
     dividend_notes = attach_dividends(grid, dividend_data) if dividend_data else []  # checked before a write
-    if exp.backtest.strategy.industries:  # read and checked before a write; its notes come with the book's
-        attach_industries(grid, exp.backtest.strategy.industries, exp.data.max_file_mb)
     out = folder.claim()
     with atomic_write(out / EXPERIMENT_FILE, "w") as f:  # first: the run is reproducible even if cut
         f.write(to_toml(exp))

@@ -18,6 +18,7 @@ from forecaster.data.minute.features import INTRADAY_FEATURES
 from forecaster.data.panel import Panel
 from forecaster.data.sources import DataError
 from forecaster.features.alpha import ALPHA158, ALPHA360, ALPHA_FEATURES, ALPHA_NEEDS, alpha_feature
+from forecaster.features.industry import INDUSTRY_FEATURES, INDUSTRY_FIELD, industry_feature
 
 # name -> (days of history it needs, what it is)
 FEATURES: dict[str, tuple[int, str]] = {
@@ -53,6 +54,8 @@ FEATURES: dict[str, tuple[int, str]] = {
     # named (--features ...), never by default (OPTIONAL_FEATURES).
     "log_float_mv": (1, "log float market value (CNY): size"),
     "log_total_mv": (1, "log total market value (CNY): size"),
+    # Against the stock's industry (forecaster.features.industry): only with an industries file, when named.
+    **{name: (days, text) for name, (days, text, _) in INDUSTRY_FEATURES.items()},
 }
 # Four more A-share factors that the models use by default on a whole market only (past 500
 # stocks, forecaster.models.panel.sizing): there they lifted the Transformer's rank IC in three
@@ -60,12 +63,13 @@ FEATURES: dict[str, tuple[int, str]] = {
 MARKET_ONLY_FEATURES = ("skewness_20d", "idio_volatility_20d", "price_volume_corr_20d", "abnormal_turnover")
 # Features a model uses only when they are named: adding them to the defaults would change every
 # model's inputs (and results) on data that carry the columns.
-OPTIONAL_FEATURES = ("log_float_mv", "log_total_mv")
+OPTIONAL_FEATURES = ("log_float_mv", "log_total_mv", *INDUSTRY_FEATURES)
 DEFAULT_FEATURES = tuple(n for n in FEATURES if n not in MARKET_ONLY_FEATURES + OPTIONAL_FEATURES)
 MARKET_FEATURES = tuple(n for n in FEATURES if n not in OPTIONAL_FEATURES)
 # Qlib's feature sets (forecaster.features.alpha), used only when named: a set's name stands for
 # those of its columns the data's columns allow (resolve_features), or a column is named alone.
-FEATURE_SETS: dict[str, tuple[str, ...]] = {"alpha158": ALPHA158, "alpha360": ALPHA360}
+FEATURE_SETS: dict[str, tuple[str, ...]] = {"alpha158": ALPHA158, "alpha360": ALPHA360,
+                                            "industry": tuple(INDUSTRY_FEATURES)}
 FEATURES.update(ALPHA_FEATURES)
 CHOICES = (f"choose from {[n for n in FEATURES if n not in ALPHA_FEATURES]}, a set of Qlib's "
            f"{list(FEATURE_SETS)} or one of its columns (KMID, ..., ROC5, ..., VOLUME59)")
@@ -134,6 +138,13 @@ def feature(panel: Panel, name: str, cache: bool = True) -> np.ndarray:
         return panel._cache[key]
     if name in ALPHA_FEATURES:
         out = alpha_feature(panel, name)
+        if cache:
+            panel._cache[key] = out
+        return out
+    if name in INDUSTRY_FEATURES:
+        base = feature(panel, INDUSTRY_FEATURES[name][2], cache=cache)
+        out = (industry_feature(name, base, panel.fields[INDUSTRY_FIELD]) if INDUSTRY_FIELD in panel.fields
+               else np.full(base.shape, np.nan))
         if cache:
             panel._cache[key] = out
         return out
@@ -265,7 +276,8 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "price_volume_corr_20d": ("volume",), "abnormal_turnover": ("turnover",),
     "book_to_price": ("pb_mrq",), "earnings_to_price": ("pe_ttm",), "sales_to_price": ("ps_ttm",),
     "log_float_mv": ("float_mv",), "log_total_mv": ("total_mv",),
-    **{n: (n,) for n in INTRADAY_FEATURES}, **ALPHA_NEEDS}
+    **{n: (n,) for n in INTRADAY_FEATURES}, **ALPHA_NEEDS,
+    **{n: (INDUSTRY_FIELD, *(("volume",) if "volume" in n else ())) for n in INDUSTRY_FEATURES}}
 
 
 def available_features(panel: Panel, names=DEFAULT_FEATURES) -> tuple[str, ...]:
@@ -276,8 +288,13 @@ def available_features(panel: Panel, names=DEFAULT_FEATURES) -> tuple[str, ...]:
 
 def lacking(panel: Panel, names) -> dict[str, tuple[str, ...]]:
     """``{feature: columns}``: the features of ``names`` the panel cannot give, each with the
-    columns it lacks."""
-    absent = {n: tuple(c for c in NEEDS.get(n, ()) if not panel.has(c)) for n in names}
+    columns it lacks (a set's name: where none of its columns can be given)."""
+    absent = {}
+    for n in names:
+        cols = FEATURE_SETS.get(n, (n,))
+        if n in FEATURE_SETS and available_features(panel, cols):
+            continue  # a set stands for the columns the data allow
+        absent[n] = tuple(dict.fromkeys(c for col in cols for c in NEEDS.get(col, ()) if not panel.has(c)))
     return {n: cols for n, cols in absent.items() if cols}
 
 
@@ -289,7 +306,9 @@ def check_available(panel: Panel, names) -> None:
         raise DataError("the data's columns do not give the features " + "; ".join(
             f"{n} (needs {', '.join(cols)})" for n, cols in absent.items())
             + " (intraday features need the minute bars: --intraday DIR)" * any(
-                n in INTRADAY_FEATURES for n in absent))
+                n in INTRADAY_FEATURES for n in absent)
+            + " (industry features need the stocks' industry classes: --industries FILE)" * any(
+                n in INDUSTRY_FEATURES or n == "industry" for n in absent))
 
 
 def features_note(panel: Panel, names=DEFAULT_FEATURES, label: str = "features") -> str:

@@ -16,7 +16,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from forecaster.data.daily.industries import UNCLASSIFIED, groups, read_industries
+from forecaster.data.daily.industries import (
+    INDUSTRY_FIELD,
+    UNCLASSIFIED,
+    field_labels,
+    groups,
+    read_industries,
+)
 from forecaster.data.sources import MAX_FILE_MB
 from forecaster.portfolio.index_weights import decision_members
 
@@ -25,7 +31,8 @@ COLUMNS = ("date", "industry", "book", "benchmark", "active")  # active_industri
 
 
 def attach_industries(panel, path, max_file_mb: float = MAX_FILE_MB) -> list[str]:
-    """Read ``path`` and keep its classes ``[days, stocks]`` with ``panel``; returns the notes
+    """Read ``path`` and keep its classes ``[days, stocks]`` with ``panel`` (and the groups the
+    industry features compare within as the field ``industry_group``); returns the notes
     (how the classes apply over the panel's days, a snapshot's look-ahead named, and what
     reading counted).
 
@@ -34,6 +41,7 @@ def attach_industries(panel, path, max_file_mb: float = MAX_FILE_MB) -> list[str
     industries = read_industries(path, panel.codes, max_file_mb)
     classes = industries.classes(panel.dates, panel.codes)
     panel._cache[INDUSTRY_KEY] = (industries, classes)
+    panel.fields[INDUSTRY_FIELD] = field_labels(classes, panel.listed)  # the industry features' groups
     return [industries.describe(panel.dates), *industries.notes]
 
 

@@ -260,5 +260,20 @@ def groups(classes: np.ndarray, members: np.ndarray, level: int = 1, min_members
     return labels, [names[i] for i in used], counts
 
 
-__all__ = ["CSRC_SECTIONS", "Industries", "LEVELS", "OPTION", "OTHER", "UNCLASSIFIED", "at_level", "groups",
-           "letter_of", "read_industries"]
+INDUSTRY_FIELD = "industry_group"  # the Panel field of the industry features: a group index, NaN none
+FIELD_LEVEL, FIELD_MIN_MEMBERS = 2, 5  # the features compare within a division, a small one in its letter
+
+
+def field_labels(classes: np.ndarray, listed: np.ndarray) -> np.ndarray:
+    """``[days, stocks]`` float: each listed stock's group for the industry features
+    (:data:`FIELD_LEVEL`, groups under :data:`FIELD_MIN_MEMBERS` listed stocks merged as
+    :func:`groups` merges), NaN off the listed and for the unclassified (no industry to compare
+    with)."""
+    labels, names, _ = groups(classes, listed, FIELD_LEVEL, FIELD_MIN_MEMBERS)
+    none = names.index(UNCLASSIFIED) if UNCLASSIFIED in names else -2
+    return np.where((labels >= 0) & (labels != none), labels, np.nan).astype(float)
+
+
+__all__ = ["CSRC_SECTIONS", "FIELD_LEVEL", "FIELD_MIN_MEMBERS", "INDUSTRY_FIELD", "Industries", "LEVELS",
+           "OPTION", "OTHER", "UNCLASSIFIED", "at_level", "field_labels", "groups", "letter_of",
+           "read_industries"]
