@@ -284,3 +284,29 @@ def test_the_industry_features_need_the_file_and_see_no_later_day(tmp_path):
     for name in ("industry_rel_return_1d", "industry_return_20d", "industry_rel_volume_surprise"):
         np.testing.assert_array_equal(feature(panel, name, cache=False)[: day + 1],
                                       feature(later, name, cache=False)[: day + 1], err_msg=name)
+
+
+def test_the_risk_models_industries_are_the_books_groups_less_the_unclassified(tmp_path, world):  # noqa: F811
+    """risk_industries gives the groups of every listed member at the book's level with the
+    unclassified as -1 (no industry factor); a strategy without industries reads none, even where
+    another book's file is attached to the panel; the risk model then has one factor a group."""
+    from test_forecaster_policy import _config
+
+    from forecaster.portfolio.industry_groups import industry_groups, risk_industries
+    from forecaster.portfolio.panel_risk import risk_model_of
+
+    panel, _, path = _industry_world(tmp_path, world)
+    codes = [str(c) for c in panel.codes]
+    lines = path.read_text().splitlines()  # the last two: no class
+    path.write_text("\n".join([lines[0], *lines[1:-2], f"{codes[-2]},", f"{codes[-1]},"]) + "\n")
+    config = _config()
+    config.strategy.industries = str(path)
+    labels, names = risk_industries(panel, config.strategy)
+    assert names == ["C制造业", "J金融业", "K房地产业"]
+    assert (labels[:, -2:] == -1).all() and (labels[:, :10] == 0).all() and (labels[:, 10:25] == 1).all()
+    plain = _config()
+    assert industry_groups(panel, panel.listed, plain.strategy)[0] is None  # the file attached is not its
+    assert risk_industries(panel, plain.strategy) is None
+    model = risk_model_of(panel, (labels, names))
+    assert model.factor_names[7:10] == ("industry:C制造业", "industry:J金融业", "industry:K房地产业")
+    assert risk_model_of(panel) is not model and len(risk_model_of(panel).factor_names) == 12
