@@ -16,6 +16,11 @@ DIR`` each neutral variant's predictions are written to ``DIR/level_L/prediction
 report's rows, the forecast column replaced), a report folder ``scripts/bench_enhanced.py
 --report`` reads to measure the book on them.
 
+With ``--baseline DIR`` (another report on the same days, e.g. the run without the industry
+inputs) one more line, the report's raw forecast against the baseline's (paired, the same way)::
+
+    ic name=against_baseline level=0 mean=0.0540 icir=0.36 days=1778 diff=-0.0031 t=-1.10 p=0.27
+
 A null check first (``--null``): the same on forecasts drawn at random, which must read an IC
 of about zero whichever way it is demeaned.
 """
@@ -60,6 +65,7 @@ def main(argv=None) -> None:
     p.add_argument("--levels", default="1,2")
     p.add_argument("--null", action="store_true", help="score random forecasts instead (reads ~0)")
     p.add_argument("--write", default="", help="write each neutral variant's predictions under DIR")
+    p.add_argument("--baseline", default="", help="a report on the same days to test the forecast against")
     args = p.parse_args(argv)
     pred = read_predictions(args.report)
     pred = pred[pred["model"] == args.model]
@@ -77,6 +83,16 @@ def main(argv=None) -> None:
     raw = daily_ic(forecast, actual)
     s = ic_summary(raw)
     print(f"ic name=raw level=0 mean={s['mean_ic']:.4f} icir={s['icir']:.3f} days={s['n_days']}", flush=True)
+    if args.baseline:
+        other = read_predictions(args.baseline)
+        other = other[other["model"] == args.model]
+        base_f = other.pivot_table(index=other.index, columns="code", values="forecast", aggfunc="first")
+        base_a = other.pivot_table(index=other.index, columns="code", values="actual", aggfunc="first")
+        base = daily_ic(base_f.sort_index(), base_a)
+        b, test = ic_summary(base), ic_difference_test(raw, base)
+        print(f"ic name=against_baseline level=0 mean={b['mean_ic']:.4f} icir={b['icir']:.3f} "
+              f"days={b['n_days']} diff={test['mean_diff']:+.4f} t={test['t_stat']:.2f} "
+              f"p={test['p_value']:.3f}  # the baseline's figures; diff: raw minus baseline", flush=True)
     for level in (int(v) for v in args.levels.split(",")):
         labels, names, counts = groups(classes, forecast.notna().to_numpy(), level, 3)
         adjusted = neutral(forecast, labels)
