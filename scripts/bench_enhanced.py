@@ -317,6 +317,9 @@ def _args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", default=str(REPO / "runs/bench_enhanced"))
     p.add_argument("--model", default="transformer")
     p.add_argument("--capital", type=float, default=1e8, help="every book's starting cash, CNY (1e8)")
+    p.add_argument("--rebalance-tolerance", type=float, default=BacktestConfig.rebalance_tolerance,
+                   help="the enhanced books' --rebalance-tolerance (a held position resized only when off "
+                        "its target by more than this fraction)")
     p.add_argument("--tracking-error", type=float, default=0.05)
     p.add_argument("--rebalance-every", type=int, default=1)
     p.add_argument("--max-turnover", type=float, default=StrategyConfig.max_turnover)
@@ -397,7 +400,8 @@ def main(argv=None) -> None:
     n_members = int(panel.members.sum(axis=1).max())
     base = BacktestConfig.for_universe(n_members, benchmark_weights=args.benchmark_weights,
                                        capital=args.capital)
-    enhanced = dataclasses.replace(base, strategy=StrategyConfig(
+    tolerance = args.rebalance_tolerance
+    enhanced = dataclasses.replace(base, rebalance_tolerance=tolerance, strategy=StrategyConfig(
         rule="enhanced", tracking_error=args.tracking_error, rebalance_every=args.rebalance_every,
         max_turnover=args.max_turnover, active_bound=args.active_bound, style_bound=args.style_bound,
         alpha_shape=args.alpha_shape, alpha_halflife=args.alpha_halflife,
