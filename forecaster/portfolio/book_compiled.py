@@ -85,8 +85,9 @@ class CompiledBook:
                 objective = objective - STYLE_PENALTY * cp.sum(cp.pos(cp.abs(exposure) - st.style_bound))
             else:
                 constraints.append(cp.abs(exposure) <= st.style_bound)
-        if self.n_groups:  # each industry group's active weight
-            exposure = p["groups"] @ w - p["groups_b"]
+        if self.n_groups:  # each industry group's active weight, a variable: its dense rows once
+            exposure = cp.Variable(self.n_groups)
+            constraints.append(exposure == p["groups"] @ w - p["groups_b"])
             if soft_style:
                 objective = objective - STYLE_PENALTY * cp.sum(cp.pos(cp.abs(exposure) - st.industry_bound))
             else:
