@@ -310,3 +310,15 @@ def test_the_risk_models_industries_are_the_books_groups_less_the_unclassified(t
     model = risk_model_of(panel, (labels, names))
     assert model.factor_names[7:10] == ("industry:C制造业", "industry:J金融业", "industry:K房地产业")
     assert risk_model_of(panel) is not model and len(risk_model_of(panel).factor_names) == 12
+
+
+def test_train_refuses_the_industry_features_in_one_line(tmp_path):
+    from test_forecaster_trust import _invoke
+
+    from forecaster.data import write_synthetic_panel
+
+    data = tmp_path / "data"
+    write_synthetic_panel(data, n_stocks=4, n_days=60, seed=1)
+    res = _invoke("train", data, "--out", tmp_path / "run", "--features", "ret_1d,industry")
+    assert res.exit_code == 1 and "train and predict do not take them yet" in res.output, res.output
+    assert not (tmp_path / "run").exists()

@@ -191,6 +191,13 @@ def train(data, out, overwrite, end, **options):
         raise click.ClickException("--intraday needs DATA to be a folder of daily files (a panel)")
     features = raw.get("features", {}).get("names")
     blend = raw.get("features", {}).get("blend")  # None: the model's preset decides
+    from forecaster.features.industry import INDUSTRY_FEATURES
+
+    industry = [n for n in (*(features or ()), *(blend or ())) if n == "industry" or n in INDUSTRY_FEATURES]
+    if industry:  # predict's panel is the day's members: its industry means would not be training's
+        raise click.ClickException(f"--features {','.join(industry)}: the industry features are measured by "
+                                   "backtest and run (with --industries FILE); train and predict do not take "
+                                   "them yet")
     panel = bool(data) and Path(data).is_dir()
     if blend and not panel:
         raise click.ClickException("--blend-features needs DATA to be a folder of stocks (a panel): a "
