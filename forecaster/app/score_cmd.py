@@ -202,7 +202,6 @@ def _score(pred, scores, name, dates, exp, loaded, run, result, out, overwrite, 
     from forecaster.evaluation.assembly import assemble
     from forecaster.evaluation.external import ExternalScores, align
     from forecaster.evaluation.universe import universe_counts, universe_line
-    from forecaster.portfolio.industry_groups import attach_industries
     from forecaster.portfolio.rules import check_capital
     from forecaster.portfolio.total_return import attach_dividends
 
@@ -255,8 +254,7 @@ def _score(pred, scores, name, dates, exp, loaded, run, result, out, overwrite, 
     check_capital(exp.backtest.capital, grid, first, exp.backtest.market.lot_size)  # before a write
     if exp.backtest.dividend_data:
         problems += attach_dividends(grid, exp.backtest.dividend_data)
-    if exp.backtest.strategy.industries:  # read and checked before a write
-        attach_industries(grid, exp.backtest.strategy.industries, exp.data.max_file_mb)
+    # [strategy] industries: read, checked and attached to this panel by prepare, before any write
     folder = check_output(out, overwrite=overwrite, resume_with=None)  # again: nothing written yet
     meaning = DATES_MEANING[dates]
     head = [f"{name}: scored from {pred} ({aligned.summary()}); {meaning}", *problems]
