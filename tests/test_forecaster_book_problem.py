@@ -445,3 +445,48 @@ def test_the_runs_problem_is_compiled_once_and_solves_each_day_on_its_axis():
         np.testing.assert_allclose(w_run, w_own, atol=1e-6)
         built.append(run.book.problem(True, False)[0])
     assert built[0] is built[1] is built[2]
+
+
+def _industry_case(seed=6):
+    """``_case`` with three industries: 0/1 exposure columns after the styles (their own
+    factor variances) and the same classes as the bound's groups ``[N, 3]``."""
+    bench, x, f, d, alpha = _case(seed)
+    groups = np.eye(3)[np.arange(N) % 3]
+    x = np.column_stack([x[:, :3], groups, x[:, 3:]])
+    full = np.zeros((7, 7))
+    keep = [0, 1, 2, 6]
+    full[np.ix_(keep, keep)] = f
+    full[3:6, 3:6] = np.diag([0.006, 0.008, 0.005]) ** 2
+    alpha = alpha + np.where(np.arange(N) % 3 == 0, 0.004, 0.0)  # a bet on the first industry
+    return bench, x, full, d, alpha, groups
+
+
+def test_industries_compile_sparse_and_recompile_only_on_a_class_change_of_a_live_stock():
+    """Industry columns and groups enter the compiled problem as constant sparse matrices: a day
+    whose industry bound binds gives the composed problem's weights; the run's next day reuses
+    the problem when only a stock held at 0 (a leaver) reads another class, and compiles it
+    anew when a stock that may hold weight does, each day's weights those of its own problem."""
+    bench, x, f, d, alpha, groups = _industry_case()
+    s = _strategy(industry_bound=0.01, style_bound=0.5, industries="classes.csv")
+    parts = enhanced.book_parts(alpha * 5, bench, bench, x, f, d, 3, s, cost=0.001, groups=groups)
+    composed = book_problem.solve(*parts, N, bench)
+    compiled = _solve(alpha * 5, bench, bench, x, f, d, s, cost=0.001, groups=groups)
+    np.testing.assert_allclose(compiled, composed, atol=1e-5)
+    active = groups.T @ (compiled - bench)
+    assert abs(active[0]) == pytest.approx(0.01, abs=1e-6)  # the bound binds
+    unbound = _solve(alpha * 5, bench, bench, x, f, d, _strategy(style_bound=0.5), cost=0.001)
+    assert (groups.T @ (unbound - bench))[0] > 0.02
+
+    run = enhanced.Compiled(np.ones(N, bool))
+    sold = np.r_[True, np.zeros(N - 1, bool)]  # stock 0 leaves: held at 0 whatever its class
+    compiles = []
+    for move in (None, 0, 1):  # no change, the leaver's class, a live stock's class
+        xs, gs = x.copy(), groups.copy()
+        if move is not None:
+            xs[move, 3:6], gs[move] = xs[move, [4, 5, 3]], gs[move, [1, 2, 0]]
+        run.at(np.arange(N))
+        kw = dict(cost=0.001, groups=gs, sold=sold)
+        w_run = _solve(alpha * 5, bench, bench, xs, f, d, s, compiled=run, **kw)
+        np.testing.assert_allclose(w_run, _solve(alpha * 5, bench, bench, xs, f, d, s, **kw), atol=1e-6)
+        compiles.append(run.book.compiles)
+    assert compiles == [1, 1, 2]

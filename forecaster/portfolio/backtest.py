@@ -117,7 +117,7 @@ from forecaster.portfolio.benchmark import equal_weight_benchmark
 from forecaster.portfolio.broker import TRADE_COLUMNS, Broker, performance_metrics
 from forecaster.portfolio.delisted import EXIT_COLUMNS
 from forecaster.portfolio.execution import simulate, trade_towards
-from forecaster.portfolio.index_weights import members_equity
+from forecaster.portfolio.index_weights import members_equity, price_growth
 from forecaster.portfolio.policy import EnhancedPolicy, Policy, RulePolicy, in_force
 from forecaster.portfolio.rules import CostModel, MarketRules
 from forecaster.portfolio.strategy import (
@@ -437,7 +437,9 @@ def run_backtest(data: Panel | Mapping[str, pd.DataFrame], forecast: pd.DataFram
     if isinstance(policy, EnhancedPolicy):  # what it decided in the loop, measured on what it held
         book = policy.book()
         close = panel.close_val[start:last + 1]
-        book.held_after(pos, eq, close, days)
+        at = np.ix_(data.dates.get_indexer(days), pd.Index(data.codes).get_indexer(codes))
+        growth = price_growth(data)[at]
+        book.held_after(pos, eq, close, days, growth)
         with np.errstate(invalid="ignore", divide="ignore"):
             value = np.nan_to_num(pos * close / np.asarray(eq)[:, None])
         held = pd.DataFrame(np.column_stack([value, cash / np.asarray(eq)]), index=days,

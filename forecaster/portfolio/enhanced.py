@@ -66,6 +66,16 @@ _RISK = ("predicted_te", "factor_te", "style_te", "specific_te")
 CASH_LIMIT = 0.01  # the book's cash after a close stays below this unless a rule kept a buy from filling
 
 
+def _drifted(bench: np.ndarray, growth: np.ndarray) -> np.ndarray:
+    """``bench`` ``[rows, codes]`` (NaN: outside the book) carried through a day by each
+    member's price factor ``growth`` (same shape) and renormalised to its row's total."""
+    g = np.where(np.isfinite(growth) & (growth > 0), growth, 1.0)
+    moved = bench * g
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scale = np.nansum(bench, axis=1, keepdims=True) / np.nansum(moved, axis=1, keepdims=True)
+    return moved * np.where(np.isfinite(scale), scale, 1.0)
+
+
 @dataclass
 class EnhancedBook:
     """What the enhanced policy decided in a backtest (:class:`~forecaster.portfolio.policy.EnhancedPolicy`).
@@ -99,6 +109,7 @@ class EnhancedBook:
     industry_bound: float = 0.0  # the strategy's (0: none), drawn in active_industries.png
     bench: pd.DataFrame | None = None  # [date x code] the benchmark weights of each decision row
     held: pd.DataFrame | None = None  # [date x code] the weights held at each decision row's close
+    held_bench: pd.DataFrame | None = None  # [date x code] the benchmark's at that close (drifted)
 
     def industry_weights(self) -> pd.DataFrame:
         """``date, industry, book, benchmark, active`` on each rebalance row: the book's weight
@@ -110,16 +121,20 @@ class EnhancedBook:
             return pd.DataFrame(columns=list(COLUMNS))
         rows = self.bench.dropna(how="all").index
         book = self.weights if self.held is None else self.held
+        bench = self.bench if self.held_bench is None else self.held_bench
         rows = rows.intersection(book.index)
-        return group_weights(book.loc[rows], self.bench.loc[rows], self.groups.loc[rows].to_numpy(),
+        return group_weights(book.loc[rows], bench.loc[rows], self.groups.loc[rows].to_numpy(),
                              self.group_names)
 
     def held_after(self, positions: np.ndarray, equity: np.ndarray, close: np.ndarray,
-                   days: pd.DatetimeIndex) -> None:
+                   days: pd.DatetimeIndex, growth: np.ndarray | None = None) -> None:
         """Measure ``active`` on what was held, not on the targets: on each rebalance row's day,
         ``positions`` ``[days, codes]`` (shares) at ``close`` ``[days, codes]`` over ``equity``
-        ``[days]``, less the benchmark weights the decision used. A target the lots, limits or
-        suspensions kept from being bought is no active weight of the book."""
+        ``[days]``, less the benchmark weights the decision used, drifted to the same close by
+        ``growth`` ``[days, codes]`` (each member's price factor over the day, as the index's
+        weights drift; None: not drifted). Both sides valued at one close, as a holder reads
+        the book that evening: a target the lots, limits or suspensions kept from being bought
+        is no active weight of the book, and the day's moves are not read as one."""
         target = self.active
         rows = target.dropna(how="all").index.intersection(days)
         bench = self.weights.loc[rows] - target.loc[rows]  # b where the book had one (NaN: outside)
@@ -128,6 +143,8 @@ class EnhancedBook:
             held = positions[at] * close[at] / np.asarray(equity, float)[at][:, None]
         held = np.nan_to_num(held)
         b = bench.to_numpy(dtype=float)
+        if growth is not None:
+            b = _drifted(b, growth[at])
         active = np.where(np.isnan(b) & (held == 0), np.nan, held - np.nan_to_num(b))
         out = pd.DataFrame(np.nan, index=target.index, columns=target.columns)
         out.loc[rows] = active
@@ -138,6 +155,9 @@ class EnhancedBook:
             with np.errstate(invalid="ignore", divide="ignore"):
                 held_all = np.nan_to_num(positions[at] * close[at] / np.asarray(equity, float)[at][:, None])
             self.held = pd.DataFrame(held_all, index=decided, columns=target.columns)
+            if growth is not None:
+                self.held_bench = pd.DataFrame(_drifted(self.bench.loc[decided].to_numpy(float), growth[at]),
+                                               index=decided, columns=target.columns)
 
     def note_cash(self, cash: pd.Series, trades: pd.DataFrame) -> None:
         """Count in the notes the closes where ``cash`` (``[date]``, over the book's value) was

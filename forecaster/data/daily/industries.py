@@ -234,7 +234,9 @@ def groups(classes: np.ndarray, members: np.ndarray, level: int = 1, min_members
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
     members = np.asarray(members, bool)
-    kinds, class_id = np.unique(np.asarray(classes, dtype=object).astype(str), return_inverse=True)
+    # hashed, not sorted: days x stocks strings (millions) sort in seconds, hash in a fraction
+    class_id, kinds = pd.factorize(np.asarray(classes, dtype=object).ravel(), use_na_sentinel=False)
+    kinds = [str(c) for c in kinds]
     class_id = class_id.reshape(members.shape)
     group_of = [UNCLASSIFIED if not c else at_level(c, level) for c in kinds]
     up_of = [UNCLASSIFIED if not c else at_level(c, 1) if level == 2 and letter_of(c) else OTHER
