@@ -115,7 +115,7 @@ from forecaster.portfolio.backtest import BacktestConfig, run_backtest  # noqa: 
 from forecaster.portfolio.book_problem import TIMES, reset_times  # noqa: E402
 from forecaster.portfolio.index_series import attach_index, index_for  # noqa: E402
 from forecaster.portfolio.index_weights import benchmark_weights, growth, weights_tracking  # noqa: E402
-from forecaster.portfolio.industry_groups import attach_industries, industry_groups  # noqa: E402
+from forecaster.portfolio.industry_groups import attach_industries, beyond_bound, industry_groups  # noqa: E402
 from forecaster.portfolio.strategy import StrategyConfig  # noqa: E402
 from forecaster.reporting.report import read_predictions  # noqa: E402
 from forecaster.risk import bias_statistic  # noqa: E402
@@ -449,6 +449,7 @@ def main(argv=None) -> None:
         with_ind = books["enhanced_industries"].enhanced
         risk_named["enhanced_industries"] = risk_bias(panel, with_ind, bench.weights)[0]
         table = ind_table = with_ind.industry_weights()
+        print("# " + beyond_bound(table, with_ind.industry_weights(decided=True), args.industry_bound))
         _, names, counts = industry_groups(panel, panel.members, runs[1][1].strategy)
         industries = {"source": args.industries, "groups": len(names), "unclassified": counts["unclassified"],
                       "level": args.industry_level, "bound": args.industry_bound,

@@ -322,3 +322,17 @@ def test_train_refuses_the_industry_features_in_one_line(tmp_path):
     res = _invoke("train", data, "--out", tmp_path / "run", "--features", "ret_1d,industry")
     assert res.exit_code == 1 and "train and predict do not take them yet" in res.output, res.output
     assert not (tmp_path / "run").exists()
+
+
+def test_the_bounds_line_counts_held_days_beyond_it_and_names_the_largest():
+    from forecaster.portfolio.industry_groups import beyond_bound
+
+    days = pd.to_datetime(["2024-10-08", "2024-10-09", "2024-10-10"])
+    held = pd.DataFrame({"date": np.repeat(days, 2), "industry": ["C", "J"] * 3, "book": 0.0,
+                         "benchmark": 0.0,
+                         "active": [-0.062, 0.040, 0.054, -0.050, 0.056, 0.001]})
+    decided = held.assign(active=held["active"].clip(-0.05, 0.05))
+    line = beyond_bound(held, decided, 0.05)
+    assert line == ("industries: decided max_active=0.0500 (bound 0.05); held beyond 0.055 on 2 of 3 "
+                    "rebalance(s), the largest -0.0620 in C on 2024-10-08")
+    assert "the largest" not in beyond_bound(held.assign(active=0.05), decided, 0.05)

@@ -111,17 +111,18 @@ class EnhancedBook:
     held: pd.DataFrame | None = None  # [date x code] the weights held at each decision row's close
     held_bench: pd.DataFrame | None = None  # [date x code] the benchmark's at that close (drifted)
 
-    def industry_weights(self) -> pd.DataFrame:
+    def industry_weights(self, decided: bool = False) -> pd.DataFrame:
         """``date, industry, book, benchmark, active`` on each rebalance row: the book's weight
-        in each industry group (what it held, after :meth:`held_after`; the targets before),
-        the benchmark's and their difference; empty without industries."""
+        in each industry group (what it held at that close against the benchmark's there, after
+        :meth:`held_after`; the targets against the decision's benchmark before it, or
+        ``decided``), the benchmark's and their difference; empty without industries."""
         from forecaster.portfolio.industry_groups import COLUMNS, group_weights
 
         if self.groups is None or self.bench is None:
             return pd.DataFrame(columns=list(COLUMNS))
         rows = self.bench.dropna(how="all").index
-        book = self.weights if self.held is None else self.held
-        bench = self.bench if self.held_bench is None else self.held_bench
+        book = self.weights if self.held is None or decided else self.held
+        bench = self.bench if self.held_bench is None or decided else self.held_bench
         rows = rows.intersection(book.index)
         return group_weights(book.loc[rows], bench.loc[rows], self.groups.loc[rows].to_numpy(),
                              self.group_names)

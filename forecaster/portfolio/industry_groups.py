@@ -133,5 +133,23 @@ def group_weights(weights: pd.DataFrame, bench: pd.DataFrame, labels: np.ndarray
                          "active": book[row, group] - ref[row, group]}, columns=list(COLUMNS))
 
 
-__all__ = ["COLUMNS", "INDUSTRY_KEY", "attach_industries", "group_weights", "industry_groups",
+def beyond_bound(held: pd.DataFrame, decided: pd.DataFrame, bound: float, slack: float = 0.005) -> str:
+    """One line on how the industry bound held: the largest active group weight the book
+    decided (``decided``: :data:`COLUMNS` of the targets) and how often, and where most, the
+    book held (``held``: at the rebalance days' closes) beyond ``bound + slack`` (the day's
+    moves, lots and buys a limit kept from filling)."""
+    if held.empty or decided.empty:
+        return "industries: no rebalance with industry groups"
+    size = held["active"].abs()
+    over = held[size > bound + slack]
+    line = (f"industries: decided max_active={decided['active'].abs().max():.4f} (bound {bound:g}); held "
+            f"beyond {bound + slack:g} on {over['date'].nunique()} of {held['date'].nunique()} rebalance(s)")
+    if len(over):
+        worst = held.loc[size.idxmax()]
+        line += (f", the largest {worst['active']:+.4f} in {worst['industry']} on "
+                 f"{pd.Timestamp(worst['date']).date()}")
+    return line
+
+
+__all__ = ["COLUMNS", "INDUSTRY_KEY", "attach_industries", "beyond_bound", "group_weights", "industry_groups",
            "industry_names", "industry_notes", "last_groups", "risk_industries"]
