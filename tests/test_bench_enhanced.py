@@ -280,3 +280,34 @@ def test_the_industries_lines_are_issue_87s():
         "industries source=ind.csv groups=19 unclassified=1200 level=1 bound=0.05 max_active=0.0512"]
     with pytest.raises(SystemExit):
         bench._args(["--industries", "/no/such/file.csv"])
+
+
+def _books_daily(folder: Path, book: np.ndarray, index: np.ndarray, days: pd.DatetimeIndex) -> str:
+    folder.mkdir()
+    pd.DataFrame({"enhanced_industries": book, "total_return": index},
+                 index=pd.Index(days, name="date")).to_csv(folder / "books_daily.csv")
+    return str(folder)
+
+
+@pytest.mark.parametrize("edge, replaces", [(4e-4, "yes"), (0.0, "no")])
+def test_the_industry_levels_cells_replace_only_a_planted_edge(tmp_path, capsys, edge, replaces):
+    """``industry_level_cells.py``: four cells (two indices, two periods) a level; a level that
+    earns 4 bp a day more replaces the incumbent; one that differs by noise alone does not."""
+    cells = _load("industry_level_cells")
+    days = pd.bdate_range("2019-01-01", "2026-05-29")
+    rng = np.random.default_rng(0)
+    runs = []
+    for index in ("csi300", "csi500"):
+        market = rng.normal(0, 0.01, len(days))
+        one = market + rng.normal(2e-4, 0.003, len(days))
+        two = one + edge + rng.normal(0, 0.002, len(days))
+        for level, book in ((1, one), (2, two)):
+            folder = _books_daily(tmp_path / f"{index}_{level}", book, market, days)
+            runs += ["--run", f"{index}:{level}={folder}"]
+    cells.main(runs)
+    out = capsys.readouterr().out.splitlines()
+    assert sum(line.startswith("cell index=") for line in out) == 8
+    assert out[-1].startswith("verdict name=level_2 against=level_1 leads=")
+    assert out[-1].endswith(f"replaces={replaces}")
+    with pytest.raises(SystemExit):
+        cells.main(["--run", "csi300:x=" + str(tmp_path)])
