@@ -17,14 +17,14 @@ constant of the day, left out). The risk reads the active factor exposure ``y = 
 and specific part ``z = sd (w - b)`` as variables, used by the objective and the tracking
 budget alike: fewer variables and rows than the problem the terms compose, and a sparser one.
 
-Industry factors and groups are 0/1 columns: as parameters they would be dense rows of the
-solver's matrix (a cvxpy parameter keeps every entry), which made each solve many times slower
-with 60 groups. So the exposures' 0/1 columns (after the market and styles) and the industry
-groups are constant sparse matrices ``H`` and ``G`` of the compiled problem, ``L' [Xd'; H] w``
-the factor part (``Xd`` the other columns, ``L'`` ``[k, k]`` parameters). A stock whose bounds
-hold it at 0 may read any class, so a day reuses the problem when its stocks that may hold
-weight read the classes compiled; otherwise the problem is compiled again (a class changed:
-rarely, with a snapshot of classes).
+Industry factors and groups are 0/1 columns: as dense parameters they would be dense rows of
+the solver's matrix (every entry kept), which made each solve many times slower with 60 groups.
+So the exposures' 0/1 columns (after the market and styles) and the industry groups are sparse
+parameters ``H`` and ``G`` (cvxpy's ``sparsity``: only the entries of a pattern), ``L' [Xd'; H]
+w`` the factor part (``Xd`` the other columns, ``L'`` ``[k, k]``). The pattern is every (class,
+stock) the run's labels give (``seed``) and any a day adds: a day whose stocks that may hold
+weight read a class outside it widens it and compiles the problem again (rare: the run's
+labels seed it); a stock whose bounds hold it at 0 may read any class.
 The solution is cleaned and checked against the day's constraints (numpy) by the caller exactly
 as before (:func:`~forecaster.portfolio.book_problem.clean`, ``broken``).
 """
@@ -46,34 +46,41 @@ class CompiledBook:
     them styles) under ``strategy``; each rung of the ladder (``turnover_limit``,
     ``soft_style``) compiled on its first use and re-solved with new parameters after."""
 
-    def __init__(self, n: int, k: int, n_style: int, strategy, n_groups: int = 0):
+    def __init__(self, n: int, k: int, n_style: int, strategy, n_groups: int = 0,
+                 seed: tuple[np.ndarray | None, np.ndarray | None] = (None, None)):
         self.n, self.k, self.n_style, self.strategy = int(n), int(k), int(n_style), strategy
         self.n_groups = int(n_groups)
         self._rungs: dict[tuple[bool, bool], tuple] = {}
-        # the 0/1 exposure columns (sparse H) and the groups' matrix G as compiled
+        # the patterns of H (the 0/1 exposure columns, ``classes``) and G: [rows, n] bool; the
+        # seed's (each ``[labels, n]`` bool: the classes and groups the run's labels give)
+        self.seed = seed
         self.classes = np.zeros(0, dtype=int)
-        self.h = np.zeros((0, self.n))
-        self.g = np.zeros((self.n_groups, self.n))
+        self.h = np.zeros((0, self.n), bool)
+        self.g = self._seeded(1, self.n_groups)
         self.compiles = 0
 
+    def _seeded(self, which: int, rows: int) -> np.ndarray:
+        given = self.seed[which]
+        ok = given is not None and np.shape(given) == (rows, self.n)
+        return np.array(given, bool) if ok else np.zeros((rows, self.n), bool)
+
     def sync(self, exposures: np.ndarray, groups: np.ndarray | None, live: np.ndarray) -> None:
-        """Make the compiled ``H`` and ``G`` those of a day (``exposures`` ``[n, k]``, ``groups``
-        ``[n, n_groups]``) on its ``live`` stocks ``[n]`` (those that may hold weight), keeping
-        the others' rows; drop the compiled rungs when they change."""
+        """Widen the patterns of ``H`` and ``G`` to a day's (``exposures`` ``[n, k]``, ``groups``
+        ``[n, n_groups]``) on its ``live`` stocks ``[n]`` (those that may hold weight); drop the
+        compiled rungs when they change."""
         x = np.asarray(exposures, float)
         tail = x[:, self.n_style:]
-        zero_one = ((tail == 0) | (tail == 1)).all(axis=0) & (tail == 1).any(axis=0)
+        zero_one = ((tail == 0) | (tail == 1)).all(axis=0)  # an industry without a stock today too
         classes = self.n_style + np.flatnonzero(zero_one)
-        h = self.h if np.array_equal(classes, self.classes) else np.zeros((len(classes), self.n))
-        g = self.g
-        new_h = h.copy()
-        new_h[:, live] = x[live][:, classes].T
-        new_g = g.copy()
+        same = np.array_equal(classes, self.classes)
+        h = self.h if same else self._seeded(0, len(classes))
+        need_h = np.zeros_like(h)
+        need_h[:, live] = x[live][:, classes].T != 0
+        need_g = np.zeros_like(self.g)
         if self.n_groups:
-            new_g[:, live] = np.asarray(groups, float)[live].T
-        if (not np.array_equal(classes, self.classes) or not np.array_equal(new_h, self.h)
-                or not np.array_equal(new_g, self.g)):
-            self.classes, self.h, self.g, self._rungs = classes, new_h, new_g, {}
+            need_g[:, live] = np.asarray(groups, float)[live].T != 0
+        if not same or (need_h & ~h).any() or (need_g & ~self.g).any():
+            self.classes, self.h, self.g, self._rungs = classes, h | need_h, self.g | need_g, {}
 
     def fits(self, n: int, k: int, n_style: int, strategy, n_groups: int = 0) -> bool:
         """Whether a day of this shape and strategy can reuse this problem."""
@@ -89,7 +96,6 @@ class CompiledBook:
 
     def _build(self, turnover_limit: bool, soft_style: bool):
         import cvxpy as cp
-        from scipy import sparse
 
         n, k, s, st = self.n, self.k, self.n_style, self.strategy
         self.compiles += 1
@@ -107,7 +113,8 @@ class CompiledBook:
         loads = cp.Variable(k)  # X' w, the 0/1 columns last: a variable keeps L' X' w DPP
         given = p["dense"] @ w
         if len(self.classes):
-            given = cp.hstack([given, sparse.csr_matrix(self.h) @ w])
+            p["classes"] = _sparse_parameter(self.h)
+            given = cp.hstack([given, p["classes"] @ w])
         horizon = float(st.rebalance_every)
         aversion = float(st.trade_aversion)
         objective = (p["alpha"] @ w
@@ -128,7 +135,8 @@ class CompiledBook:
                 constraints.append(cp.abs(exposure) <= st.style_bound)
         if self.n_groups:  # each industry group's active weight, a variable: its dense rows once
             exposure = cp.Variable(self.n_groups)
-            constraints.append(exposure == sparse.csr_matrix(self.g) @ w - p["groups_b"])
+            p["groups"] = _sparse_parameter(self.g)
+            constraints.append(exposure == p["groups"] @ w - p["groups_b"])
             if soft_style:
                 objective = objective - STYLE_PENALTY * cp.sum(cp.pos(cp.abs(exposure) - st.industry_bound))
             else:
@@ -164,6 +172,10 @@ class CompiledBook:
             values["groups_b"] = np.asarray(groups, float).T @ b
         for name, value in values.items():
             p[name].value = np.asarray(value, float)
+        if "classes" in p:
+            _set_sparse(p["classes"], x[:, self.classes].T)
+        if "groups" in p:
+            _set_sparse(p["groups"], np.asarray(groups, float).T)
         try:
             book_problem.timed_solve(problem)
         except cp.error.SolverError:
@@ -171,6 +183,74 @@ class CompiledBook:
         if problem.status not in ("optimal", "optimal_inaccurate") or w.value is None:
             return None
         return np.asarray(w.value, float)
+
+
+class Compiled:
+    """A run's :class:`~forecaster.portfolio.book_compiled.CompiledBook` over a fixed axis: the
+    stocks of ``on_axis`` ``[stocks]`` (the union of those a run's rebalances may hold), and
+    where each day's problem lies on it (:meth:`at`, set by :func:`rebalance`)."""
+
+    def __init__(self, on_axis: np.ndarray, labels: tuple = (None, None)):
+        on_axis = np.asarray(on_axis, bool)
+        self.size, self.book, self.where = int(on_axis.sum()), None, None
+        self.axis_of = np.where(on_axis, np.cumsum(on_axis) - 1, -1)
+        # the sparse patterns' seed (CompiledBook): which classes of the risk model and which
+        # groups of the bound each stock on the axis holds some day; labels: (risk, groups),
+        # each None or ([days, stocks] int, -1 none; the number of labels)
+        self.seed = tuple(None if got is None else _pattern(got[0][:, on_axis], got[1]) for got in labels)
+
+    def at(self, idx: np.ndarray) -> None:
+        """The day's problem is over the stocks ``idx``: on the axis if they all lie on it."""
+        pos = self.axis_of[idx]
+        self.where = pos if (pos >= 0).all() else None
+
+    def place(self, n: int, k: int, n_style: int, strategy, n_groups: int = 0) -> np.ndarray | None:
+        """Where a day's ``n`` stocks lie on the axis (None: it cannot reuse the run's problem)."""
+        if self.where is None or len(self.where) != n:
+            return None
+        if self.book is None or not self.book.fits(self.size, k, n_style, strategy, n_groups):
+            self.book = CompiledBook(self.size, k, n_style, strategy, n_groups, self.seed)
+        return self.where
+
+    def spread(self, args: list, where: np.ndarray) -> list:
+        """The day's ``[n]`` (and ``[n, k]``) arrays on the axis: 0 off the day's stocks (their
+        bounds 0, so they hold nothing), a specific variance of 1 there (any positive value)."""
+        out = []
+        for i, a in enumerate(args):
+            a = np.asarray(a, float)
+            full = np.zeros((self.size, *a.shape[1:])) if i != 4 else np.ones(self.size)
+            full[where] = a
+            out.append(full)
+        return out
+
+
+def _pattern(labels: np.ndarray, n_labels: int) -> np.ndarray:
+    """``[n_labels, stocks]`` bool: the labels each stock holds on some day of ``labels``
+    ``[days, stocks]`` (-1: none)."""
+    out = np.zeros((int(n_labels), labels.shape[1]), bool)
+    day, stock = np.nonzero(labels >= 0)
+    out[labels[day, stock], stock] = True
+    return out
+
+
+def _sparse_parameter(pattern: np.ndarray):
+    """A ``cp.Parameter`` of ``pattern``'s shape holding entries only where it is True (one
+    entry at least: cvxpy wants a pattern)."""
+    import cvxpy as cp
+
+    rows, cols = np.nonzero(pattern)
+    if not len(rows):
+        rows, cols = np.array([0]), np.array([0])
+    return cp.Parameter(pattern.shape, sparsity=(rows, cols))
+
+
+def _set_sparse(param, dense: np.ndarray) -> None:
+    """Set a sparse parameter from ``dense`` at its pattern's entries (a day's nonzeros lie in
+    it for the stocks that may hold weight, :meth:`CompiledBook.sync`)."""
+    from scipy import sparse
+
+    rows, cols = param.sparse_idx
+    param.value_sparse = sparse.coo_array((dense[rows, cols], (rows, cols)), shape=param.shape)
 
 
 def bounds(bench: np.ndarray, prev: np.ndarray, active_bound: float, no_buy: np.ndarray | None,

@@ -38,6 +38,8 @@ def timed_solve(problem) -> None:
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+            # cvxpy reads its own sparse parameters (the industries') densely while solving
+            warnings.filterwarnings("ignore", message="Reading from a sparse CVXPY expression")
             problem.solve(solver=SOLVER, **SOLVER_TOLERANCES)
         TIMES["inaccurate"] += problem.status == "optimal_inaccurate"
     finally:

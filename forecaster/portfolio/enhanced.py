@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.portfolio.alpha import alpha_of
-from forecaster.portfolio.book_compiled import CompiledBook, bounds
+from forecaster.portfolio.book_compiled import Compiled, CompiledBook, bounds
 from forecaster.portfolio.book_constraints import (
     ActiveBound,
     FullyInvested,
@@ -279,41 +279,6 @@ def solve_book(alpha: np.ndarray, bench: np.ndarray, prev: np.ndarray, exposures
     if out is None or broken(constraints, out):
         return None
     return out
-
-
-class Compiled:
-    """A run's :class:`~forecaster.portfolio.book_compiled.CompiledBook` over a fixed axis: the
-    stocks of ``on_axis`` ``[stocks]`` (the union of those a run's rebalances may hold), and
-    where each day's problem lies on it (:meth:`at`, set by :func:`rebalance`)."""
-
-    def __init__(self, on_axis: np.ndarray):
-        on_axis = np.asarray(on_axis, bool)
-        self.size, self.book, self.where = int(on_axis.sum()), None, None
-        self.axis_of = np.where(on_axis, np.cumsum(on_axis) - 1, -1)
-
-    def at(self, idx: np.ndarray) -> None:
-        """The day's problem is over the stocks ``idx``: on the axis if they all lie on it."""
-        pos = self.axis_of[idx]
-        self.where = pos if (pos >= 0).all() else None
-
-    def place(self, n: int, k: int, n_style: int, strategy, n_groups: int = 0) -> np.ndarray | None:
-        """Where a day's ``n`` stocks lie on the axis (None: it cannot reuse the run's problem)."""
-        if self.where is None or len(self.where) != n:
-            return None
-        if self.book is None or not self.book.fits(self.size, k, n_style, strategy, n_groups):
-            self.book = CompiledBook(self.size, k, n_style, strategy, n_groups)
-        return self.where
-
-    def spread(self, args: list, where: np.ndarray) -> list:
-        """The day's ``[n]`` (and ``[n, k]``) arrays on the axis: 0 off the day's stocks (their
-        bounds 0, so they hold nothing), a specific variance of 1 there (any positive value)."""
-        out = []
-        for i, a in enumerate(args):
-            a = np.asarray(a, float)
-            full = np.zeros((self.size, *a.shape[1:])) if i != 4 else np.ones(self.size)
-            full[where] = a
-            out.append(full)
-        return out
 
 
 def _risk_split(active, exposures, factor_cov, specific_var, n_style) -> tuple[float, float, float, float]:

@@ -38,10 +38,10 @@ import numpy as np
 import pandas as pd
 
 from forecaster.portfolio.alpha import decayed_scores, holding_scores
+from forecaster.portfolio.book_compiled import Compiled
 from forecaster.portfolio.enhanced import (
     _RISK,
     TRADING_DAYS,
-    Compiled,
     EnhancedBook,
     _Columns,
     rebalance,
@@ -195,6 +195,7 @@ class BookInputs:
         column_of = np.full(panel.n_stocks, -1)
         column_of[cols] = np.arange(len(cols))
         industries = risk_industries(panel, config.strategy, next_members)
+        self.risk_labels = None if industries is None else (industries[0][:, cols], len(industries[1]))
         self.risk = Prefetched(_Columns(risk_model_of(panel, industries), column_of))
         self.dates, self.costs = panel.dates, config.costs
         # each decision row's industry groups over the trade day's members (None: no industries)
@@ -202,6 +203,13 @@ class BookInputs:
             panel, decision_members(panel, next_members), config.strategy)
         if self.groups is not None:
             self.groups = self.groups[:, cols]
+
+    def labels(self) -> tuple:
+        """``(risk, groups)``: the risk model's industries and the bound's groups over the
+        columns, each ``([days, stocks] int, number of labels)`` or None (the compiled problem's
+        sparse patterns, :class:`~forecaster.portfolio.book_compiled.Compiled`)."""
+        groups = None if self.groups is None else (self.groups, len(self.group_names))
+        return self.risk_labels, groups
 
     def context(self, s: int, scores: np.ndarray, held: Holding, date, allowed: np.ndarray | None = None,
                 no_buy: np.ndarray | None = None) -> RebalanceContext:
@@ -291,7 +299,7 @@ class EnhancedPolicy(Policy):
         self.allowed, self.no_buy = allowed, no_buy
         self.strategy = config.strategy
         # one problem for the run, over every stock a rebalance may hold (compiled once)
-        self.compiled = Compiled(self.inputs.investable.any(axis=0))
+        self.compiled = Compiled(self.inputs.investable.any(axis=0), self.inputs.labels())
         n_rows, n_stocks = self.scores.shape
         self.weights = np.full((n_rows, n_stocks), np.nan)
         self.active = np.full((n_rows, n_stocks), np.nan)
