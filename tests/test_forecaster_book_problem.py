@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from forecaster.portfolio import book_problem, enhanced
+from forecaster.portfolio import book_compiled, book_problem, enhanced
 from forecaster.portfolio.book_constraints import (
     ActiveBound,
     FullyInvested,
@@ -434,7 +434,7 @@ def test_the_runs_problem_is_compiled_once_and_solves_each_day_on_its_axis():
     equal those of the day's own problem."""
     bench, x, f, d, alpha = _case(4)
     s = _strategy()
-    run = enhanced.Compiled(np.ones(N + 5, bool))  # an axis wider than any day's problem
+    run = book_compiled.Compiled(np.ones(N + 5, bool))  # an axis wider than any day's problem
     built = []
     for idx in (np.arange(N), np.arange(2, N), np.r_[np.arange(N - 3), N + 2]):
         n = len(idx)
@@ -477,16 +477,22 @@ def test_industries_compile_sparse_and_recompile_only_on_a_class_change_of_a_liv
     unbound = _solve(alpha * 5, bench, bench, x, f, d, _strategy(style_bound=0.5), cost=0.001)
     assert (groups.T @ (unbound - bench))[0] > 0.02
 
-    run = enhanced.Compiled(np.ones(N, bool))
     sold = np.r_[True, np.zeros(N - 1, bool)]  # stock 0 leaves: held at 0 whatever its class
-    compiles = []
-    for move in (None, 0, 1):  # no change, the leaver's class, a live stock's class
-        xs, gs = x.copy(), groups.copy()
-        if move is not None:
-            xs[move, 3:6], gs[move] = xs[move, [4, 5, 3]], gs[move, [1, 2, 0]]
-        run.at(np.arange(N))
-        kw = dict(cost=0.001, groups=gs, sold=sold)
-        w_run = _solve(alpha * 5, bench, bench, xs, f, d, s, compiled=run, **kw)
-        np.testing.assert_allclose(w_run, _solve(alpha * 5, bench, bench, xs, f, d, s, **kw), atol=1e-6)
-        compiles.append(run.book.compiles)
-    assert compiles == [1, 1, 2]
+    labels = np.arange(N) % 3
+    moved = labels.copy()
+    moved[1] = (labels[1] - 1) % 3  # the class the move below gives it
+    for seed, expected in ((None, [1, 1, 2]), (np.vstack([labels, moved]), [1, 1, 1])):
+        # without a seed the pattern widens when a live stock reads a new class; the run's
+        # labels (both of stock 1's classes) seed it so that no day compiles again
+        given = (None, None) if seed is None else ((seed, 3), (seed, 3))
+        run, compiles = book_compiled.Compiled(np.ones(N, bool), given), []
+        for move in (None, 0, 1):  # no change, the leaver's class, a live stock's class
+            xs, gs = x.copy(), groups.copy()
+            if move is not None:
+                xs[move, 3:6], gs[move] = xs[move, [4, 5, 3]], gs[move, [1, 2, 0]]
+            run.at(np.arange(N))
+            kw = dict(cost=0.001, groups=gs, sold=sold)
+            w_run = _solve(alpha * 5, bench, bench, xs, f, d, s, compiled=run, **kw)
+            np.testing.assert_allclose(w_run, _solve(alpha * 5, bench, bench, xs, f, d, s, **kw), atol=1e-6)
+            compiles.append(run.book.compiles)
+        assert compiles == expected
