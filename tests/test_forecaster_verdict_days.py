@@ -83,7 +83,7 @@ def test_ic_comparison_on_shared_days_names_each_mean():
 def test_holm_matches_statsmodels():
     multitest = pytest.importorskip("statsmodels.stats.multitest")
     rng = np.random.default_rng(0)
-    for _ in range(50):
-        p = rng.uniform(0, 0.2, rng.integers(1, 15))
+    for m in range(1, 15):  # each family size once (statsmodels' call takes ~60 ms)
+        p = rng.uniform(0, 0.2, m)
         assert np.allclose(holm(p), multitest.multipletests(p, method="holm")[1])
     assert np.isnan(holm([0.01, np.nan])[1]) and holm([0.01, np.nan])[0] == pytest.approx(0.01)
