@@ -496,3 +496,29 @@ def test_industries_compile_sparse_and_recompile_only_on_a_class_change_of_a_liv
             np.testing.assert_allclose(w_run, _solve(alpha * 5, bench, bench, xs, f, d, s, **kw), atol=1e-6)
             compiles.append(run.book.compiles)
         assert compiles == expected
+
+
+def test_the_industry_bound_is_against_the_whole_indexs_group_weight():
+    """A member outside the day's problem (not investable, not held) keeps its group's weight
+    in the index: the book's group weight is bounded against the whole index's group weight, not
+    against the problem's benchmark renormalised without it."""
+    bench, x, f, d, alpha, groups = _industry_case()
+    names = ("market", "size", "beta", "industry:a", "industry:b", "industry:c", "stat_1")
+    snap = RiskSnapshot(date=pd.Timestamp("2021-03-30"), stocks=np.arange(N), exposures=x, factor_cov=f,
+                        specific_var=d, factor_names=names)
+    bench = bench.copy()
+    bench[0] = 0.15  # stock 0 (group 0) a large member the book cannot trade today
+    bench /= bench.sum()
+    investable = np.r_[False, np.ones(N - 1, bool)]
+    labels = np.arange(N) % 3
+    s = _strategy(industry_bound=0.01, style_bound=0.5, industries="classes.csv")
+    new, row, _ = enhanced.rebalance(alpha * 5, np.zeros(N), bench, snap, investable, None, s, 0.001,
+                                     groups=labels, n_groups=3)
+    assert row["status"] == "optimal" and new[0] == 0
+    whole = np.bincount(labels, weights=bench, minlength=3)
+    active = np.bincount(labels, weights=new, minlength=3) - whole
+    assert np.abs(active).max() <= 0.01 + 1e-6
+    assert active[0] == pytest.approx(0.01, abs=1e-6)  # the view on group 0 binds at the bound
+    # the problem's benchmark without stock 0 puts group 0 far lower: bounded against it, the
+    # book would be 0.09 under the index in group 0
+    assert whole[0] - (whole[0] - bench[0]) / (1 - bench[0]) > 0.05

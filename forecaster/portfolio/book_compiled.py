@@ -145,10 +145,11 @@ class CompiledBook:
 
     def solve(self, alpha, bench, prev, exposures, factor_cov, specific_var, lo, hi, buy, sell,
               turnover: float, turnover_limit: bool = True, soft_style: bool = False,
-              groups: np.ndarray | None = None) -> np.ndarray | None:
+              groups: np.ndarray | None = None, group_target: np.ndarray | None = None) -> np.ndarray | None:
         """The solver's weights ``[n]`` of one day (not yet cleaned or checked), or None when
         it finds none; arrays over this problem's ``n`` stocks (``exposures`` ``[n, k]``,
-        ``groups`` ``[n, n_groups]`` 0/1 industry groups)."""
+        ``groups`` ``[n, n_groups]`` 0/1 industry groups, bounded within the strategy's bound of
+        ``group_target`` ``[n_groups]``, None: the groups' sums of ``bench``)."""
         import cvxpy as cp
 
         from forecaster.portfolio import book_problem
@@ -169,7 +170,8 @@ class CompiledBook:
             styles = np.asarray(exposures, float)[:, : self.n_style].T
             values["styles"], values["styles_b"] = styles, styles @ b
         if self.n_groups:
-            values["groups_b"] = np.asarray(groups, float).T @ b
+            values["groups_b"] = (np.asarray(groups, float).T @ b if group_target is None
+                                  else np.asarray(group_target, float))
         for name, value in values.items():
             p[name].value = np.asarray(value, float)
         if "classes" in p:

@@ -202,8 +202,8 @@ class EnhancedBook:
 def book_parts(alpha: np.ndarray, bench: np.ndarray, prev: np.ndarray, exposures: np.ndarray,
                factor_cov: np.ndarray, specific_var: np.ndarray, n_style: int, strategy,
                no_buy: np.ndarray | None = None, cost=0.0, held: np.ndarray | None = None,
-               sell_cost=None, sold: np.ndarray | None = None, groups: np.ndarray | None = None
-               ) -> tuple[list, list]:
+               sell_cost=None, sold: np.ndarray | None = None, groups: np.ndarray | None = None,
+               group_bench: np.ndarray | None = None) -> tuple[list, list]:
     """``(terms, constraints)`` of one rebalance (module docstring) over ``[n]`` arrays:
     alpha over the holding period, the active risk over the same horizon
     (``strategy.rebalance_every`` days), the trading cost at ``cost`` per unit bought and
@@ -212,7 +212,8 @@ def book_parts(alpha: np.ndarray, bench: np.ndarray, prev: np.ndarray, exposures
     held), the tracking budget, the ST rule (``no_buy``), the ``held`` names fixed at
     ``prev`` and the ``sold`` ones (leaving the index) at 0, their sale outside the turnover
     limit (a forced sale is no choice of the book); with ``groups`` ``[n, g]`` (0/1) and
-    ``strategy.industry_bound`` > 0, each group's active weight within that bound."""
+    ``strategy.industry_bound`` > 0, each group's active weight within that bound (against
+    ``group_bench``'s group sums, None: ``bench``'s)."""
     risk = ActiveRisk(bench, exposures, factor_cov, specific_var, strategy.risk_aversion,
                       horizon=strategy.rebalance_every)
     aversion = strategy.trade_aversion  # the cost's weight: 1 the cost itself
@@ -224,7 +225,8 @@ def book_parts(alpha: np.ndarray, bench: np.ndarray, prev: np.ndarray, exposures
     if n_style:
         constraints.append(StyleBound(exposures[:, :n_style], bench, strategy.style_bound))
     if groups is not None and strategy.industry_bound > 0:
-        constraints.append(IndustryBound(groups, bench, strategy.industry_bound))
+        constraints.append(IndustryBound(groups, bench if group_bench is None else group_bench,
+                                         strategy.industry_bound))
     forced = 0.0 if sold is None else float(prev[np.asarray(sold, bool)].sum())
     if prev.sum() > 0:
         constraints.append(TurnoverLimit(prev, strategy.max_turnover + forced))
@@ -242,7 +244,7 @@ def solve_book(alpha: np.ndarray, bench: np.ndarray, prev: np.ndarray, exposures
                no_buy: np.ndarray | None = None, cost=0.0, turnover_limit: bool = True,
                soft_style: bool = False, held: np.ndarray | None = None, sell_cost=None,
                sold: np.ndarray | None = None, compiled: Compiled | None = None,
-               groups: np.ndarray | None = None) -> np.ndarray | None:
+               groups: np.ndarray | None = None, group_bench: np.ndarray | None = None) -> np.ndarray | None:
     """The optimal weights ``[n]`` of one rebalance, or None when the solver finds none that
     keeps the constraints: the problem :func:`book_parts` composes, solved as the run's
     :class:`~forecaster.portfolio.book_compiled.CompiledBook` (``compiled``: the run's, over a
@@ -251,11 +253,12 @@ def solve_book(alpha: np.ndarray, bench: np.ndarray, prev: np.ndarray, exposures
     ``[n, k]`` (the first ``n_style`` columns styles), ``factor_cov`` ``[k, k]``,
     ``specific_var`` ``[n]`` (daily); ``prev`` ``[n]`` the weights held now; ``turnover_limit``
     False: without it; ``soft_style``: the style (and industry) bounds penalties; ``groups``
-    ``[n, g]``: each stock's industry group (0/1; :func:`book_parts`)."""
+    ``[n, g]``: each stock's industry group (0/1; :func:`book_parts`), bounded against
+    ``group_bench`` ``[n]``'s group sums (None: ``bench``'s)."""
     if groups is not None and not strategy.industry_bound > 0:
         groups = None
     terms, constraints = book_parts(alpha, bench, prev, exposures, factor_cov, specific_var, n_style,
-                                    strategy, no_buy, cost, held, sell_cost, sold, groups)
+                                    strategy, no_buy, cost, held, sell_cost, sold, groups, group_bench)
     terms, constraints = relax(terms, constraints, turnover_limit, soft_style)
     n, k = len(alpha), exposures.shape[1]
     lo, hi = bounds(bench, prev, strategy.active_bound, no_buy, held, sold)
@@ -271,7 +274,9 @@ def solve_book(alpha: np.ndarray, bench: np.ndarray, prev: np.ndarray, exposures
             else groups]
     if where is not None:  # onto the run's axis: the stocks outside the day's problem held at 0
         args = compiled.spread(args, where)
-    raw = book.solve(*args[:4], factor_cov, *args[4:9], limit, turnover_limit, soft_style, groups=args[9])
+    target = None if groups is None else groups.T @ (bench if group_bench is None else group_bench)
+    raw = book.solve(*args[:4], factor_cov, *args[4:9], limit, turnover_limit, soft_style, groups=args[9],
+                     group_target=target)
     if raw is None:
         return None
     raw = raw if where is None else raw[where]
@@ -410,18 +415,27 @@ def rebalance(scores: np.ndarray, held: np.ndarray, bench: np.ndarray, snap, inv
     # its proceeds spent in this solve rather than left as cash until the next rebalance
     sold = ~np.asarray(investable, bool)[idx] & (prev > 0) & ~stuck[idx]
     buy, sell = trade_rates(cost, when, prev, b, strategy.active_bound, value)
-    onehot = None
+    onehot = group_bench = None
     if groups is not None and n_groups and strategy.industry_bound > 0:
-        label = np.asarray(groups)[idx]
+        labels = np.asarray(groups)
+        label = labels[idx]
         onehot = np.zeros((len(idx), n_groups))
         onehot[np.flatnonzero(label >= 0), label[label >= 0]] = 1.0
+        # the bound is against the index's own group weights, members outside the day's problem
+        # (suspended, not held) included: the problem's benchmark scaled to them group by group
+        member = (labels >= 0) & (bench > 0)
+        whole = np.bincount(labels[member], weights=bench[member], minlength=n_groups)
+        whole /= max(float(whole.sum()), 1e-12)
+        inside = onehot.T @ b
+        group_bench = b * (onehot @ np.divide(whole, inside, out=np.ones(n_groups), where=inside > 0))
     if compiled is not None:
         compiled.at(idx)
     status = w = None
     for rung, turnover_limit, soft_style in RUNGS:
         w = solve_book(alpha, b, prev, x, snap.factor_cov, dvar, n_style, strategy, nb, buy,
                        turnover_limit=turnover_limit, soft_style=soft_style, held=hold, sell_cost=sell,
-                       sold=sold if sold.any() else None, compiled=compiled, groups=onehot)
+                       sold=sold if sold.any() else None, compiled=compiled, groups=onehot,
+                       group_bench=group_bench)
         if w is not None:
             status = rung
             break
