@@ -511,12 +511,14 @@ def test_the_industry_bound_is_against_the_whole_indexs_group_weight():
     bench /= bench.sum()
     investable = np.r_[False, np.ones(N - 1, bool)]
     labels = np.arange(N) % 3
+    labels[-1] = -1  # a member in no group: its weight is spread over none of them
     s = _strategy(industry_bound=0.01, style_bound=0.5, industries="classes.csv")
     new, row, _ = enhanced.rebalance(alpha * 5, np.zeros(N), bench, snap, investable, None, s, 0.001,
                                      groups=labels, n_groups=3)
     assert row["status"] == "optimal" and new[0] == 0
-    whole = np.bincount(labels, weights=bench, minlength=3)
-    active = np.bincount(labels, weights=new, minlength=3) - whole
+    grouped = labels >= 0
+    whole = np.bincount(labels[grouped], weights=bench[grouped], minlength=3)
+    active = np.bincount(labels[grouped], weights=new[grouped], minlength=3) - whole
     assert np.abs(active).max() <= 0.01 + 1e-6
     assert active[0] == pytest.approx(0.01, abs=1e-6)  # the view on group 0 binds at the bound
     # the problem's benchmark without stock 0 puts group 0 far lower: bounded against it, the

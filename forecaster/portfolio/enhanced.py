@@ -424,8 +424,10 @@ def rebalance(scores: np.ndarray, held: np.ndarray, bench: np.ndarray, snap, inv
         # the bound is against the index's own group weights, members outside the day's problem
         # (suspended, not held) included: the problem's benchmark scaled to them group by group
         member = (labels >= 0) & (bench > 0)
+        # (fractions of the whole index: a benchmark weight on a stock without a group is not
+        # spread over the groups)
         whole = np.bincount(labels[member], weights=bench[member], minlength=n_groups)
-        whole /= max(float(whole.sum()), 1e-12)
+        whole /= max(float(bench[bench > 0].sum()), 1e-12)
         inside = onehot.T @ b
         group_bench = b * (onehot @ np.divide(whole, inside, out=np.ones(n_groups), where=inside > 0))
     if compiled is not None:
