@@ -167,7 +167,7 @@ class CompiledBook:
                   "sd": sd, "sd_b": sd * b, "cost_size": (buy + sell) / 2, "cost_side": (buy - sell) / 2,
                   "turnover": max(float(turnover), 0.0)}
         if self.n_style:
-            styles = np.asarray(exposures, float)[:, : self.n_style].T
+            styles = x[:, : self.n_style].T
             values["styles"], values["styles_b"] = styles, styles @ b
         if self.n_groups:
             values["groups_b"] = (np.asarray(groups, float).T @ b if group_target is None

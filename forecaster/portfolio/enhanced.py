@@ -421,11 +421,10 @@ def rebalance(scores: np.ndarray, held: np.ndarray, bench: np.ndarray, snap, inv
         label = labels[idx]
         onehot = np.zeros((len(idx), n_groups))
         onehot[np.flatnonzero(label >= 0), label[label >= 0]] = 1.0
-        # the bound is against the index's own group weights, members outside the day's problem
-        # (suspended, not held) included: the problem's benchmark scaled to them group by group
+        # the bound is against the index's own group weights as fractions of the whole index
+        # (members outside the day's problem included, a weight on a stock in no group spread
+        # over none): the problem's benchmark scaled to them group by group
         member = (labels >= 0) & (bench > 0)
-        # (fractions of the whole index: a benchmark weight on a stock without a group is not
-        # spread over the groups)
         whole = np.bincount(labels[member], weights=bench[member], minlength=n_groups)
         whole /= max(float(bench[bench > 0].sum()), 1e-12)
         inside = onehot.T @ b
